@@ -1,0 +1,1 @@
+"""Subcommands of the raglab CLI (imported only when used)."""

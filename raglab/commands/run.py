@@ -1,0 +1,62 @@
+"""``raglab run [overrides]`` (and ``-m`` sweeps): a Hydra application built lazily."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from raglab.cli import _fail, conf_dir
+
+
+def _run_name(cfg, overrides: list[str]) -> str:
+    if cfg.run_name:
+        return cfg.run_name
+    kept = [o for o in overrides if not o.startswith(("hydra.", "tracking.", "cache_dir="))]
+    return ",".join(kept) if kept else "defaults"
+
+
+def task(dict_cfg) -> None:
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+
+    from raglab.config import parse_run_config, redact
+    from raglab.errors import UserError
+    from raglab.runner.run import Run, print_summary
+    from raglab.runner.tracker import Tracker
+
+    hc = HydraConfig.get()
+    resolved = OmegaConf.to_container(dict_cfg, resolve=True)
+    try:
+        cfg = parse_run_config(resolved)
+    except UserError as e:
+        _fail(str(e))
+    public = redact(resolved)
+    run_dir = Path(hc.runtime.output_dir).resolve()
+    sweep_dir = str(Path(hc.sweep.dir).resolve()) if hc.mode == RunMode.MULTIRUN else None
+    tracker = Tracker(cfg, public, _run_name(cfg, list(hc.overrides.task)), sweep_dir)
+    run = Run(cfg, run_dir, OmegaConf.to_yaml(OmegaConf.create(public)))
+    try:
+        tracker.check()
+        metrics = run.execute(tracker)
+        tracker.finished(run_dir)
+    except UserError as e:
+        tracker.failed(str(e))
+        _fail(str(e))
+    except KeyboardInterrupt:
+        tracker.killed()
+        print(f"raglab: interrupted; records kept in {run_dir / 'records.jsonl'}; "
+              "run again with the same hydra.run.dir to resume", file=sys.stderr)
+        sys.exit(130)
+    print_summary(metrics, run_dir)
+    where = tracker.where()
+    if where:
+        print(where)
+
+
+def main(argv: list[str]) -> None:
+    import hydra
+
+    sys.argv = ["raglab run", *argv]
+    app = hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)
+    app()

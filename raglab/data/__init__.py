@@ -1,0 +1,1 @@
+"""Data contract: schemas (nouns), JSON Lines I/O and dataset validation."""

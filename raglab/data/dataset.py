@@ -1,0 +1,192 @@
+"""Loading a dataset (corpus + cases [+ human labels]) and validating it.
+
+Validation: schema, duplicate ids, every evidence item located in its document (exact after
+normalisation, else fuzzy), spans in range. A case whose evidence is gone is quarantined
+(excluded from runs, with the reason); softer problems are warnings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from raglab.data.io import read_models
+from raglab.data.schema import Case, Document, HumanLabel, matches_filters, may_see
+from raglab.data.textnorm import Location, locate_quote
+from raglab.errors import UserError
+
+PKG_PREFIX = "pkg://"
+
+
+def resolve_path(path: str | Path) -> Path:
+    """Resolve ``pkg://raglab/datasets/...`` to the installed package data; else a plain path."""
+    s = str(path)
+    if s.startswith(PKG_PREFIX):
+        package, _, rel = s[len(PKG_PREFIX):].partition("/")
+        return Path(str(resources.files(package).joinpath(rel)))
+    return Path(s).expanduser()
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@dataclass
+class Quarantined:
+    case_id: str
+    file: str
+    line: int
+    reason: str
+
+    def as_dict(self) -> dict:
+        return {"case_id": self.case_id, "file": self.file, "line": self.line,
+                "reason": self.reason}
+
+    def render(self) -> str:
+        return f"{self.file}:{self.line} case {self.case_id}: quarantined: {self.reason}"
+
+
+@dataclass
+class Dataset:
+    corpus_path: Path
+    cases_path: Path
+    corpus: dict[str, Document]
+    cases: list[Case]  # usable cases only (quarantined ones removed)
+    case_lines: dict[str, int]
+    locations: dict[str, list[Location]]  # per usable case, one per evidence item
+    quarantined: list[Quarantined] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    corpus_hash: str = ""
+    cases_hash: str = ""
+    labels: list[HumanLabel] = field(default_factory=list)
+    labels_path: Path | None = None
+    n_cases_total: int = 0
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.cases)
+
+
+def load_corpus(path: Path) -> dict[str, Document]:
+    corpus: dict[str, Document] = {}
+    first_line: dict[str, int] = {}
+    for lineno, doc in read_models(path, Document, "corpus"):
+        if doc.doc_id in corpus:
+            raise UserError(f"duplicate doc_id (first on line {first_line[doc.doc_id]})",
+                            file=str(path), line=lineno, case_id=doc.doc_id)
+        corpus[doc.doc_id] = doc
+        first_line[doc.doc_id] = lineno
+    return corpus
+
+
+def load_cases(path: Path) -> tuple[list[Case], dict[str, int]]:
+    cases: list[Case] = []
+    lines: dict[str, int] = {}
+    for lineno, case in read_models(path, Case, "cases file"):
+        if case.id in lines:
+            raise UserError(f"duplicate case id (first on line {lines[case.id]})",
+                            file=str(path), line=lineno, case_id=case.id)
+        lines[case.id] = lineno
+        cases.append(case)
+    return cases, lines
+
+
+def load_labels(path: Path) -> list[HumanLabel]:
+    return [label for _, label in read_models(path, HumanLabel, "labels file")]
+
+
+def _locate_case(case: Case, corpus: dict[str, Document],
+                 threshold: float) -> tuple[list[Location], str | None]:
+    found: list[Location] = []
+    for i, ev in enumerate(case.evidence):
+        doc = corpus.get(ev.doc_id)
+        if doc is None:
+            return [], f"evidence {i}: document '{ev.doc_id}' is not in the corpus"
+        if ev.start is not None and ev.end is not None:
+            if ev.end > len(doc.text):
+                return [], (f"evidence {i}: span {ev.start}-{ev.end} is outside document "
+                            f"'{ev.doc_id}' ({len(doc.text)} characters)")
+            found.append(Location(ev.start, ev.end, "span", 100.0))
+            continue
+        loc = locate_quote(ev.quote or "", doc.text, threshold)
+        if loc is None:
+            return [], (f"evidence {i}: quote not found in document '{ev.doc_id}' "
+                        f"(exact or fuzzy >= {threshold:g}): {ev.quote[:60]!r}")
+        found.append(loc)
+    return found, None
+
+
+def _case_warnings(case: Case, corpus: dict[str, Document]) -> list[str]:
+    out: list[str] = []
+    if case.answerable:
+        if not any(n.vital for n in case.nuggets):
+            out.append("answerable case has no vital nugget")
+        for ev in case.evidence:
+            doc = corpus[ev.doc_id]
+            if not matches_filters(doc.metadata, case.filters):
+                out.append(f"evidence document '{ev.doc_id}' never passes the case's filters")
+            if not may_see(doc.acl, case.user):
+                out.append(f"evidence document '{ev.doc_id}' is not visible to the case's user")
+    else:
+        if case.nuggets:
+            out.append("unanswerable case has nuggets")
+        for ev in case.evidence:
+            if may_see(corpus[ev.doc_id].acl, case.user):
+                out.append(f"unanswerable case has evidence in '{ev.doc_id}', which its user may see")
+    return out
+
+
+def load_dataset(corpus: str | Path, cases: str | Path, labels: str | Path | None = None,
+                 fuzzy_threshold: float = 90.0) -> Dataset:
+    """Load and validate a dataset. Raises UserError on schema errors; quarantines the rest."""
+    corpus_path, cases_path = resolve_path(corpus), resolve_path(cases)
+    docs = load_corpus(corpus_path)
+    all_cases, lines = load_cases(cases_path)
+    usable: list[Case] = []
+    locations: dict[str, list[Location]] = {}
+    quarantined: list[Quarantined] = []
+    warnings: list[str] = []
+    for case in all_cases:
+        locs, reason = _locate_case(case, docs, fuzzy_threshold)
+        if reason is not None:
+            quarantined.append(Quarantined(case.id, str(cases_path), lines[case.id], reason))
+            continue
+        usable.append(case)
+        locations[case.id] = locs
+        for w in _case_warnings(case, docs):
+            warnings.append(f"{cases_path}:{lines[case.id]} case {case.id}: warning: {w}")
+    ds = Dataset(corpus_path, cases_path, docs, usable, lines, locations, quarantined, warnings,
+                 corpus_hash=file_sha256(corpus_path), cases_hash=file_sha256(cases_path),
+                 n_cases_total=len(all_cases))
+    if labels:
+        ds.labels_path = resolve_path(labels)
+        ds.labels = load_labels(ds.labels_path)
+        known = {c.id for c in all_cases}
+        for label in ds.labels:
+            if label.case_id not in known:
+                warnings.append(f"{ds.labels_path}: warning: label for unknown case {label.case_id}")
+    return ds
+
+
+def summary_rows(ds: Dataset) -> list[tuple[str, str, int]]:
+    """(group, value, count) rows: by tag, answerability and evidence count."""
+    rows: list[tuple[str, str, int]] = []
+    by_tag: dict[str, Counter] = defaultdict(Counter)
+    for case in ds.cases:
+        for k, v in case.tags.items():
+            by_tag[k][v] += 1
+    for k in sorted(by_tag):
+        for v, n in sorted(by_tag[k].items()):
+            rows.append((f"tag:{k}", v, n))
+    ans = Counter("answerable" if c.answerable else "unanswerable" for c in ds.cases)
+    rows += [("answerability", k, n) for k, n in sorted(ans.items())]
+    evc = Counter(min(len(c.evidence), 3) for c in ds.cases)
+    rows += [("evidence items", "3+" if k == 3 else str(k), n) for k, n in sorted(evc.items())]
+    return rows

@@ -1,0 +1,171 @@
+"""JSON Lines reading (streamed, with errors naming file, line and id) and safe writing."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from raglab.errors import UserError
+
+M = TypeVar("M", bound=BaseModel)
+
+MAX_LINE_BYTES = 16 * 1024 * 1024
+_ID_FIELDS = ("id", "case_id", "doc_id")
+
+
+def _describe_validation_error(err: ValidationError, model: type[BaseModel]) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"])
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        owner: Any = model
+        for part in first["loc"][:-1]:
+            field = getattr(owner, "model_fields", {}).get(str(part))
+            if field is None:
+                break
+            ann = field.annotation
+            owner = _model_in(ann) or owner
+        valid = ", ".join(getattr(owner, "model_fields", {}).keys())
+        return f"unknown field '{loc}' (valid fields: {valid})"
+    if kind == "missing":
+        return f"missing field '{loc}'"
+    msg = first["msg"]
+    if loc:
+        return f"field '{loc}': {msg}"
+    return msg
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def check_readable_file(path: str | Path, what: str = "file") -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise UserError(f"{what} not found", file=str(p))
+    if p.is_dir():
+        raise UserError(f"is a directory, expected a {what} (JSON Lines)", file=str(p))
+    return p
+
+
+def iter_json_lines(path: str | Path, what: str = "file",
+                    max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)`` for each non-blank line; raise UserError on bad input."""
+    p = check_readable_file(path, what)
+    seen_any = False
+    try:
+        fh = open(p, "rb")
+    except OSError as e:
+        raise UserError(f"cannot open {what}: {e.strerror}", file=str(p)) from None
+    with fh:
+        lineno = 0
+        while True:
+            raw = fh.readline(max_line_bytes + 1)
+            if not raw:
+                break
+            lineno += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                raise UserError(f"line longer than {max_line_bytes // (1024 * 1024)} MiB",
+                                file=str(p), line=lineno)
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UserError(f"not valid UTF-8 (byte {e.start + 1} of the line)",
+                                file=str(p), line=lineno) from None
+            if lineno == 1 and line.startswith("\ufeff"):
+                line = line[1:]
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UserError(f"malformed JSON: {e.msg} (column {e.colno})",
+                                file=str(p), line=lineno) from None
+            if not isinstance(obj, dict):
+                raise UserError(f"expected a JSON object, got {type(obj).__name__}",
+                                file=str(p), line=lineno)
+            seen_any = True
+            yield lineno, obj
+    if not seen_any:
+        raise UserError(f"empty {what}: no JSON lines", file=str(p))
+
+
+def object_id(obj: dict[str, Any]) -> str | None:
+    for key in _ID_FIELDS:
+        v = obj.get(key)
+        if isinstance(v, str) and v:
+            return v
+    return None
+
+
+def parse_model(model: type[M], obj: dict[str, Any], *, file: str, line: int) -> M:
+    try:
+        return model.model_validate(obj)
+    except ValidationError as e:
+        raise UserError(_describe_validation_error(e, model), file=file, line=line,
+                        case_id=object_id(obj)) from None
+
+
+def read_models(path: str | Path, model: type[M], what: str) -> Iterator[tuple[int, M]]:
+    """Stream ``model`` instances from a JSON Lines file."""
+    for lineno, obj in iter_json_lines(path, what):
+        yield lineno, parse_model(model, obj, file=str(path), line=lineno)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write a finished file under a temporary name, then rename it into place."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+
+
+def write_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def read_jsonl_tolerant(path: str | Path) -> list[dict[str, Any]]:
+    """Read a JSON Lines file this program wrote, dropping a torn last line (after a kill)."""
+    p = Path(path)
+    if not p.exists():
+        return []
+    rows: list[dict[str, Any]] = []
+    data = p.read_bytes()
+    lines = data.split(b"\n")
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            rows.append(json.loads(raw.decode("utf-8")))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            if i == len(lines) - 1 or all(not r.strip() for r in lines[i + 1:]):
+                break  # torn last line
+            raise UserError("corrupt line (not the last one)", file=str(p), line=i + 1) from None
+    return rows

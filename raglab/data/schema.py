@@ -1,0 +1,147 @@
+"""The data contract (DESIGN.md section 2) as pydantic v2 models.
+
+Unknown fields are errors: they are almost always typos.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+FilterValue = str | int | float | bool | list[str | int | float | bool]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False, str_strip_whitespace=False)
+
+
+class Document(_Strict):
+    doc_id: str = Field(min_length=1)
+    text: str
+    title: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    acl: list[str] | None = None
+
+
+class User(_Strict):
+    id: str = Field(min_length=1)
+    groups: list[str] = Field(default_factory=list)
+
+
+class Evidence(_Strict):
+    doc_id: str = Field(min_length=1)
+    quote: str | None = None
+    start: int | None = Field(default=None, ge=0)
+    end: int | None = Field(default=None, ge=0)
+    grade: float = Field(default=1, gt=0)
+
+    @model_validator(mode="after")
+    def _quote_or_span(self) -> "Evidence":
+        has_span = self.start is not None or self.end is not None
+        if has_span and (self.start is None or self.end is None):
+            raise ValueError("evidence with a span needs both 'start' and 'end'")
+        if has_span and self.end <= self.start:  # type: ignore[operator]
+            raise ValueError("evidence 'end' must be greater than 'start'")
+        if not has_span and not (self.quote and self.quote.strip()):
+            raise ValueError("evidence needs a non-empty 'quote' or a 'start'/'end' span")
+        return self
+
+
+class Nugget(_Strict):
+    text: str = Field(min_length=1)
+    vital: bool = False
+
+
+class Case(_Strict):
+    id: str = Field(min_length=1)
+    question: str = Field(min_length=1)
+    filters: dict[str, FilterValue] = Field(default_factory=dict)
+    user: User | None = None
+    reference_answer: str | None = None
+    evidence: list[Evidence] = Field(default_factory=list)
+    nuggets: list[Nugget] = Field(default_factory=list)
+    answerable: bool = True
+    tags: dict[str, str] = Field(default_factory=dict)
+    must_not_contain: list[str] = Field(default_factory=list)
+
+    @field_validator("tags")
+    @classmethod
+    def _tag_keys(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if key == "answerable":
+                raise ValueError("tag key 'answerable' is reserved (it is the case's own field)")
+        return v
+
+
+class Hit(_Strict):
+    """One retrieved item: a chunk (with offsets) or a whole document."""
+
+    doc_id: str = Field(min_length=1)
+    text: str = ""
+    score: float | None = None
+    start: int | None = Field(default=None, ge=0)
+    end: int | None = Field(default=None, ge=0)
+    metadata: dict[str, Any] | None = None
+
+
+class Citation(_Strict):
+    sentence: int = Field(ge=0)
+    context: list[int] = Field(default_factory=list)
+
+
+class SystemOutput(_Strict):
+    case_id: str = Field(min_length=1)
+    candidates: list[Hit] = Field(default_factory=list)
+    context: list[Hit] = Field(default_factory=list)
+    answer: str | None = None
+    citations: list[Citation] = Field(default_factory=list)
+    latency_ms: dict[str, float] = Field(default_factory=dict)
+    usage: dict[str, float] = Field(default_factory=dict)
+
+
+CLAIM_LABELS = ("SUPPORTED", "CONTRADICTED", "NOT_FOUND")
+NUGGET_LABELS = ("YES", "PARTIAL", "NO")
+
+
+class HumanLabel(_Strict):
+    case_id: str = Field(min_length=1)
+    kind: Literal["claim", "nugget"]
+    answer: str
+    item: str = Field(min_length=1)
+    context: list[str] = Field(default_factory=list)
+    label: str
+
+    @model_validator(mode="after")
+    def _label_fits_kind(self) -> "HumanLabel":
+        valid = CLAIM_LABELS if self.kind == "claim" else NUGGET_LABELS
+        if self.label not in valid:
+            raise ValueError(f"label {self.label!r} is not valid for kind {self.kind!r} "
+                             f"(valid: {', '.join(valid)})")
+        return self
+
+
+def may_see(acl: list[str] | None, user: User | None) -> bool:
+    """Whether ``user`` may see a document with ``acl`` (None: everyone; no user: anonymous)."""
+    if acl is None:
+        return True
+    if user is None:
+        return False
+    return bool(set(acl) & set(user.groups))
+
+
+def matches_filters(metadata: dict[str, Any] | None, filters: dict[str, Any]) -> bool:
+    """Whether a document's metadata has the same value for every filter key."""
+    if not filters:
+        return True
+    md = metadata or {}
+    for key, want in filters.items():
+        if key not in md:
+            return False
+        have = md[key]
+        if isinstance(want, list):
+            if have not in want:
+                return False
+        elif have != want:
+            return False
+    return True

@@ -1,0 +1,156 @@
+"""Text normalisation and quote location.
+
+Gold evidence is a quote in a document, and a quote must survive re-extraction of the
+document (other whitespace, hyphenation at line breaks, soft hyphens, ligatures, case,
+punctuation). Both sides are normalised the same way:
+
+1. Unicode NFKC (so the ligature "ﬁ" becomes "fi", full-width forms become ASCII) and
+   case folding; soft hyphens (U+00AD) are removed;
+2. a hyphen at a line break between two word characters is removed with the break
+   ("pay-\\nment" becomes "payment");
+3. the text becomes its word tokens (``\\w+``) joined by single spaces, so every run of
+   whitespace and punctuation is one boundary.
+
+A quote is located exactly when its normalised form occurs in the normalised document on
+token boundaries; otherwise a rapidfuzz partial alignment above a threshold (0-100) is
+accepted. Either way the result carries character offsets into the original text.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_right
+from dataclasses import dataclass
+from functools import lru_cache
+
+SOFT_HYPHEN = "\u00ad"
+_HYPHENATION = re.compile(r"(?<=\w)[-\u2010\u2011]\s*\n\s*(?=\w)")
+_WORD = re.compile(r"\w+")
+
+
+def normalize(text: str) -> str:
+    """Normalise text for matching (fast path, no offsets)."""
+    s = unicodedata.normalize("NFKC", text.replace(SOFT_HYPHEN, "")).casefold()
+    s = _HYPHENATION.sub("", s)
+    return " ".join(_WORD.findall(s))
+
+
+@dataclass(frozen=True)
+class NormalizedText:
+    """A normalised text plus, for each normalised character, its index in the original."""
+
+    text: str
+    origin: tuple[int, ...]
+    original_length: int
+
+    def to_original(self, start: int, end: int) -> tuple[int, int]:
+        """Map a normalised half-open range [start, end) to original offsets."""
+        if end <= start:
+            raise ValueError("empty range")
+        return self.origin[start], self.origin[end - 1] + 1
+
+
+def normalize_with_offsets(text: str) -> NormalizedText:
+    """Normalise like :func:`normalize`, keeping the original offset of every character."""
+    chars: list[str] = []
+    origin: list[int] = []
+    for i, c in enumerate(text):
+        if c == SOFT_HYPHEN:
+            continue
+        out = c if c.isascii() else unicodedata.normalize("NFKC", c)
+        for oc in out.casefold() if not c.isascii() else c.lower():
+            chars.append(oc)
+            origin.append(i)
+    s = "".join(chars)
+    # Remove hyphenation at line breaks, keeping the offset map aligned.
+    keep = [True] * len(s)
+    for m in _HYPHENATION.finditer(s):
+        for j in range(m.start(), m.end()):
+            keep[j] = False
+    if not all(keep):
+        s = "".join(c for c, k in zip(s, keep) if k)
+        origin = [o for o, k in zip(origin, keep) if k]
+    out_chars: list[str] = []
+    out_origin: list[int] = []
+    for m in _WORD.finditer(s):
+        if out_chars:
+            out_chars.append(" ")
+            out_origin.append(origin[m.start()])
+        out_chars.append(m.group())
+        out_origin.extend(origin[m.start():m.end()])
+    return NormalizedText("".join(out_chars), tuple(out_origin), len(text))
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a quote was found: original character offsets and how."""
+
+    start: int
+    end: int
+    method: str  # "exact" | "fuzzy" | "span"
+    score: float  # 100 for exact
+
+
+def _find_on_boundaries(needle: str, hay: str) -> int:
+    """Index of ``needle`` in ``hay`` starting and ending on token boundaries, or -1."""
+    padded = f" {hay} "
+    i = padded.find(f" {needle} ")
+    return -1 if i < 0 else i  # padded index i+1 maps to hay index i
+
+
+@lru_cache(maxsize=4096)
+def _normalized_doc(text: str) -> NormalizedText:
+    return normalize_with_offsets(text)
+
+
+def locate_quote(quote: str, document: str, fuzzy_threshold: float = 90.0) -> Location | None:
+    """Locate ``quote`` in ``document``; ``None`` when it is not there.
+
+    Exact (after normalisation, on token boundaries) first, then a rapidfuzz partial
+    alignment scoring at least ``fuzzy_threshold``.
+    """
+    q = normalize(quote)
+    if not q:
+        return None
+    doc = _normalized_doc(document)
+    i = _find_on_boundaries(q, doc.text)
+    if i >= 0:
+        start, end = doc.to_original(i, i + len(q))
+        return Location(start, end, "exact", 100.0)
+    if fuzzy_threshold > 100 or not doc.text:
+        return None
+    from rapidfuzz import fuzz
+
+    al = fuzz.partial_ratio_alignment(q, doc.text, score_cutoff=fuzzy_threshold)
+    if al is None or al.dest_end <= al.dest_start:
+        return None
+    ds, de = al.dest_start, al.dest_end
+    # Trim boundary spaces of the aligned window, then widen it to whole tokens.
+    t = doc.text
+    while ds < de and t[ds] == " ":
+        ds += 1
+    while de > ds and t[de - 1] == " ":
+        de -= 1
+    while ds > 0 and t[ds - 1] != " ":
+        ds -= 1
+    while de < len(t) and t[de] != " ":
+        de += 1
+    if de <= ds:
+        return None
+    start, end = doc.to_original(ds, de)
+    return Location(start, end, "fuzzy", float(al.score))
+
+
+def contains_normalized(hay_normalized: str, needle_normalized: str) -> bool:
+    """Token-boundary containment of two already-normalised strings."""
+    return bool(needle_normalized) and f" {needle_normalized} " in f" {hay_normalized} "
+
+
+def token_offsets(text: str) -> list[int]:
+    """Start offsets of word tokens (used to count tokens in a character range)."""
+    return [m.start() for m in _WORD.finditer(text)]
+
+
+def count_tokens(starts: list[int], start: int, end: int) -> int:
+    return bisect_right(starts, end - 1) - bisect_right(starts, start - 1)

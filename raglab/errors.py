@@ -1,0 +1,31 @@
+"""User-facing errors: one clear line naming the file, line and case id."""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A mistake in the user's input or configuration (never a bug in raglab).
+
+    The CLI prints ``str(err)`` as one line and exits non-zero, without a traceback.
+    """
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 case_id: str | None = None):
+        self.message = message
+        self.file = file
+        self.line = line
+        self.case_id = case_id
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = []
+        if self.file is not None:
+            where.append(str(self.file) + (f":{self.line}" if self.line is not None else ""))
+        if self.case_id is not None:
+            where.append(f"case {self.case_id}")
+        prefix = " ".join(where)
+        return f"{prefix}: {self.message}" if prefix else self.message
+
+
+class ConfigError(UserError):
+    """A bad configuration, detected before any work is done."""

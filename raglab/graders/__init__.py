@@ -1,0 +1,1 @@
+"""Graders: pinned, versioned verdict producers behind one cached client."""

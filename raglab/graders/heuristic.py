@@ -1,0 +1,173 @@
+"""The offline, deterministic grader (no model, no key).
+
+What it does, and its limits (also in the README):
+- claims: the answer's sentences (and ';'-separated clauses), with citation markers,
+  greetings, hedges and refusal sentences dropped. Pronouns are NOT resolved.
+- verification: each claim is aligned with the context sentence covering most of its
+  content terms (light stemming; rapidfuzz token ratio breaks ties). Covered at
+  ``support_threshold`` or above: SUPPORTED, unless a number, a negation or a capitalised
+  entity of the claim disagrees with that sentence (CONTRADICTED). Partly covered with such
+  a disagreement: CONTRADICTED. Otherwise NOT_FOUND. Paraphrases with other words are
+  missed (NOT_FOUND), and contradictions that need world knowledge are missed.
+- nuggets: term coverage of the nugget by the answer (YES / PARTIAL / NO thresholds); a
+  number of the nugget missing from the answer caps it at PARTIAL.
+- relevance: how much of the question the answer covers, and how many of its sentences
+  touch the question at all.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rapidfuzz import fuzz
+
+from raglab.data.textnorm import normalize
+from raglab.metrics.generation import is_refusal_text
+from raglab.systems.chunkers import sentence_spans
+from raglab.systems.lexical import NUMBER, content_terms
+
+_CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+_HEDGE_PREFIX = re.compile(
+    r"^(i think|i believe|it seems( that)?|it appears( that)?|probably|perhaps|maybe|"
+    r"in short|overall|basically|to summari[sz]e|based on the (documents|passages|context)),?\s+",
+    re.I)
+_NON_CLAIM = re.compile(
+    r"^(hi|hello|hey|thanks|thank you|hope (this|that) helps|let me know|feel free|"
+    r"please (let|reach|contact)|sure|of course|great question|good question)\b", re.I)
+_NEGATION = re.compile(r"\b(not|no|never|cannot|can't|won't|isn't|aren't|doesn't|don't|"
+                       r"didn't|without|none|nor)\b", re.I)
+_ENTITY = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z0-9]+(?:\s+[A-Z][a-zA-Z0-9]+)*)")
+
+
+def split_sentences(text: str) -> list[str]:
+    return [" ".join(text[s:e].split()) for s, e in sentence_spans(text)]
+
+
+def strip_citations(text: str) -> str:
+    return _CITATION.sub("", text).strip()
+
+
+def decompose(answer: str, max_claims: int, drop_hedges: bool) -> list[str]:
+    claims: list[str] = []
+    for sent in split_sentences(strip_citations(answer)):
+        sent = sent.lstrip("#*-• ").strip()
+        if not sent or is_refusal_text(sent):
+            continue
+        if drop_hedges:
+            if _NON_CLAIM.match(sent):
+                continue
+            sent = _HEDGE_PREFIX.sub("", sent)
+        for clause in re.split(r";\s+", sent):
+            clause = clause.strip(" ;")
+            if len(content_terms(clause)) >= 2:
+                claims.append(clause)
+    return claims[:max_claims]
+
+
+def _numbers(text: str) -> set[str]:
+    return {n.replace(",", "") for n in NUMBER.findall(text)}
+
+
+def _negated(text: str) -> bool:
+    return bool(_NEGATION.search(text))
+
+
+def _entities(text: str) -> set[str]:
+    return {normalize(e) for e in _ENTITY.findall(text)}
+
+
+def _disagreement(claim: str, sentence: str) -> str | None:
+    cn, sn = _numbers(claim), _numbers(sentence)
+    if cn and sn and not cn <= sn:
+        return "number"
+    if _negated(claim) != _negated(sentence):
+        return "negation"
+    ce, se = _entities(claim), _entities(sentence)
+    if ce and se and not (ce & se) and not ce <= set(normalize(sentence).split()):
+        return "entity"
+    return None
+
+
+def verify_claim(claim: str, passages: list[str], threshold: float) -> tuple[str, str | None]:
+    """(label, the aligned context sentence or None)."""
+    terms = set(content_terms(claim))
+    if not terms:
+        return "NOT_FOUND", None
+    best: tuple[float, float, str] | None = None
+    for p in passages:
+        sents = split_sentences(p)
+        windows = sents + [f"{a} {b}" for a, b in zip(sents, sents[1:])]
+        for s in windows:
+            cov = 100.0 * len(terms & set(content_terms(s))) / len(terms)
+            if cov == 0:
+                continue
+            tie = fuzz.token_set_ratio(normalize(claim), normalize(s))
+            if best is None or (cov, tie) > best[:2]:
+                best = (cov, tie, s)
+    if best is None:
+        return "NOT_FOUND", None
+    cov, _, sent = best
+    if cov >= threshold:
+        return ("CONTRADICTED" if _disagreement(claim, sent) else "SUPPORTED"), sent
+    if cov >= threshold * 0.6 and _disagreement(claim, sent) in ("number", "negation"):
+        return "CONTRADICTED", sent
+    return "NOT_FOUND", sent
+
+
+def judge_nugget(nugget: str, answer: str, yes: float, partial: float) -> tuple[str, str | None]:
+    terms = set(content_terms(nugget))
+    if not terms:
+        return "NO", None
+    a_terms = set(content_terms(strip_citations(answer)))
+    cov = 100.0 * len(terms & a_terms) / len(terms)
+    missing_number = bool(_numbers(nugget) - _numbers(answer))
+    if cov >= yes and not missing_number:
+        return "YES", None
+    if cov >= partial:
+        return "PARTIAL", None
+    return "NO", None
+
+
+def judge_relevance(question: str, answer: str) -> tuple[str, str]:
+    q = set(content_terms(question))
+    sents = split_sentences(strip_citations(answer))
+    a_terms = set(content_terms(answer))
+    q_cov = len(q & a_terms) / len(q) if q else 0.0
+    if q_cov < 0.25:
+        return "DIFFERENT_QUESTION", f"answer covers {q_cov:.0%} of the question's terms"
+    touching = sum(1 for s in sents if q & set(content_terms(s)))
+    if sents and touching / len(sents) < 0.5:
+        return "ADDS_UNNEEDED", f"{len(sents) - touching} of {len(sents)} sentences off the question"
+    return "ANSWERS_AS_ASKED", f"answer covers {q_cov:.0%} of the question's terms"
+
+
+class HeuristicGrader:
+    """Async interface shared with the Claude grader (see raglab.graders.orchestrate)."""
+
+    backend = "heuristic"
+
+    def __init__(self, cfg: Any):
+        self.cfg = cfg
+
+    def prompt_texts(self) -> dict[str, str]:
+        return {}
+
+    async def decompose(self, question: str, answer: str) -> list[str]:
+        d = self.cfg.decomposition
+        return decompose(answer, d.max_claims, d.drop_hedges)
+
+    async def verify(self, claims: list[str], passages: list[str],
+                     family: str) -> list[tuple[str, str | None]]:
+        return [verify_claim(c, passages, self.cfg.support_threshold) for c in claims]
+
+    async def nuggets(self, question: str, answer: str,
+                      nuggets: list[str]) -> list[tuple[str, str | None]]:
+        return [judge_nugget(n, answer, self.cfg.nugget_yes, self.cfg.nugget_partial)
+                for n in nuggets]
+
+    async def relevance(self, question: str, answer: str) -> tuple[str, str]:
+        return judge_relevance(question, answer)
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,119 @@
+"""Grading one case: ask the grader for its judgments and turn them into verdicts.
+
+Judgments are cached on disk by (family version, judgment, inputs), so re-running an
+unchanged configuration repeats no grader work, and any change to the grader (prompt text,
+model, settings) changes the version and misses the cache.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raglab.graders.heuristic import split_sentences, strip_citations
+from raglab.graders.spec import FAMILY_PROMPTS, prompt_hash
+from raglab.runner.stagecache import StageCache, content_key
+
+
+class GraderCallError(Exception):
+    """A grader call that still failed after its retries."""
+
+
+class Grading:
+    def __init__(self, grader: Any, name: str, versions: dict[str, str], cache: StageCache,
+                 work: Any):
+        self.grader = grader
+        self.name = name
+        self.versions = versions
+        self.cache = cache
+        self.work = work
+        prompts = grader.prompt_texts()
+        self.prompt_hashes = {fam: prompt_hash("\n".join(prompts.get(p, "") for p in parts))
+                              for fam, parts in FAMILY_PROMPTS.items()}
+
+    async def _cached(self, family: str, method: str, *args: Any) -> Any:
+        key = content_key("judge", self.versions[family], method, args)
+        hit = self.cache.get("grade", key)
+        if hit is not None:
+            self.work.add("grader_cache_hits")
+            return hit
+        value = await getattr(self.grader, method)(*args)
+        self.work.add("grader_calls")
+        self.cache.put("grade", key, value)
+        return value
+
+    def _verdict(self, family: str, kind: str, **fields: Any) -> dict[str, Any]:
+        return {"family": family, "kind": kind, "grader": self.name,
+                "version": self.versions[family], "prompt_hash": self.prompt_hashes[family],
+                "error": None, **fields}
+
+    async def _family(self, family: str, kind: str, coro, build) -> list[dict[str, Any]]:
+        try:
+            result = await coro
+        except GraderCallError as e:
+            return [self._verdict(family, kind, error=str(e)[:500])]
+        return build(result)
+
+    async def grade(self, case: Any, output: dict[str, Any]) -> tuple[list[dict], int]:
+        """Verdicts for one case and the number of factual sentences of its answer."""
+        answer = output.get("answer")
+        if answer is None:
+            return [], 0
+        q = case.question
+        context = [h.get("text") or "" for h in output.get("context", [])]
+        verdicts: list[dict] = []
+        dec = await self._family(
+            "faithfulness", "decomposition", self._cached("faithfulness", "decompose", q, answer),
+            lambda claims: [self._verdict("faithfulness", "decomposition", claims=list(claims))])
+        verdicts += dec
+        if dec[0]["error"]:
+            return verdicts, 0
+        claims = dec[0]["claims"]
+        if not claims:
+            return verdicts, 0  # an abstention: scored by the abstention metrics
+
+        def claim_verdicts(family: str, items: list[str]):
+            return lambda res: [self._verdict(family, "claim", item=c, label=lab, evidence=ev,
+                                              index=i)
+                                for i, (c, (lab, ev)) in enumerate(zip(items, res))]
+
+        verdicts += await self._family(
+            "faithfulness", "claim", self._cached("faithfulness", "verify", claims, context,
+                                                  "faithfulness"),
+            claim_verdicts("faithfulness", claims))
+        if case.answerable and case.reference_answer:
+            verdicts += await self._family(
+                "correctness", "claim",
+                self._cached("correctness", "verify", claims, [case.reference_answer],
+                             "correctness"),
+                claim_verdicts("correctness", claims))
+        verdicts += await self._family(
+            "relevance", "rubric", self._cached("relevance", "relevance", q, answer),
+            lambda res: [self._verdict("relevance", "rubric", label=res[0], evidence=res[1])])
+        if case.answerable and case.nuggets:
+            texts = [n.text for n in case.nuggets]
+            verdicts += await self._family(
+                "nuggets", "nugget", self._cached("nuggets", "nuggets", q, answer, texts),
+                lambda res: [self._verdict("nuggets", "nugget", item=t, label=lab, evidence=ev,
+                                           index=i, vital=case.nuggets[i].vital)
+                             for i, (t, (lab, ev)) in enumerate(zip(texts, res))])
+        sentences = split_sentences(answer)
+        factual = sum(1 for s in sentences if _is_factual(s))
+        pairs = [(c["sentence"], p) for c in output.get("citations", [])
+                 for p in c.get("context", [])
+                 if c["sentence"] < len(sentences) and p < len(context)]
+        for si, pi in pairs:
+            sent = strip_citations(sentences[si])
+            verdicts += await self._family(
+                "citations", "claim",
+                self._cached("citations", "verify", [sent], [context[pi]], "citations"),
+                lambda res, si=si, pi=pi, sent=sent: [self._verdict(
+                    "citations", "claim", item=sent, label=res[0][0], evidence=res[0][1],
+                    sentence=si, passage=pi)])
+        return verdicts, factual
+
+
+def _is_factual(sentence: str) -> bool:
+    from raglab.graders.heuristic import decompose
+
+    return bool(decompose(sentence, 1, True))
+

@@ -1,0 +1,1 @@
+"""Metrics: pure functions of records (no I/O, no model calls, no randomness)."""

@@ -1,0 +1,43 @@
+"""Aggregation of per-case metrics: overall and per slice (means of the values that apply).
+
+Slices: every tag key of the cases, plus ``answerable`` (``yes``/``no``). A metric with no
+applicable case in a group is ``None`` (never NaN).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+
+def slice_keys(record: dict[str, Any]) -> dict[str, str]:
+    keys = {k: str(v) for k, v in (record.get("tags") or {}).items()}
+    keys["answerable"] = "yes" if record["gold"]["answerable"] else "no"
+    return keys
+
+
+def mean_metrics(records: Sequence[dict[str, Any]], names: Iterable[str]) -> dict[str, Any]:
+    sums: dict[str, float] = defaultdict(float)
+    counts: dict[str, int] = defaultdict(int)
+    for r in records:
+        for name, v in (r.get("metrics") or {}).items():
+            if v is not None:
+                sums[name] += v
+                counts[name] += 1
+    out: dict[str, Any] = {}
+    all_names = list(dict.fromkeys([*names, *sorted(sums)]))
+    for name in all_names:
+        out[name] = sums[name] / counts[name] if counts.get(name) else None
+    return out
+
+
+def aggregate(records: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
+    """``{"overall": {...}, "slices": {TAG_KEY: {TAG_VALUE: {"n": N, ...}}}}``."""
+    groups: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        for k, v in slice_keys(r).items():
+            groups[k][v].append(r)
+    slices = {k: {v: {"n": len(rs), **mean_metrics(rs, names)} for v, rs in sorted(vals.items())}
+              for k, vals in sorted(groups.items())}
+    return {"overall": mean_metrics(records, names), "slices": slices}

@@ -1,0 +1,75 @@
+"""Every per-case metric, as one pure function of a record (DESIGN.md section 4)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from raglab.metrics import generation as gen
+from raglab.metrics.retrieval import context_metrics, ranked_list_metrics, stage_metric_names
+
+_TOKEN = re.compile(r"\S+")
+
+
+def stage_cutoffs(cutoffs: Sequence[int], depth: int) -> list[int]:
+    """Cutoffs reported for a stage: those at most its configured depth."""
+    return [c for c in cutoffs if c <= depth]
+
+
+def metric_names(cutoffs: Sequence[int], k: int, candidate_depth: int) -> list[str]:
+    """All per-case metric names of a run, in a stable order."""
+    names = stage_metric_names("candidate", stage_cutoffs(cutoffs, candidate_depth))
+    names += stage_metric_names("final", stage_cutoffs(cutoffs, k))
+    names += ["final.context_precision", "final.first_gold_rank", "final.context_tokens",
+              "acl_leak_rate", "faithfulness", "contradicted_claim_rate", "citation_precision",
+              "citation_coverage", "correctness", "relevance", "vital_nugget_recall",
+              "nugget_recall", "all_vital_present", "false_refusal_rate", "false_answer_rate",
+              "must_not_contain_rate", "cost_usd_per_query", "error_rate"]
+    return names
+
+
+def case_metrics(record: dict[str, Any], cutoffs: Sequence[int], k: int,
+                 candidate_depth: int) -> dict[str, Any]:
+    """Per-case metric values (None where a metric does not apply)."""
+    names = metric_names(cutoffs, k, candidate_depth)
+    m: dict[str, Any] = dict.fromkeys(names)
+    gold = record["gold"]
+    out = record.get("output")
+    m["error_rate"] = 1.0 if record.get("error") else 0.0
+    if out is None:
+        return m
+    judged = record["judgments"]
+    grades = gold["grades"]
+    if grades:
+        m.update(ranked_list_metrics(judged["candidates"], grades,
+                                     stage_cutoffs(cutoffs, candidate_depth), "candidate"))
+        m.update(ranked_list_metrics(judged["context"], grades, stage_cutoffs(cutoffs, k), "final"))
+        m.update(context_metrics(judged["context"]))
+    m["final.context_tokens"] = float(sum(len(_TOKEN.findall(h.get("text") or ""))
+                                          for h in out.get("context", [])))
+    m["acl_leak_rate"] = 1.0 if judged["leaks"] else 0.0
+    for stage, ms in (out.get("latency_ms") or {}).items():
+        m[f"latency_ms.{stage}"] = float(ms)
+    usage = out.get("usage") or {}
+    if "cost_usd" in usage:
+        m["cost_usd_per_query"] = float(usage["cost_usd"])
+
+    verdicts = record.get("verdicts") or []
+    answer = out.get("answer")
+    graded = bool(record.get("graded"))
+    abst = gen.abstained(answer, verdicts)
+    m.update(gen.abstention_metrics(abst, gold["answerable"]))
+    m["must_not_contain_rate"] = gen.must_not_contain(answer, gold["must_not_contain"])
+    if not graded or answer is None:
+        return m
+    m.update(gen.claim_metrics(verdicts, bool(abst)))
+    citations = out.get("citations") or []
+    cited = {c["sentence"] for c in citations if c.get("context")}
+    m.update(gen.citation_metrics(verdicts, record.get("n_factual_sentences", 0), cited,
+                                  bool(citations)))
+    m["correctness"] = gen.correctness(verdicts, bool(abst), gold["answerable"],
+                                       gold["has_reference"])
+    m["relevance"] = gen.relevance(verdicts, bool(abst))
+    m.update(gen.nugget_metrics(verdicts, gold["nuggets_vital"], gold["answerable"], bool(abst)))
+    return m

@@ -1,0 +1,93 @@
+"""Which retrieved hits hold which gold evidence items (deterministic judging, no models).
+
+A hit holds an evidence item of the same ``doc_id`` when:
+- the item is a span (``start``/``end``): the hit's span overlaps it by at least one character;
+- the item is a quote (located in its document when the dataset was validated): the hit's
+  span covers at least ``straddle_min_fraction`` of the quote's characters (1.0 means the
+  whole quote; the default 0.5 means a quote straddling two chunks is credited to the chunk
+  holding the larger part, or to both when chunks overlap enough to hold half each).
+
+A hit without offsets is placed in its document by its text (an exact find); a hit with no
+text, or with the whole document's text, is the whole document. When its text cannot be
+found in the document (a system that rewrote passages), a quote item is held when the
+normalised quote occurs in the normalised hit text, or aligns with it at
+``fuzzy_threshold`` or above; a span item is then matched through the span's text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from raglab.data.textnorm import contains_normalized, normalize
+
+
+@dataclass(frozen=True)
+class GoldItem:
+    doc_id: str
+    start: int
+    end: int
+    grade: float
+    is_span: bool
+    text: str  # the quote (or the span's text), used only when a hit cannot be placed
+
+
+def hit_span(hit: Mapping, doc_text: str | None) -> tuple[int, int] | None:
+    """The character span of a hit in its document, or None when it cannot be placed."""
+    s, e = hit.get("start"), hit.get("end")
+    if s is not None and e is not None:
+        return int(s), int(e)
+    text = hit.get("text") or ""
+    if doc_text is None:
+        return None
+    if not text or text == doc_text:
+        return 0, len(doc_text)
+    i = doc_text.find(text)
+    if i >= 0:
+        return i, i + len(text)
+    return None
+
+
+def judge_hits(hits: Sequence[Mapping], gold: Sequence[GoldItem],
+               doc_texts: Mapping[str, str], straddle_min_fraction: float = 0.5,
+               fuzzy_threshold: float = 90.0) -> list[list[int]]:
+    """For each hit, the indexes of the gold items it holds (ascending)."""
+    by_doc: dict[str, list[int]] = {}
+    for i, g in enumerate(gold):
+        by_doc.setdefault(g.doc_id, []).append(i)
+    out: list[list[int]] = []
+    norm_cache: dict[int, str] = {}
+    for hit in hits:
+        idx = by_doc.get(hit["doc_id"])
+        if not idx:
+            out.append([])
+            continue
+        span = hit_span(hit, doc_texts.get(hit["doc_id"]))
+        held: list[int] = []
+        for i in idx:
+            g = gold[i]
+            if span is not None:
+                overlap = min(span[1], g.end) - max(span[0], g.start)
+                need = 1 if g.is_span else max(1, math.ceil(straddle_min_fraction * (g.end - g.start)))
+                if overlap >= need:
+                    held.append(i)
+            else:
+                key = id(hit)
+                if key not in norm_cache:
+                    norm_cache[key] = normalize(hit.get("text") or "")
+                if _text_holds(norm_cache[key], g.text, fuzzy_threshold):
+                    held.append(i)
+        out.append(held)
+    return out
+
+
+def _text_holds(hit_norm: str, quote: str, threshold: float) -> bool:
+    q = normalize(quote)
+    if contains_normalized(hit_norm, q):
+        return True
+    if not q or not hit_norm or threshold > 100:
+        return False
+    from rapidfuzz import fuzz
+
+    return fuzz.partial_ratio(q, hit_norm, score_cutoff=threshold) > 0

@@ -1,0 +1,15 @@
+"""Metric families and raglab's own metric code versions (bumped when a definition changes)."""
+
+FAMILIES = ("retrieval", "faithfulness", "citations", "correctness", "relevance", "nuggets",
+            "abstention")
+
+# Bump a family's number whenever its metric code changes what it reports.
+CODE_VERSIONS = {
+    "retrieval": 1,
+    "faithfulness": 1,
+    "citations": 1,
+    "correctness": 1,
+    "relevance": 1,
+    "nuggets": 1,
+    "abstention": 1,
+}

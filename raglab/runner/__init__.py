@@ -1,0 +1,1 @@
+"""Running: one configuration (run), stage reuse (stage cache), records."""

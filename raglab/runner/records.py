@@ -1,0 +1,79 @@
+"""Building one case's record and appending records safely (resumable after a kill)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from raglab.data.dataset import Dataset
+from raglab.data.io import read_jsonl_tolerant, write_jsonl
+from raglab.data.schema import Case, may_see
+from raglab.metrics.relevance import GoldItem, judge_hits
+
+
+def gold_summary(case: Case) -> dict[str, Any]:
+    return {"answerable": case.answerable, "grades": [e.grade for e in case.evidence],
+            "nuggets_vital": [n.vital for n in case.nuggets],
+            "has_reference": bool(case.reference_answer),
+            "must_not_contain": list(case.must_not_contain)}
+
+
+def gold_items(case: Case, dataset: Dataset) -> list[GoldItem]:
+    items = []
+    for ev, loc in zip(case.evidence, dataset.locations[case.id]):
+        text = ev.quote or dataset.corpus[ev.doc_id].text[loc.start:loc.end]
+        items.append(GoldItem(ev.doc_id, loc.start, loc.end, ev.grade, ev.quote is None, text))
+    return items
+
+
+def judge_output(case: Case, output: dict[str, Any], dataset: Dataset,
+                 straddle_min_fraction: float, fuzzy_threshold: float) -> dict[str, Any]:
+    """Which hits hold which evidence, and which hits leak documents the user may not see."""
+    gold = gold_items(case, dataset)
+    texts = {g.doc_id: dataset.corpus[g.doc_id].text for g in gold}
+    judged: dict[str, Any] = {}
+    for stage in ("candidates", "context"):
+        judged[stage] = judge_hits(output.get(stage, []), gold, texts, straddle_min_fraction,
+                                   fuzzy_threshold)
+    leaks: list[dict[str, Any]] = []
+    unknown: list[str] = []
+    for stage in ("candidates", "context"):
+        for rank, hit in enumerate(output.get(stage, [])):
+            doc = dataset.corpus.get(hit["doc_id"])
+            if doc is None:
+                unknown.append(hit["doc_id"])
+            elif not may_see(doc.acl, case.user):
+                leaks.append({"severity": 1, "kind": "acl_leak", "stage": stage, "rank": rank + 1,
+                              "doc_id": hit["doc_id"]})
+    judged["leaks"] = leaks
+    judged["unknown_docs"] = sorted(set(unknown))
+    return judged
+
+
+class RecordWriter:
+    """Appends one JSON line per case, flushed and fsynced, so a kill loses at most the
+    line being written; ``load`` drops such a torn last line and rewrites the file clean."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fh = None
+
+    def load(self) -> list[dict[str, Any]]:
+        rows = read_jsonl_tolerant(self.path)
+        if self.path.exists():
+            write_jsonl(self.path, rows)  # drop a torn last line, atomically
+        return rows
+
+    def append(self, record: dict[str, Any]) -> None:
+        if self._fh is None:
+            self._fh = open(self.path, "a", encoding="utf-8")
+        self._fh.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
+        self._fh.flush()
+        os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None

@@ -1,0 +1,212 @@
+"""One run: dataset -> system -> judgments -> grading -> records -> metrics -> tracking."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from raglab.config import RunCfg
+from raglab.data.dataset import Dataset, load_dataset
+from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
+from raglab.data.schema import SystemOutput
+from raglab.errors import UserError
+from raglab.graders.orchestrate import Grading
+from raglab.graders.registry import build_grader, preflight
+from raglab.graders.spec import family_versions
+from raglab.metrics.aggregate import aggregate
+from raglab.metrics.case import case_metrics, metric_names
+from raglab.runner.progress import Progress
+from raglab.runner.records import RecordWriter, gold_summary, judge_output
+from raglab.runner.stagecache import StageCache, content_key
+from raglab.systems.base import SystemRequest, WorkCounter
+from raglab.systems.registry import build_system
+
+CASE_TIMEOUT_S = 600.0
+
+
+class Run:
+    def __init__(self, cfg: RunCfg, run_dir: Path, resolved_yaml: str):
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.resolved_yaml = resolved_yaml
+        self.work = WorkCounter()
+        self.cache = StageCache(cfg.cache_dir)
+        self.dataset: Dataset | None = None
+        self.llm: Any = None
+
+    # -- before any work ------------------------------------------------------------------
+    def preflight(self) -> dict[str, str]:
+        cfg = self.cfg
+        prompts = preflight(cfg)
+        if cfg.generator.name == "anthropic" and cfg.system.name == "reference":
+            from raglab.graders.registry import require_api_key
+
+            require_api_key("generator=anthropic")
+        if cfg.system.name == "reference" and (
+                cfg.embedder.name != "bm25" or cfg.reranker.name == "dense"):
+            from raglab.systems.embeddings import check_available
+
+            check_available()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        cfg_file = self.run_dir / "config.yaml"
+        if cfg_file.exists() and cfg_file.read_text(encoding="utf-8") != self.resolved_yaml:
+            raise UserError("the run directory holds a run of a different configuration; "
+                            "choose another hydra.run.dir", file=str(cfg_file))
+        return prompts
+
+    def _needs_llm(self) -> bool:
+        return self.cfg.grader.name == "claude" or (
+            self.cfg.system.name == "reference" and self.cfg.generator.name == "anthropic")
+
+    # -- the run --------------------------------------------------------------------------
+    def execute(self, tracker: Any = None) -> dict[str, Any]:
+        cfg = self.cfg
+        prompts = self.preflight()
+        ds = load_dataset(cfg.dataset.corpus, cfg.dataset.cases, None,
+                          cfg.dataset.fuzzy_threshold)
+        self.dataset = ds
+        if not ds.cases:
+            raise UserError("no usable case: every case is quarantined "
+                            f"(see {self.run_dir / 'quarantine.jsonl'})", file=str(ds.cases_path))
+        write_jsonl(self.run_dir / "quarantine.jsonl", [q.as_dict() for q in ds.quarantined])
+        atomic_write_text(self.run_dir / "config.yaml", self.resolved_yaml)
+        versions = family_versions(cfg.grader, prompts, cfg.metrics)
+        if tracker is not None:
+            tracker.started(ds, versions)
+        return asyncio.run(self._execute_async(ds, prompts, versions))
+
+    async def _execute_async(self, ds: Dataset, prompts: dict[str, str],
+                             versions: dict[str, str]) -> dict[str, Any]:
+        cfg = self.cfg
+        if self._needs_llm():
+            from raglab.graders.client import get_client
+
+            self.llm = get_client(cfg, self.cache, self.work)
+        system = build_system(cfg, ds, self.cache, self.work, self.llm)
+        grader = build_grader(cfg, prompts, self.llm)
+        grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work) \
+            if grader is not None else None
+        writer = RecordWriter(self.run_dir / "records.jsonl")
+        done = {r["case_id"] for r in writer.load()}
+        todo = [c for c in ds.cases if c.id not in done]
+        sections = cfg.system_sections()
+        loop = asyncio.get_running_loop()
+        pool = ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="raglab-sut")
+        slots = asyncio.Semaphore(cfg.concurrency)
+        progress = Progress(len(ds.cases), len(done), cfg.progress)
+
+        async def one(case) -> dict[str, Any]:
+            async with slots:
+                return await self._case(case, sections, system, grading, ds, loop, pool)
+
+        try:
+            tasks = [asyncio.create_task(one(c)) for c in todo]
+            for t in tasks:
+                rec = await t
+                writer.append(rec)
+                progress.advance(rec)
+        finally:
+            for t in tasks if todo else []:
+                t.cancel()
+            writer.close()
+            progress.close()
+            pool.shutdown(wait=False, cancel_futures=True)
+            if self.llm is not None:
+                await self.llm.aclose()
+            if grader is not None:
+                await grader.aclose()
+        return self._finish(ds, versions)
+
+    async def _case(self, case, sections, system, grading, ds, loop, pool) -> dict[str, Any]:
+        cfg = self.cfg
+        record: dict[str, Any] = {"case_id": case.id, "tags": dict(case.tags),
+                                  "gold": gold_summary(case), "output": None,
+                                  "judgments": None, "verdicts": [], "graded": False,
+                                  "metrics": {}, "error": None}
+        req = SystemRequest.from_case(case, sections)
+        t0 = time.perf_counter()
+        try:
+            raw = await asyncio.wait_for(loop.run_in_executor(pool, system.answer, req),
+                                         CASE_TIMEOUT_S)
+            out = raw if isinstance(raw, SystemOutput) else SystemOutput.model_validate(raw)
+            if out.case_id != case.id:
+                raise ValueError(f"output is for case {out.case_id!r}")
+            output = out.model_dump()
+        except asyncio.TimeoutError:
+            record["error"] = f"system: timed out after {CASE_TIMEOUT_S:g} s"
+        except Exception as e:  # the system's failure is this case's error; the run goes on
+            record["error"] = f"system: {type(e).__name__}: {_one_line(e)}"
+        else:
+            output["latency_ms"].setdefault("total", round((time.perf_counter() - t0) * 1000, 3))
+            record["output"] = output
+            record["judgments"] = judge_output(case, output, ds, cfg.metrics.straddle_min_fraction,
+                                               cfg.metrics.fuzzy_threshold)
+            if record["judgments"]["leaks"]:
+                record["severity_one"] = record["judgments"]["leaks"]
+            if grading is not None and output.get("answer") is not None:
+                verdicts, factual = await grading.grade(case, output)
+                record["verdicts"] = verdicts
+                record["n_factual_sentences"] = factual
+                record["graded"] = True
+                errs = [v for v in verdicts if v.get("error")]
+                if errs:
+                    record["error"] = "grader: " + "; ".join(
+                        f"{v['family']}: {v['error']}" for v in errs)[:1000]
+                bad = [v["item"] for v in verdicts
+                       if v["family"] == "faithfulness" and v.get("label") == "CONTRADICTED"]
+                if bad:
+                    record["contradicted_claims"] = bad
+        record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
+        return record
+
+    def _finish(self, ds: Dataset, versions: dict[str, str]) -> dict[str, Any]:
+        from raglab.data.io import read_jsonl_tolerant
+
+        cfg = self.cfg
+        by_id = {r["case_id"]: r for r in read_jsonl_tolerant(self.run_dir / "records.jsonl")}
+        records = [by_id[c.id] for c in ds.cases if c.id in by_id]
+        names = metric_names(cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
+        agg = aggregate(records, names)
+        metrics = {
+            "overall": agg["overall"], "slices": agg["slices"], "metric_versions": versions,
+            "n_cases": len(records), "n_quarantined": len(ds.quarantined),
+            "errors": sum(1 for r in records if r.get("error")),
+            "work": self.work.as_dict(),
+            "dataset": {"name": cfg.dataset.name, "corpus_sha256": ds.corpus_hash,
+                        "cases_sha256": ds.cases_hash},
+            "config_hash": content_key(self.resolved_yaml)[:16],
+        }
+        atomic_write_json(self.run_dir / "metrics.json", metrics)
+        return metrics
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:500]
+
+
+def summary_text(metrics: dict[str, Any], run_dir: Path) -> str:
+    o = metrics["overall"]
+    rows = [
+        ("cases", metrics["n_cases"]), ("quarantined", metrics["n_quarantined"]),
+        ("errors", metrics["errors"]),
+    ]
+    keys = ["candidate.evidence_recall", "final.evidence_recall", "final.ndcg", "final.mrr",
+            "acl_leak_rate", "faithfulness", "contradicted_claim_rate", "citation_precision",
+            "correctness", "relevance", "vital_nugget_recall", "false_refusal_rate",
+            "false_answer_rate", "must_not_contain_rate", "latency_ms.total"]
+    for k in keys:
+        if k in o:
+            rows.append((k, "n/a" if o[k] is None else f"{o[k]:.3f}"))
+    w = max(len(str(r[0])) for r in rows)
+    lines = [f"raglab run: {run_dir}"] + [f"  {str(k).ljust(w)}  {v}" for k, v in rows]
+    lines.append("  work: " + json.dumps(metrics["work"]))
+    return "\n".join(lines)
+
+
+def print_summary(metrics: dict[str, Any], run_dir: Path) -> None:
+    print(summary_text(metrics, run_dir), file=sys.stdout, flush=True)

@@ -1,0 +1,79 @@
+"""On-disk, content-keyed stage cache shared by runs and sweep jobs.
+
+- ``get``/``put``: JSON values in one SQLite file (WAL, safe across processes), by namespace
+  and key; used for retrievals, generations and grader responses.
+- ``directory``: a folder per key for large artifacts (indexes), built under a file lock by
+  one process while the others wait, and marked complete by a ``DONE`` file written last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def content_key(*parts: Any) -> str:
+    """A stable hash of JSON-serialisable parts."""
+    blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                      default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class StageCache:
+    def __init__(self, root: str | Path):
+        self.root = Path(root).expanduser().resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+
+    # -- key/value ---------------------------------------------------------------------
+    def _db(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.root / "stages.sqlite", timeout=60, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("CREATE TABLE IF NOT EXISTS kv (ns TEXT, key TEXT, value TEXT, "
+                         "PRIMARY KEY (ns, key))")
+            self._local.conn = conn
+        return conn
+
+    def get(self, ns: str, key: str) -> Any | None:
+        row = self._db().execute("SELECT value FROM kv WHERE ns=? AND key=?", (ns, key)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def put(self, ns: str, key: str, value: Any) -> None:
+        self._db().execute("INSERT OR REPLACE INTO kv (ns, key, value) VALUES (?, ?, ?)",
+                           (ns, key, json.dumps(value, ensure_ascii=False)))
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # -- directories -------------------------------------------------------------------
+    @contextlib.contextmanager
+    def directory(self, ns: str, key: str) -> Iterator[tuple[Path, bool]]:
+        """Yield ``(path, complete)`` holding an exclusive lock on the key.
+
+        When ``complete`` is False the caller builds into ``path`` and the cache marks it
+        complete on a clean exit; a failed build leaves it incomplete for the next try.
+        """
+        path = self.root / ns / key[:2] / key
+        path.mkdir(parents=True, exist_ok=True)
+        with open(path.parent / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                done = (path / "DONE").exists()
+                yield path, done
+                if not done:
+                    (path / "DONE").write_text("ok\n")
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)

@@ -1,0 +1,81 @@
+"""Glue between a run and its tracking backend (MLflow lives in raglab.tracking only)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from raglab import __version__
+
+
+def git_commit(cwd: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
+class Tracker:
+    """Creates the MLflow run when the run starts, fills it when the run ends."""
+
+    def __init__(self, cfg: Any, resolved: dict[str, Any], run_name: str,
+                 sweep_dir: str | None):
+        self.cfg = cfg
+        self.resolved = resolved
+        self.run_name = run_name
+        self.sweep_dir = sweep_dir
+        self.run: Any = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.cfg.tracking.name == "mlflow"
+
+    def check(self) -> None:
+        if self.enabled:
+            from raglab.tracking.mlflow_store import check_tracking
+
+            check_tracking(self.cfg.tracking.uri)
+
+    def started(self, dataset: Any, versions: dict[str, str]) -> None:
+        if not self.enabled:
+            return
+        from raglab.tracking.keys import flatten_config
+        from raglab.tracking.mlflow_store import MlflowRun
+
+        tags = {f"raglab.metric_version.{k}": v for k, v in versions.items()}
+        tags.update({
+            "raglab.version": __version__,
+            "raglab.dataset": self.cfg.dataset.name,
+            "raglab.dataset.corpus_sha256": dataset.corpus_hash,
+            "raglab.dataset.cases_sha256": dataset.cases_hash,
+            "raglab.quarantined": str(len(dataset.quarantined)),
+        })
+        commit = git_commit(Path.cwd())
+        if commit:
+            tags["raglab.git_commit"] = commit
+        self.run = MlflowRun.start(self.cfg.tracking.uri, self.cfg.tracking.experiment,
+                                   self.run_name, flatten_config(self.resolved), tags,
+                                   sweep_dir=self.sweep_dir)
+
+    def finished(self, run_dir: Path) -> None:
+        if self.run is not None:
+            self.run.finish(run_dir)
+
+    def killed(self) -> None:
+        if self.run is not None:
+            self.run.kill()
+
+    def failed(self, message: str) -> None:
+        if self.run is not None:
+            self.run.fail(message)
+
+    def where(self) -> str | None:
+        if self.run is None:
+            return None
+        from raglab.tracking.mlflow_store import ui_command
+
+        return (f"MLflow run {self.run.run_id} (experiment {self.cfg.tracking.experiment!r}); "
+                f"view it with:\n  {ui_command(self.cfg.tracking.uri)}")

@@ -1,0 +1,1 @@
+"""Systems under test: the adapter protocol, the reference pipeline and the adapters."""

@@ -1,0 +1,79 @@
+"""The adapter protocol between raglab and a system under test (SUT).
+
+A system receives one case (question, filters, user) plus the run's configuration sections
+and returns a :class:`~raglab.data.schema.SystemOutput`. Example (README "Adapters")::
+
+    from raglab.data.schema import SystemOutput
+
+    class MySystem:
+        def answer(self, request: SystemRequest) -> SystemOutput:
+            hits = my_search(request.question, request.filters, request.user)
+            return SystemOutput(case_id=request.case_id, candidates=hits, context=hits[:5],
+                                answer=my_llm(request.question, hits[:5]))
+
+    def make_system(options: dict) -> MySystem:   # system._target_=my_pkg.make_system
+        return MySystem()
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from raglab.data.schema import Case, SystemOutput, User
+
+
+@dataclass(frozen=True)
+class SystemRequest:
+    """What a system under test is asked: one case and the run's configuration."""
+
+    case_id: str
+    question: str
+    filters: dict[str, Any]
+    user: User | None
+    config: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_case(cls, case: Case, config: dict[str, Any]) -> "SystemRequest":
+        return cls(case.id, case.question, dict(case.filters), case.user, config)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"case_id": self.case_id, "question": self.question, "filters": self.filters,
+                "user": self.user.model_dump() if self.user else None, "config": self.config}
+
+
+@runtime_checkable
+class SystemUnderTest(Protocol):
+    """Anything with ``answer(request) -> SystemOutput`` (a dict of that shape is accepted)."""
+
+    def answer(self, request: SystemRequest) -> SystemOutput | dict[str, Any]: ...
+
+
+WORK_FIELDS = ("index_builds", "retrievals", "generations", "grader_calls", "grader_cache_hits")
+
+
+class WorkCounter:
+    """What a run computed itself rather than took from a cache (thread-safe)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._n = dict.fromkeys(WORK_FIELDS, 0)
+
+    def add(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self._n[name] += n
+
+    def __getattr__(self, name: str) -> int:
+        if name in WORK_FIELDS:
+            return self._n[name]
+        raise AttributeError(name)
+
+    def as_dict(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._n)
+
+
+class SystemError_(Exception):
+    """A system failed on one case (recorded on that case; the run goes on)."""

@@ -1,0 +1,25 @@
+"""Python adapter: ``system._target_=pkg.module.factory`` builds the user's system object."""
+
+from __future__ import annotations
+
+import importlib
+
+from raglab.errors import ConfigError
+
+
+def load_python_system(target: str, options: dict):
+    module_name, _, attr = target.rpartition(".")
+    if not module_name:
+        raise ConfigError(f"config system._target_: {target!r} is not 'package.module.factory'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise ConfigError(f"config system._target_: cannot import {module_name!r}: {e}") from None
+    factory = getattr(module, attr, None)
+    if factory is None or not callable(factory):
+        raise ConfigError(f"config system._target_: {module_name!r} has no callable {attr!r}")
+    system = factory(dict(options))
+    if not callable(getattr(system, "answer", None)):
+        raise ConfigError(f"config system._target_: {target} returned an object without "
+                          "an answer(request) method (see raglab.systems.base.SystemUnderTest)")
+    return system
