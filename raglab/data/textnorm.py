@@ -126,20 +126,30 @@ def locate_quote(quote: str, document: str, fuzzy_threshold: float = 90.0) -> Lo
     if al is None or al.dest_end <= al.dest_start:
         return None
     ds, de = al.dest_start, al.dest_end
-    # Trim boundary spaces of the aligned window, then widen it to whole tokens.
-    t = doc.text
-    while ds < de and t[ds] == " ":
-        ds += 1
-    while de > ds and t[de - 1] == " ":
-        de -= 1
-    while ds > 0 and t[ds - 1] != " ":
-        ds -= 1
-    while de < len(t) and t[de] != " ":
-        de += 1
+    ds, de = _refine_window(q, doc.text, ds, de)
     if de <= ds:
         return None
     start, end = doc.to_original(ds, de)
     return Location(start, end, "fuzzy", float(al.score))
+
+
+def _refine_window(q: str, t: str, ds: int, de: int, slack: int = 3) -> tuple[int, int]:
+    """Snap an alignment window to whole tokens, then move each edge by up to ``slack``
+    tokens to the boundaries that best match the quote (rapidfuzz ratio)."""
+    from rapidfuzz import fuzz
+
+    bounds = [(m.start(), m.end()) for m in _WORD.finditer(t)]
+    if not bounds:
+        return ds, de
+    first = next((i for i, (_, e) in enumerate(bounds) if e > ds), len(bounds) - 1)
+    last = max(first, next((i for i in range(len(bounds) - 1, -1, -1) if bounds[i][0] < de), first))
+    best = (-1.0, first, last)
+    for i in range(max(0, first - slack), min(len(bounds), first + slack + 1)):
+        for j in range(max(i, last - slack), min(len(bounds), last + slack + 1)):
+            r = fuzz.ratio(q, t[bounds[i][0]:bounds[j][1]])
+            if r > best[0]:
+                best = (r, i, j)
+    return bounds[best[1]][0], bounds[best[2]][1]
 
 
 def contains_normalized(hay_normalized: str, needle_normalized: str) -> bool:

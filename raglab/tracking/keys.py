@@ -40,9 +40,13 @@ escaped segment never contains ``/`` and is never empty, ``.`` or ``..``, so
 from __future__ import annotations
 
 import json
+import logging
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 MAX_KEY_LENGTH = 250  # MLflow's limit for metric, param and tag keys
 MAX_PARAM_VALUE_LENGTH = 6000  # MLflow's limit for a param value
@@ -56,6 +60,7 @@ __all__ = [
     "MAX_KEY_LENGTH", "MAX_PARAM_VALUE_LENGTH", "SLICE_PREFIX", "SLICE_SIZE",
     "metric_key", "slice_metric_key", "parse_slice_key", "escape_segment",
     "unescape_segment", "is_legal_key", "is_secret_key", "flatten_config",
+    "metrics_from_summary",
 ]
 
 
@@ -208,4 +213,44 @@ def flatten_config(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
             out[full] = json.dumps(_scrub(v), ensure_ascii=False, default=str)
         else:
             out[full] = _scalar(v)
+    return out
+
+
+def _number(value: Any) -> float | None:
+    if value is None or isinstance(value, str):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if not math.isnan(f) else None
+
+
+def metrics_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
+    """The MLflow metrics ``{key: value}`` of a metrics.json object (nulls and NaN dropped)."""
+    out: dict[str, float] = {}
+
+    def put(key: str, value: Any, what: str) -> None:
+        v = _number(value)
+        if v is None:
+            return
+        if not is_legal_key(key):
+            log.warning("metric %s skipped (key %r illegal or over %d chars)",
+                        what, key, MAX_KEY_LENGTH)
+        elif key in out:
+            log.warning("metric %s skipped (key %r already used)", what, key)
+        else:
+            out[key] = v
+
+    for name, value in (summary.get("overall") or {}).items():
+        put(metric_key(name), value, name)
+    for tag_key, values in (summary.get("slices") or {}).items():
+        for tag_value, mets in (values or {}).items():
+            for name, value in (mets or {}).items():
+                put(slice_metric_key(tag_key, tag_value, name), value,
+                    f"{name} of slice {tag_key}={tag_value}")
+    for name in ("n_cases", "n_quarantined", "errors"):
+        put(name, summary.get(name), name)
+    for name, value in (summary.get("work") or {}).items():
+        put(metric_key(f"work.{name}"), value, f"work.{name}")
     return out

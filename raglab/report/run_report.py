@@ -1,0 +1,250 @@
+"""The report of one run: ``report.md`` plus PNG plots, written next to ``metrics.json``.
+
+Reads ``metrics.json`` (and ``config.yaml`` when present) only. Null metrics print as ``n/a``
+and are left out of plots; a plot with nothing to show is not written. matplotlib is imported
+lazily and used through its Agg canvas (no pyplot, no global backend switch).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from raglab.errors import UserError
+
+HEADLINE = [
+    "candidate.evidence_recall", "final.evidence_recall", "final.mrr", "final.ndcg",
+    "final.context_precision", "acl_leak_rate", "faithfulness", "contradicted_claim_rate",
+    "citation_precision", "citation_coverage", "correctness", "relevance",
+    "vital_nugget_recall", "nugget_recall", "all_vital_present", "false_refusal_rate",
+    "false_answer_rate", "must_not_contain_rate", "error_rate", "cost_usd_per_query",
+]
+SLICE_METRICS = ["final.evidence_recall", "faithfulness", "vital_nugget_recall",
+                 "false_refusal_rate", "false_answer_rate", "acl_leak_rate"]
+MAX_PLOTTED_SLICES = 40
+_RECALL_AT = re.compile(r"^(candidate|final)\.evidence_recall@(\d+)$")
+
+
+def _num(value: Any) -> float | None:
+    if value is None or isinstance(value, (str, bool)):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) or math.isinf(f) else f
+
+
+def _fmt(value: Any) -> str:
+    f = _num(value)
+    if f is None:
+        return "n/a"
+    if f == int(f) and abs(f) >= 1:
+        return str(int(f))
+    return f"{f:.4g}" if abs(f) >= 1e-3 or f == 0 else f"{f:.2e}"
+
+
+def _md_escape(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
+    out = ["| " + " | ".join(_md_escape(h) for h in header) + " |",
+           "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows]
+    return out
+
+
+def _write_atomic(path: Path, data: str | bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    if isinstance(data, str):
+        tmp.write_text(data, encoding="utf-8")
+    else:
+        tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def _load(run_dir: Path) -> tuple[dict, dict]:
+    path = run_dir / "metrics.json"
+    try:
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: missing; not a finished raglab run directory") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: unreadable metrics ({exc})") from None
+    if not isinstance(metrics, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    cfg: dict = {}
+    if (run_dir / "config.yaml").is_file():
+        import yaml
+        try:
+            loaded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+            cfg = loaded if isinstance(loaded, dict) else {}
+        except yaml.YAMLError:
+            cfg = {}
+    return metrics, cfg
+
+
+def _headline_names(overall: Mapping[str, Any], cfg: Mapping[str, Any]) -> list[str]:
+    names = list(HEADLINE)
+    k = cfg.get("k")
+    if isinstance(k, int):  # the recall/ndcg at the configured k, when reported
+        names[2:2] = [f"final.evidence_recall@{k}", f"final.ndcg@{k}"]
+    return [n for n in names if n in overall]
+
+
+def _slice_rows(slices: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
+    rows = []
+    for tag_key, values in sorted((slices or {}).items(), key=lambda kv: str(kv[0])):
+        for tag_value, mets in sorted((values or {}).items(), key=lambda kv: str(kv[0])):
+            rows.append((str(tag_key), str(tag_value), mets or {}))
+    return rows
+
+
+def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
+              plots: list[Path]) -> str:
+    overall = m.get("overall") or {}
+    ds = cfg.get("dataset") if isinstance(cfg.get("dataset"), Mapping) else {}
+    title = cfg.get("run_name") or run_dir.name
+    lines = [f"# raglab run report: {_md_escape(title)}", ""]
+    lines += [f"- dataset: {_md_escape(ds.get('name', 'n/a'))}",
+              f"- cases scored: {_fmt(m.get('n_cases'))}",
+              f"- cases quarantined: {_fmt(m.get('n_quarantined'))}",
+              f"- cases with errors: {_fmt(m.get('errors'))}", ""]
+    head = _headline_names(overall, cfg)
+    lines += ["## Headline metrics", ""]
+    lines += _table(["metric", "value"], [[n, _fmt(overall.get(n))] for n in head]) \
+        if head else ["(no headline metric in this run)"]
+    lines += [""]
+    if plots:
+        lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
+    versions = m.get("metric_versions") or {}
+    if versions:
+        lines += ["## Metric versions", ""]
+        lines += _table(["family", "version"], [[f, v] for f, v in sorted(versions.items())])
+        lines += [""]
+    work = m.get("work") or {}
+    if work:
+        lines += ["## Work done by this run (not taken from a cache)", ""]
+        lines += _table(["counter", "count"], [[k, _fmt(v)] for k, v in work.items()])
+        lines += [""]
+    rows = _slice_rows(m.get("slices") or {})
+    cols = [c for c in SLICE_METRICS if any(c in mets for _, _, mets in rows)]
+    if rows:
+        lines += ["## Slices", ""]
+        lines += _table(["tag", "value", "n", *cols],
+                        [[k, v, _fmt(mets.get("n")), *(_fmt(mets.get(c)) for c in cols)]
+                         for k, v, mets in rows])
+        lines += [""]
+    rest = sorted(n for n in overall if n not in head)
+    if rest:
+        lines += ["## All other metrics", ""]
+        lines += _table(["metric", "value"], [[n, _fmt(overall.get(n))] for n in rest])
+        lines += [""]
+    lines += ["Metrics that do not apply to any case are shown as n/a.", ""]
+    return "\n".join(lines)
+
+
+def _figure(width: float, height: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, format="png", bbox_inches="tight")
+    os.replace(tmp, path)
+
+
+def plot_recall_at_k(overall: Mapping[str, Any], path: Path) -> bool:
+    """evidence_recall@k vs k for both stages; False (nothing written) when no data."""
+    series: dict[str, list[tuple[int, float]]] = {}
+    for name, value in overall.items():
+        match = _RECALL_AT.match(str(name))
+        v = _num(value)
+        if match and v is not None:
+            series.setdefault(match.group(1), []).append((int(match.group(2)), v))
+    if not series:
+        return False
+    fig = _figure(6, 4)
+    ax = fig.add_subplot(1, 1, 1)
+    cutoffs: set[int] = set()
+    for stage in ("candidate", "final"):
+        points = sorted(series.get(stage, []))
+        if points:
+            xs, ys = zip(*points)
+            cutoffs.update(xs)
+            ax.plot(xs, ys, marker="o", label=f"{stage} (before reranking)"
+                    if stage == "candidate" else "final (reached the generator)")
+    ax.set_xscale("log")
+    ax.set_xticks(sorted(cutoffs))
+    ax.set_xticklabels([str(c) for c in sorted(cutoffs)])
+    ax.minorticks_off()
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("cutoff k")
+    ax.set_ylabel("evidence recall@k")
+    ax.set_title("Evidence recall by cutoff")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right")
+    _save(fig, path)
+    return True
+
+
+def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
+    """Horizontal bars of headline metrics by slice; False (nothing written) when no data."""
+    rows = _slice_rows(slices)
+    cols = [c for c in SLICE_METRICS
+            if any(_num(mets.get(c)) is not None for _, _, mets in rows)]
+    if not cols:
+        return False
+    rows = [r for r in rows if any(_num(r[2].get(c)) is not None for c in cols)]
+    if len(rows) > MAX_PLOTTED_SLICES:  # keep the largest slices, in their sorted order
+        keep = sorted(rows, key=lambda r: -(_num(r[2].get("n")) or 0))[:MAX_PLOTTED_SLICES]
+        rows = [r for r in rows if r in keep]
+    bar = 0.8 / len(cols)
+    fig = _figure(8, max(2.5, 0.25 * len(rows) * len(cols) + 1.5))
+    ax = fig.add_subplot(1, 1, 1)
+    for j, col in enumerate(cols):
+        ys = [i + (j - (len(cols) - 1) / 2) * bar for i in range(len(rows))]
+        xs = [_num(mets.get(col)) or 0.0 for _, _, mets in rows]
+        ax.barh(ys, xs, height=bar, label=col)
+    labels = []
+    for k, v, mets in rows:
+        n = _num(mets.get("n"))
+        labels.append(f"{k}={v}" + (f" (n={int(n)})" if n is not None else ""))
+    ax.set_yticks(range(len(rows)))
+    ax.set_yticklabels(labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.0)
+    ax.set_xlabel("value (missing bars: metric does not apply)")
+    ax.set_title("Headline metrics by slice")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08 - 0.6 / max(len(rows), 1)),
+              ncol=min(3, len(cols)), fontsize="small")
+    _save(fig, path)
+    return True
+
+
+def write_run_report(run_dir: Path) -> list[Path]:
+    """Write report.md (+ recall_at_k.png, slices.png when they have data); return the paths."""
+    run_dir = Path(run_dir)
+    metrics, cfg = _load(run_dir)
+    plots = []
+    recall_png, slices_png = run_dir / "recall_at_k.png", run_dir / "slices.png"
+    for path, plot, data in ((recall_png, plot_recall_at_k, metrics.get("overall")),
+                             (slices_png, plot_slices, metrics.get("slices"))):
+        if plot(data or {}, path):
+            plots.append(path)
+        else:
+            path.unlink(missing_ok=True)  # no stale plot from an earlier report
+    report = run_dir / "report.md"
+    _write_atomic(report, _markdown(run_dir, metrics, cfg, plots))
+    return [report, *plots]

@@ -1,0 +1,468 @@
+"""Logging runs to MLflow: the only module of raglab that imports mlflow (lazily).
+
+A run is created with ``MlflowClient`` (never the fluent global state) so several runs, a
+sweep's parent and its children, can be open in one process. A sweep has no start hook, so
+the first job creates the parent run under a file lock in the sweep directory and records its
+id in ``<sweep_dir>/.mlflow_parent``; later jobs (same or other processes) reuse it. The
+parent's status follows the last child to end (FINISHED, KILLED or FAILED).
+
+Layout of a logged run: params = the flattened config (secrets dropped); metrics = every
+non-null overall metric (``metric_key``), every slice metric and slice size
+(``slice_metric_key``), ``n_cases``, ``n_quarantined``, ``errors``, ``work.<counter>``;
+tags ``raglab.metric_version.<family>`` and ``raglab.run_dir``; artifacts ``config.yaml``,
+``records.jsonl``, ``metrics.json``, ``quarantine.jsonl`` (when present) at the root and the
+report (``report.md`` and plots) under ``report/``; the cases file as a dataset input.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shlex
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+from raglab.errors import UserError
+from raglab.tracking.keys import (MAX_PARAM_VALUE_LENGTH, flatten_config, is_legal_key,
+                                  is_secret_key, metric_key, metrics_from_summary)
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 5.0
+METRICS_PER_BATCH = 1000   # MLflow's per-request limit
+PARAMS_PER_BATCH = 100     # MLflow's per-request limit for params (and tags)
+MAX_TAG_VALUE_LENGTH = 8000
+CASES_HASH_TAG = "raglab.dataset.cases_sha256"
+PARENT_FILE = ".mlflow_parent"
+PARENT_LOCK = ".mlflow_parent.lock"
+_DB_SCHEMES = ("postgresql", "postgres", "mysql", "mssql", "oracle")
+
+
+# ---- URIs (pure) ---------------------------------------------------------------------------
+def _scheme(uri: str) -> str:
+    return uri.split(":", 1)[0].split("+", 1)[0].lower() if ":" in uri else ""
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The absolute database path of a ``sqlite:///`` URI (None for other URIs)."""
+    if not uri.lower().startswith("sqlite:///"):
+        return None
+    raw = uri[len("sqlite:///"):].split("?", 1)[0]
+    if raw in ("", ":memory:"):
+        return None
+    return Path(raw).expanduser().absolute() if not raw.startswith("/") else Path(raw)
+
+
+def normalize_uri(uri: str) -> str:
+    """Absolute form of a tracking URI (relative sqlite paths resolved against the cwd)."""
+    uri = str(uri).strip()
+    path = sqlite_path(uri)
+    if path is not None:
+        query = uri.split("?", 1)[1] if "?" in uri else ""
+        return f"sqlite:///{path}" + (f"?{query}" if query else "")
+    if _scheme(uri) in ("http", "https"):
+        return uri.rstrip("/")
+    return uri
+
+
+def redact_uri(uri: str) -> str:
+    """The URI with any password replaced by ``***`` (safe to print or log)."""
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return uri
+    if parts.password:
+        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+        return urlunsplit(parts._replace(netloc=netloc))
+    return uri
+
+
+def ui_command(uri: str) -> str:
+    """What a user types to browse the store.
+
+    ``mlflow ui --backend-store-uri sqlite:////abs/path/mlflow.db`` for sqlite (absolute, so it
+    works from any directory) and other database URIs (password shown as ``***``); for an
+    http(s) tracking server, which has its own UI, the server's URL.
+    """
+    uri = normalize_uri(uri)
+    if _scheme(uri) in ("http", "https"):
+        return uri
+    return f"mlflow ui --backend-store-uri {shlex.quote(redact_uri(uri))}"
+
+
+# ---- reachability (no mlflow import) -------------------------------------------------------
+def _short_reason(exc: BaseException) -> str:
+    text = str(exc)
+    m = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
+    if m:
+        return m.group(1).strip()
+    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return first[:200]
+
+
+def check_tracking(uri: str) -> None:
+    """Fail fast with a one-line UserError when the tracking store cannot be used."""
+    uri = normalize_uri(uri)
+    shown = redact_uri(uri)
+    scheme = _scheme(uri)
+
+    def unreachable(reason: str) -> UserError:
+        reason = " ".join(str(reason).split())[:300]
+        return UserError(f"MLflow tracking store unreachable at {shown}: {reason}")
+
+    if scheme in ("http", "https"):
+        import requests
+        try:
+            resp = requests.get(f"{uri}/health", timeout=PROBE_TIMEOUT_S)
+        except requests.Timeout:
+            raise unreachable(f"no answer within {PROBE_TIMEOUT_S:g} s") from None
+        except requests.RequestException as exc:
+            raise unreachable(_short_reason(exc)) from None
+        if resp.status_code != 200:
+            raise unreachable(f"GET /health returned HTTP {resp.status_code}")
+    elif scheme == "sqlite":
+        path = sqlite_path(uri)
+        if path is None:
+            raise unreachable("an in-memory sqlite store keeps nothing; give a file path")
+        if not path.parent.is_dir():
+            raise unreachable(f"directory {path.parent} does not exist")
+        if path.exists():
+            import sqlite3
+            try:
+                conn = sqlite3.connect(path.as_uri() + "?mode=ro", uri=True,
+                                       timeout=PROBE_TIMEOUT_S)
+                try:
+                    conn.execute("PRAGMA schema_version").fetchone()
+                finally:
+                    conn.close()
+            except sqlite3.Error as exc:
+                raise unreachable(f"{path}: {exc}") from None
+    elif scheme in _DB_SCHEMES:
+        import sqlalchemy
+        timeout = int(PROBE_TIMEOUT_S)
+        args = {"connect_timeout": timeout} if scheme in ("postgresql", "postgres", "mysql") else {}
+        try:
+            engine = sqlalchemy.create_engine(uri, connect_args=args,
+                                              poolclass=sqlalchemy.pool.NullPool)
+            with engine.connect() as conn:
+                conn.execute(sqlalchemy.text("SELECT 1"))
+            engine.dispose()
+        except ModuleNotFoundError as exc:
+            hint = " (use postgresql+psycopg://)" if scheme.startswith("postgres") else ""
+            raise unreachable(f"database driver missing: {exc.name}{hint}") from None
+        except Exception as exc:  # noqa: BLE001 - any driver error means unusable
+            raise unreachable(_short_reason(getattr(exc, "orig", None) or exc)) from None
+    elif scheme in ("", "file"):
+        if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("1", "true"):
+            raise UserError(f"MLflow file store at {shown} is no longer supported by MLflow; "
+                            "use tracking.uri=sqlite:///mlflow.db (or a server)")
+
+
+# ---- mlflow plumbing -----------------------------------------------------------------------
+def _client(uri: str):
+    """An MlflowClient with its store initialised (sqlite creation serialised by a lock)."""
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    from mlflow.tracking import MlflowClient
+
+    for name in ("mlflow.store.db.utils", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    client = MlflowClient(tracking_uri=uri)
+    db = sqlite_path(uri)
+    if db is not None and not db.exists():
+        with _locked(db.with_name(db.name + ".lock")):
+            client.search_experiments(max_results=1)  # creates tables once
+    return client
+
+
+class _locked:
+    """An exclusive fcntl lock on ``path`` (no-op where fcntl does not exist)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self):
+        self.fh = open(self.path, "a+")
+        try:
+            import fcntl
+            fcntl.flock(self.fh, fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - Windows
+            pass
+        return self
+
+    def __exit__(self, *exc):
+        self.fh.close()  # closing releases the lock
+
+
+def _artifact_location(uri: str, experiment: str) -> str | None:
+    if _scheme(uri) in ("http", "https", "databricks"):
+        return None  # the server decides
+    db = sqlite_path(uri)
+    root = db.parent if db is not None else Path.cwd()
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", experiment).strip("._") or "experiment"
+    return (root / "mlartifacts" / safe).as_uri()
+
+
+def _experiment_id(client, uri: str, name: str) -> str:
+    from mlflow.exceptions import MlflowException
+
+    for _ in range(2):
+        exp = client.get_experiment_by_name(name)
+        if exp is not None:
+            if exp.lifecycle_stage != "active":
+                raise UserError(f"MLflow experiment {name!r} is deleted; restore it "
+                                "(mlflow experiments restore) or choose another tracking.experiment")
+            return exp.experiment_id
+        try:
+            return client.create_experiment(name, artifact_location=_artifact_location(uri, name))
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise  # else another process created it meanwhile: read it back
+    raise UserError(f"could not create MLflow experiment {name!r}")
+
+
+def _param_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)[:MAX_PARAM_VALUE_LENGTH]
+
+
+def _chunks(items: list, size: int):
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def _set_terminated(client, run_id: str | None, status: str) -> None:
+    if run_id:
+        client.set_terminated(run_id, status=status)
+
+
+# ---- runs ----------------------------------------------------------------------------------
+class MlflowRun:
+    """One raglab run in MLflow (a child of the sweep's parent run when in a sweep)."""
+
+    def __init__(self, client, run_id: str, parent_run_id: str | None = None):
+        self._client = client
+        self._run_id = run_id
+        self.parent_run_id = parent_run_id
+
+    @property
+    def run_id(self) -> str:
+        return self._run_id
+
+    @classmethod
+    def start(cls, uri: str, experiment: str, run_name: str | None,
+              params: Mapping[str, str | int | float | bool | None] | None = None,
+              tags: Mapping[str, str] | None = None, sweep_dir: str | Path | None = None
+              ) -> "MlflowRun":
+        uri = normalize_uri(uri)
+        client = _client(uri)
+        exp_id = _experiment_id(client, uri, experiment)
+        parent = _sweep_parent(client, exp_id, uri, Path(sweep_dir)) if sweep_dir else None
+        run_tags = {str(k): str(v)[:MAX_TAG_VALUE_LENGTH] for k, v in (tags or {}).items()
+                    if v is not None}
+        if parent:
+            run_tags["mlflow.parentRunId"] = parent
+        run = client.create_run(exp_id, run_name=run_name, tags=run_tags)
+        self = cls(client, run.info.run_id, parent)
+        self._log_params(params or {})
+        return self
+
+    def _log_params(self, params: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        clean: dict[str, str] = {}
+        for k, v in params.items():
+            key = metric_key(k)
+            if is_secret_key(k):
+                continue
+            if not is_legal_key(key):
+                log.warning("MLflow: param %r skipped (not a legal key)", k)
+                continue
+            clean[key] = _param_value(v)
+        items = [Param(k, v) for k, v in clean.items()]
+        for batch in _chunks(items, PARAMS_PER_BATCH):
+            self._client.log_batch(self._run_id, params=batch)
+
+    def finish(self, run_dir: Path) -> None:
+        """Log metrics, tags, artifacts and dataset of a finished run dir; status FINISHED."""
+        run_dir = Path(run_dir).absolute()
+        summary = _read_metrics(run_dir)
+        self.log_metrics(metrics_from_summary(summary))
+        tags = {f"raglab.metric_version.{fam}": str(ver)
+                for fam, ver in (summary.get("metric_versions") or {}).items() if ver is not None}
+        tags["raglab.run_dir"] = str(run_dir)
+        self._log_tags(tags)
+        self._log_artifacts(run_dir)
+        self._log_dataset(run_dir)
+        _set_terminated(self._client, self._run_id, "FINISHED")
+        _set_terminated(self._client, self.parent_run_id, "FINISHED")
+
+    def log_metrics(self, metrics: Mapping[str, float]) -> None:
+        """Log ``{key: value}`` (keys already legal) with log_batch, 1000 per request."""
+        from mlflow.entities import Metric
+
+        ts = int(time.time() * 1000)
+        items = [Metric(k, float(v), ts, 0) for k, v in metrics.items()]
+        for batch in _chunks(items, METRICS_PER_BATCH):
+            self._client.log_batch(self._run_id, metrics=batch)
+
+    def _log_tags(self, tags: Mapping[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        items = [RunTag(k, str(v)[:MAX_TAG_VALUE_LENGTH]) for k, v in tags.items()]
+        for batch in _chunks(items, PARAMS_PER_BATCH):
+            self._client.log_batch(self._run_id, tags=batch)
+
+    def _log_artifacts(self, run_dir: Path) -> None:
+        for name in ("config.yaml", "records.jsonl", "metrics.json", "quarantine.jsonl"):
+            if (run_dir / name).is_file():
+                self._client.log_artifact(self._run_id, str(run_dir / name))
+        try:
+            from raglab.report.run_report import write_run_report
+            report = write_run_report(run_dir)
+        except Exception as exc:  # noqa: BLE001 - a report bug must not lose the run
+            log.warning("run report not written: %s", exc)
+            return
+        for path in report:
+            self._client.log_artifact(self._run_id, str(path), artifact_path="report")
+
+    def _log_dataset(self, run_dir: Path) -> None:
+        cfg = _read_config(run_dir)
+        ds_cfg = cfg.get("dataset") if isinstance(cfg.get("dataset"), Mapping) else {}
+        cases = ds_cfg.get("cases")
+        if not cases:
+            return
+        from mlflow.entities import DatasetInput, InputTag
+
+        run_tags = self._client.get_run(self._run_id).data.tags
+        digest = run_tags.get(CASES_HASH_TAG) or _cases_hash(str(cases))
+        entity = _dataset_entity(str(ds_cfg.get("name") or "cases"), str(cases),
+                                 (digest or "unknown")[:16])
+        input_tags = [InputTag("mlflow.data.context", "eval")]
+        if digest:
+            input_tags.append(InputTag(CASES_HASH_TAG, digest))
+        self._client.log_inputs(self._run_id, datasets=[DatasetInput(entity, tags=input_tags)])
+
+    def kill(self) -> None:
+        """Mark the run (and the sweep parent) KILLED, e.g. on Ctrl-C."""
+        _set_terminated(self._client, self._run_id, "KILLED")
+        _set_terminated(self._client, self.parent_run_id, "KILLED")
+
+    def fail(self, message: str) -> None:
+        """Mark the run (and the sweep parent) FAILED, keeping the reason as a tag."""
+        self._log_tags({"raglab.error": " ".join(str(message).split())})
+        _set_terminated(self._client, self._run_id, "FAILED")
+        _set_terminated(self._client, self.parent_run_id, "FAILED")
+
+
+def _sweep_parent(client, exp_id: str, uri: str, sweep_dir: Path) -> str:
+    """The sweep's parent run id, created by the first job under an exclusive lock."""
+    sweep_dir = sweep_dir.absolute()
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    state_path = sweep_dir / PARENT_FILE
+    with _locked(sweep_dir / PARENT_LOCK):
+        try:
+            state = json.loads(state_path.read_text(encoding="utf-8"))
+            parents = [p for p in state.get("parents", []) if isinstance(p, dict)]
+        except (OSError, ValueError, AttributeError):
+            parents = []
+        for p in parents:
+            if p.get("uri") == uri and p.get("experiment_id") == exp_id:
+                try:
+                    if client.get_run(p["run_id"]).info.lifecycle_stage == "active":
+                        return p["run_id"]
+                except Exception:  # noqa: BLE001 - gone from the store: make a new one
+                    pass
+        parent = client.create_run(exp_id, run_name=sweep_dir.name,
+                                   tags={"raglab.sweep_dir": str(sweep_dir)})
+        parents = [p for p in parents if not (p.get("uri") == uri
+                                              and p.get("experiment_id") == exp_id)]
+        parents.append({"uri": uri, "experiment_id": exp_id, "run_id": parent.info.run_id})
+        tmp = state_path.with_name(PARENT_FILE + ".tmp")
+        tmp.write_text(json.dumps({"parents": parents}, indent=1), encoding="utf-8")
+        os.replace(tmp, state_path)
+        return parent.info.run_id
+
+
+def _dataset_entity(name: str, cases: str, digest: str):
+    """An MLflow dataset entity for the cases file (a MetaDataset: metadata only)."""
+    from mlflow.data.meta_dataset import MetaDataset
+
+    source_uri = cases
+    if "://" not in cases:
+        source_uri = str(Path(cases).expanduser().absolute())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            from mlflow.data.dataset_source_registry import resolve_dataset_source
+            source = resolve_dataset_source(source_uri)
+        except Exception:  # noqa: BLE001 - e.g. pkg:// has no registered source
+            from mlflow.data.code_dataset_source import CodeDatasetSource
+            source = CodeDatasetSource({"uri": source_uri})
+        return MetaDataset(source, name=name[:500], digest=digest)._to_mlflow_entity()
+
+
+def _cases_hash(cases: str) -> str | None:
+    try:
+        from raglab.data.dataset import file_sha256, resolve_path
+        return file_sha256(resolve_path(cases))
+    except Exception:  # noqa: BLE001 - the file may be gone when logging later
+        return None
+
+
+# ---- run directories -----------------------------------------------------------------------
+def _read_metrics(run_dir: Path) -> dict:
+    path = run_dir / "metrics.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: missing; not a finished raglab run directory") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: unreadable metrics ({exc})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    return data
+
+
+def _read_config(run_dir: Path) -> dict:
+    path = run_dir / "config.yaml"
+    if not path.is_file():
+        return {}
+    import yaml
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
+    return data if isinstance(data, dict) else {}
+
+
+def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None = None,
+                params: Mapping[str, Any] | None = None,
+                tags: Mapping[str, str] | None = None) -> str:
+    """Log a finished run directory (``raglab log RUN_DIR``); returns the MLflow run id."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: no such run directory")
+    _read_metrics(run_dir)  # fail before creating anything
+    cfg = _read_config(run_dir)
+    all_params: dict[str, Any] = dict(flatten_config(cfg))
+    all_params.update(params or {})
+    name = run_name or (cfg.get("run_name") if isinstance(cfg.get("run_name"), str) else None) \
+        or run_dir.absolute().name
+    run = MlflowRun.start(uri, experiment, name, all_params, dict(tags or {}))
+    try:
+        run.finish(run_dir)
+    except KeyboardInterrupt:
+        run.kill()
+        raise
+    except Exception as exc:
+        run.fail(f"logging failed: {exc}")
+        raise
+    return run.run_id
