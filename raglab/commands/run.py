@@ -25,8 +25,15 @@ def task(dict_cfg) -> None:
     from raglab.runner.run import Run, print_summary
     from raglab.runner.tracker import Tracker
 
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
     hc = HydraConfig.get()
-    resolved = OmegaConf.to_container(dict_cfg, resolve=True)
+    try:
+        resolved = OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as e:
+        _fail(f"config {e.full_key}: missing value (set it with {e.full_key}=...)")
+    except OmegaConfBaseException as e:
+        _fail(" ".join(str(e).split()))
     try:
         cfg = parse_run_config(resolved)
     except UserError as e:

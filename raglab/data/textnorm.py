@@ -99,6 +99,13 @@ def _find_on_boundaries(needle: str, hay: str) -> int:
     return -1 if i < 0 else i  # padded index i+1 maps to hay index i
 
 
+def _on_boundaries(text: str, start: int, end: int) -> bool:
+    before = text[start - 1] if start > 0 else " "
+    after = text[end] if end < len(text) else " "
+    return not (before.isalnum() and text[start].isalnum()) and \
+        not (after.isalnum() and text[end - 1].isalnum())
+
+
 @lru_cache(maxsize=4096)
 def _normalized_doc(text: str) -> NormalizedText:
     return normalize_with_offsets(text)
@@ -110,6 +117,10 @@ def locate_quote(quote: str, document: str, fuzzy_threshold: float = 90.0) -> Lo
     Exact (after normalisation, on token boundaries) first, then a rapidfuzz partial
     alignment scoring at least ``fuzzy_threshold``.
     """
+    # Fast path: the quote verbatim, on word boundaries (what normalisation would find too).
+    i = document.find(quote) if quote.strip() else -1
+    if i >= 0 and _on_boundaries(document, i, i + len(quote)):
+        return Location(i, i + len(quote), "exact", 100.0)
     q = normalize(quote)
     if not q:
         return None

@@ -19,8 +19,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 
 from raglab.data.textnorm import contains_normalized, normalize
+
+
+_DOC_ID = itemgetter("doc_id")
 
 
 @dataclass(frozen=True)
@@ -52,19 +56,31 @@ def hit_span(hit: Mapping, doc_text: str | None) -> tuple[int, int] | None:
 def judge_hits(hits: Sequence[Mapping], gold: Sequence[GoldItem],
                doc_texts: Mapping[str, str], straddle_min_fraction: float = 0.5,
                fuzzy_threshold: float = 90.0) -> list[list[int]]:
-    """For each hit, the indexes of the gold items it holds (ascending)."""
+    """For each hit, the indexes of the gold items it holds (ascending; an empty tuple when
+    it holds none)."""
     by_doc: dict[str, list[int]] = {}
     for i, g in enumerate(gold):
         by_doc.setdefault(g.doc_id, []).append(i)
-    out: list[list[int]] = []
-    norm_cache: dict[int, str] = {}
-    for hit in hits:
-        idx = by_doc.get(hit["doc_id"])
-        if not idx:
-            out.append([])
-            continue
+    out: list = [()] * len(hits)  # shared empty tuple for hits holding nothing
+    # Only hits from a gold document can hold evidence: find just those (C-level scans).
+    ids = list(map(_DOC_ID, hits))
+    positions: list[int] = []
+    for doc_id in by_doc:
+        i = -1
+        while True:
+            try:
+                i = ids.index(doc_id, i + 1)
+            except ValueError:
+                break
+            positions.append(i)
+    positions.sort()
+    for r in positions:
+        hit = hits[r]
+        idx = by_doc[hit["doc_id"]]
         span = hit_span(hit, doc_texts.get(hit["doc_id"]))
         held: list[int] = []
+        out[r] = held
+        hit_norm: str | None = None
         for i in idx:
             g = gold[i]
             if span is not None:
@@ -73,12 +89,10 @@ def judge_hits(hits: Sequence[Mapping], gold: Sequence[GoldItem],
                 if overlap >= need:
                     held.append(i)
             else:
-                key = id(hit)
-                if key not in norm_cache:
-                    norm_cache[key] = normalize(hit.get("text") or "")
-                if _text_holds(norm_cache[key], g.text, fuzzy_threshold):
+                if hit_norm is None:
+                    hit_norm = normalize(hit.get("text") or "")
+                if _text_holds(hit_norm, g.text, fuzzy_threshold):
                     held.append(i)
-        out.append(held)
     return out
 
 

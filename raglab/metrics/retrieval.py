@@ -10,6 +10,9 @@ holds that no earlier hit was credited with.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
+from functools import lru_cache
+from itertools import compress
 from collections.abc import Sequence
 
 _LOG2 = [1.0 / math.log2(r + 2) for r in range(1024)]
@@ -20,56 +23,65 @@ def _disc(r: int) -> float:
 
 
 def ranked_list_metrics(holds: Sequence[Sequence[int]], grades: Sequence[float],
-                        cutoffs: Sequence[int], prefix: str) -> dict[str, float]:
+                        cutoffs: Sequence[int], prefix: str,
+                        relevant: Sequence[int] | None = None) -> dict[str, float]:
     """All retrieval metrics of one stage for a case with gold evidence (``grades`` non-empty).
 
-    ``holds[r]`` lists the evidence items the hit at rank r (0-based) holds.
+    ``holds[r]`` lists the evidence items the hit at rank r (0-based) holds; ``relevant``,
+    when given, lists the ranks whose ``holds`` are non-empty (ascending), so the work is
+    proportional to the number of relevant hits, not the depth of the list.
     """
     n_ev = len(grades)
     n = len(holds)
-    out: dict[str, float] = {}
-    # Credit at most one item per hit for nDCG.
+    # Sparse pass over relevant hits: rank, distinct items found so far, credited gain.
+    ranks: list[int] = []
+    found_after: list[int] = []
+    dcg_after: list[float] = []
     credited: set[int] = set()
-    gains = [0.0] * n
-    found_at: list[int] = []  # number of distinct items found within the first r+1 hits
     seen: set[int] = set()
-    first_rel = -1
-    n_rel = 0
-    rel_prefix = []  # relevant hits within the first r+1
-    for r, held in enumerate(holds):
-        if held:
-            n_rel += 1
-            if first_rel < 0:
-                first_rel = r
-            best = -1
-            for i in held:
-                seen.add(i)
-                if i not in credited and (best < 0 or grades[i] > grades[best]):
-                    best = i
-            if best >= 0:
-                credited.add(best)
-                gains[r] = grades[best]
-        found_at.append(len(seen))
-        rel_prefix.append(n_rel)
+    dcg = 0.0
+    for r in compress(range(n), holds) if relevant is None else relevant:
+        best = -1
+        for i in holds[r]:
+            seen.add(i)
+            if i not in credited and (best < 0 or grades[i] > grades[best]):
+                best = i
+        if best >= 0:
+            credited.add(best)
+            dcg += grades[best] * _disc(r)
+        ranks.append(r)
+        found_after.append(len(seen))
+        dcg_after.append(dcg)
     ideal = sorted(grades, reverse=True)
-
-    def at(k: int | None) -> tuple[int, int, str]:
+    ideal_cum: list[float] = []
+    acc = 0.0
+    for r, gr in enumerate(ideal):
+        acc += gr * _disc(r)
+        ideal_cum.append(acc)
+    out: dict[str, float] = {}
+    for k, (k_recall, k_all, k_hit, k_prec, k_ndcg) in _keys(prefix, tuple(cutoffs)):
         kk = n if k is None else min(k, n)
-        return kk, (k if k is not None else n), ("" if k is None else f"@{k}")
-
-    for k in [*cutoffs, None]:
-        kk, denom, suffix = at(k)
-        found = found_at[kk - 1] if kk > 0 else 0
-        rel = rel_prefix[kk - 1] if kk > 0 else 0
-        out[f"{prefix}.evidence_recall{suffix}"] = found / n_ev
-        out[f"{prefix}.all_evidence{suffix}"] = 1.0 if found == n_ev else 0.0
-        out[f"{prefix}.hit_rate{suffix}"] = 1.0 if rel > 0 else 0.0
-        out[f"{prefix}.precision{suffix}"] = rel / denom if denom > 0 else 0.0
-        dcg = sum(gains[r] * _disc(r) for r in range(kk))
+        denom = n if k is None else k
+        j = bisect_left(ranks, kk)  # relevant hits within the first kk
+        found = found_after[j - 1] if j else 0
+        out[k_recall] = found / n_ev
+        out[k_all] = 1.0 if found == n_ev else 0.0
+        out[k_hit] = 1.0 if j else 0.0
+        out[k_prec] = j / denom if denom > 0 else 0.0
         depth = len(ideal) if k is None else min(k, len(ideal))
-        idcg = sum(ideal[r] * _disc(r) for r in range(depth))
-        out[f"{prefix}.ndcg{suffix}"] = dcg / idcg if idcg > 0 else 0.0
-    out[f"{prefix}.mrr"] = 1.0 / (first_rel + 1) if first_rel >= 0 else 0.0
+        idcg = ideal_cum[depth - 1] if depth else 0.0
+        out[k_ndcg] = (dcg_after[j - 1] if j else 0.0) / idcg if idcg > 0 else 0.0
+    out[prefix + ".mrr"] = 1.0 / (ranks[0] + 1) if ranks else 0.0
+    return out
+
+
+@lru_cache(maxsize=64)
+def _keys(prefix: str, cutoffs: tuple[int, ...]) -> list[tuple[int | None, tuple[str, ...]]]:
+    out = []
+    for k in [*cutoffs, None]:
+        suffix = "" if k is None else f"@{k}"
+        out.append((k, tuple(f"{prefix}.{m}{suffix}" for m in
+                             ("evidence_recall", "all_evidence", "hit_rate", "precision", "ndcg"))))
     return out
 
 

@@ -52,6 +52,11 @@ class Run:
             from raglab.systems.embeddings import check_available
 
             check_available()
+        if cfg.system.name == "replay":
+            from raglab.data.dataset import resolve_path
+            from raglab.data.io import check_readable_file
+
+            check_readable_file(resolve_path(cfg.system.path), "replay file")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         cfg_file = self.run_dir / "config.yaml"
         if cfg_file.exists() and cfg_file.read_text(encoding="utf-8") != self.resolved_yaml:
