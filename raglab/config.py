@@ -152,7 +152,6 @@ class AnthropicGenCfg(_C):
     name: Literal["anthropic"]
     model: str = Field(min_length=1)
     max_tokens: int = Field(512, gt=0)
-    temperature: float = Field(0.0, ge=0, le=1)
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(4, ge=0)
     refusal: str
@@ -179,7 +178,6 @@ class HeuristicGraderCfg(_C):
 class ClaudeGraderCfg(_C):
     name: Literal["claude"]
     model: str = Field(min_length=1)
-    temperature: float = Field(0.0, ge=0, le=1)
     max_tokens: int = Field(2048, gt=0)
     prompts: str
     decomposition: DecompositionCfg = Field(default_factory=DecompositionCfg)

@@ -7,6 +7,7 @@ model, settings) changes the version and misses the cache.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from raglab.graders.heuristic import split_sentences, strip_citations
@@ -76,26 +77,27 @@ class Grading:
                                               index=i)
                                 for i, (c, (lab, ev)) in enumerate(zip(items, res))]
 
-        verdicts += await self._family(
+        # The judgments below are independent: ask for them together (one batch round).
+        jobs = [self._family(
             "faithfulness", "claim", self._cached("faithfulness", "verify", claims, context,
                                                   "faithfulness"),
-            claim_verdicts("faithfulness", claims))
+            claim_verdicts("faithfulness", claims))]
         if case.answerable and case.reference_answer:
-            verdicts += await self._family(
+            jobs.append(self._family(
                 "correctness", "claim",
                 self._cached("correctness", "verify", claims, [case.reference_answer],
                              "correctness"),
-                claim_verdicts("correctness", claims))
-        verdicts += await self._family(
+                claim_verdicts("correctness", claims)))
+        jobs.append(self._family(
             "relevance", "rubric", self._cached("relevance", "relevance", q, answer),
-            lambda res: [self._verdict("relevance", "rubric", label=res[0], evidence=res[1])])
+            lambda res: [self._verdict("relevance", "rubric", label=res[0], evidence=res[1])]))
         if case.answerable and case.nuggets:
             texts = [n.text for n in case.nuggets]
-            verdicts += await self._family(
+            jobs.append(self._family(
                 "nuggets", "nugget", self._cached("nuggets", "nuggets", q, answer, texts),
                 lambda res: [self._verdict("nuggets", "nugget", item=t, label=lab, evidence=ev,
                                            index=i, vital=case.nuggets[i].vital)
-                             for i, (t, (lab, ev)) in enumerate(zip(texts, res))])
+                             for i, (t, (lab, ev)) in enumerate(zip(texts, res))]))
         sentences = split_sentences(answer)
         factual = sum(1 for s in sentences if _is_factual(s))
         pairs = [(c["sentence"], p) for c in output.get("citations", [])
@@ -103,12 +105,14 @@ class Grading:
                  if c["sentence"] < len(sentences) and p < len(context)]
         for si, pi in pairs:
             sent = strip_citations(sentences[si])
-            verdicts += await self._family(
+            jobs.append(self._family(
                 "citations", "claim",
                 self._cached("citations", "verify", [sent], [context[pi]], "citations"),
                 lambda res, si=si, pi=pi, sent=sent: [self._verdict(
                     "citations", "claim", item=sent, label=res[0][0], evidence=res[0][1],
-                    sentence=si, passage=pi)])
+                    sentence=si, passage=pi)]))
+        for part in await asyncio.gather(*jobs):
+            verdicts += part
         return verdicts, factual
 
 

@@ -106,8 +106,7 @@ class Run:
         progress = Progress(len(ds.cases), len(done), cfg.progress)
 
         async def one(case) -> dict[str, Any]:
-            async with slots:
-                return await self._case(case, sections, system, grading, ds, loop, pool)
+            return await self._case(case, sections, system, grading, ds, loop, pool, slots)
 
         try:
             tasks = [asyncio.create_task(one(c)) for c in todo]
@@ -127,7 +126,10 @@ class Run:
                 await grader.aclose()
         return self._finish(ds, versions)
 
-    async def _case(self, case, sections, system, grading, ds, loop, pool) -> dict[str, Any]:
+    async def _case(self, case, sections, system, grading, ds, loop, pool,
+                    slots) -> dict[str, Any]:
+        """One case. ``slots`` bounds concurrent system calls only; grading concurrency is
+        bounded by the grader's client (so a Message Batches job can gather every case)."""
         cfg = self.cfg
         record: dict[str, Any] = {"case_id": case.id, "tags": dict(case.tags),
                                   "gold": gold_summary(case), "output": None,
@@ -136,8 +138,9 @@ class Run:
         req = SystemRequest.from_case(case, sections)
         t0 = time.perf_counter()
         try:
-            raw = await asyncio.wait_for(loop.run_in_executor(pool, system.answer, req),
-                                         CASE_TIMEOUT_S)
+            async with slots:
+                raw = await asyncio.wait_for(loop.run_in_executor(pool, system.answer, req),
+                                             CASE_TIMEOUT_S)
             out = raw if isinstance(raw, SystemOutput) else SystemOutput.model_validate(raw)
             if out.case_id != case.id:
                 raise ValueError(f"output is for case {out.case_id!r}")

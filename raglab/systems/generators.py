@@ -63,7 +63,7 @@ def generate_anthropic(question: str, context_texts: list[str], cfg: Any, prompt
 
     req = LLMRequest(model=cfg.model, system=prompt.system,
                      user=render_prompt(prompt.template, question, context_texts),
-                     max_tokens=cfg.max_tokens, temperature=cfg.temperature, purpose="generate")
+                     max_tokens=cfg.max_tokens, purpose="generate")
     resp = llm.complete_sync(req)
     answer = resp.text.strip()
     return {"answer": answer, "citations": citations_from_answer(answer, len(context_texts)),

@@ -1,0 +1,186 @@
+"""Claude as the grader: rubric prompts, structured outputs, strict parsing.
+
+Prompt templates (``grader.prompts``: ``decompose.txt``, ``verify.txt``, ``nuggets.txt``,
+``relevance.txt``) are plain text. A line ``=== USER ===`` splits a template into the system
+prompt (above) and the user message (below); without it the whole template is the user
+message. Placeholders ``{question}``, ``{answer}``, ``{claims}``, ``{passages}``,
+``{nuggets}`` and ``{max_claims}`` are substituted in one pass (a value that itself
+contains a placeholder is left as it is); templates are never formatted or evaluated.
+
+The passages go in the system prompt with ``cache_control``, so the calls of
+``verification: per_claim`` (one call per claim, same system prompt) reuse the cached
+prefix. Every structured output is validated strictly (one item per claim or nugget, each
+index once, labels from the allowed set); an output that fails is asked for again by the
+client, then becomes a :class:`~raglab.graders.orchestrate.GraderCallError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from raglab.graders.client import LLMRequest
+
+USER_SPLIT = re.compile(r"^=== USER ===[ \t]*\n", re.M)
+PLACEHOLDER = re.compile(r"\{(question|answer|claims|passages|nuggets|max_claims)\}")
+CLAIM_LABELS = ("SUPPORTED", "CONTRADICTED", "NOT_FOUND")
+NUGGET_LABELS = ("YES", "PARTIAL", "NO")
+RELEVANCE_LABELS = ("ANSWERS_AS_ASKED", "ADDS_UNNEEDED", "DIFFERENT_QUESTION")
+
+
+def _obj(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}
+
+
+def _items(index_field: str, labels: tuple[str, ...]) -> dict[str, Any]:
+    # evidence and reasoning come before the verdict, so the model decides after citing
+    return {"type": "array", "items": _obj({
+        index_field: {"type": "integer"},
+        "evidence": {"type": "string"},
+        "reasoning": {"type": "string"},
+        "label": {"type": "string", "enum": list(labels)},
+    })}
+
+
+DECOMPOSE_SCHEMA = _obj({"claims": {"type": "array", "items": {"type": "string"}}})
+VERIFY_SCHEMA = _obj({"verdicts": _items("claim_index", CLAIM_LABELS)})
+NUGGETS_SCHEMA = _obj({"judgments": _items("nugget_index", NUGGET_LABELS)})
+RELEVANCE_SCHEMA = _obj({"reasoning": {"type": "string"},
+                         "label": {"type": "string", "enum": list(RELEVANCE_LABELS)}})
+
+
+def render(template: str, values: dict[str, str]) -> tuple[str, str]:
+    """``(system, user)`` of a template, placeholders substituted in one pass."""
+    def sub(text: str) -> str:
+        return PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+    parts = USER_SPLIT.split(template, maxsplit=1)
+    if len(parts) == 1:
+        return "", sub(template).strip()
+    return sub(parts[0]).strip(), sub(parts[1]).strip()
+
+
+def _numbered(tag: str, items: list[str]) -> str:
+    return "\n".join(f'<{tag} index="{i}">{" ".join(t.split())}</{tag}>'
+                     for i, t in enumerate(items, 1))
+
+
+def _passages(passages: list[str]) -> str:
+    return "\n".join(f'<passage index="{i}">\n{p.strip()}\n</passage>'
+                     for i, p in enumerate(passages, 1))
+
+
+def parse_claims(parsed: dict, max_claims: int) -> list[str]:
+    claims = parsed["claims"]
+    if not isinstance(claims, list) or not all(isinstance(c, str) for c in claims):
+        raise ValueError("claims must be a list of strings")
+    out = [" ".join(c.split()) for c in claims]
+    return [c for c in out if c][:max_claims]
+
+
+def parse_items(parsed: dict, field: str, index_field: str, n: int,
+                labels: tuple[str, ...]) -> list[list[str | None]]:
+    """``[[label, evidence or None], ...]`` in index order; ValueError unless exactly one
+    item per index 1..n with an allowed label."""
+    items = parsed[field]
+    if not isinstance(items, list) or len(items) != n:
+        raise ValueError(f"expected {n} {field}, got "
+                         f"{len(items) if isinstance(items, list) else type(items).__name__}")
+    by_index: dict[int, list[str | None]] = {}
+    for it in items:
+        if not isinstance(it, dict):
+            raise ValueError(f"each of {field} must be an object")
+        idx, label, ev = it[index_field], it["label"], it.get("evidence")
+        if isinstance(idx, bool) or not isinstance(idx, int) or not 1 <= idx <= n \
+                or idx in by_index:
+            raise ValueError(f"bad or repeated {index_field}: {idx!r}")
+        if label not in labels:
+            raise ValueError(f"label {label!r} is not one of {', '.join(labels)}")
+        if ev is not None and not isinstance(ev, str):
+            raise ValueError("evidence must be a string")
+        by_index[idx] = [label, (" ".join(ev.split()) if ev else "") or None]
+    return [by_index[i] for i in range(1, n + 1)]
+
+
+def parse_relevance(parsed: dict) -> list[str]:
+    label, why = parsed["label"], parsed["reasoning"]
+    if label not in RELEVANCE_LABELS:
+        raise ValueError(f"label {label!r} is not one of {', '.join(RELEVANCE_LABELS)}")
+    if not isinstance(why, str):
+        raise ValueError("reasoning must be a string")
+    return [label, " ".join(why.split())]
+
+
+class ClaudeGrader:
+    """The Claude grader; same async interface as the heuristic one."""
+
+    backend = "anthropic"
+
+    def __init__(self, cfg: Any, prompts: dict[str, str], llm: Any):
+        self.cfg = cfg
+        self.prompts = dict(prompts)
+        self.llm = llm
+
+    def prompt_texts(self) -> dict[str, str]:
+        return dict(self.prompts)
+
+    def _request(self, name: str, values: dict[str, str], schema: dict,
+                 cache_system: bool) -> LLMRequest:
+        system, user = render(self.prompts[name], values)
+        return LLMRequest(model=self.cfg.model, system=system, user=user,
+                          max_tokens=self.cfg.max_tokens,
+                          purpose="grade", schema=schema, cache_system=cache_system)
+
+    async def _ask(self, req: LLMRequest, parse) -> Any:
+        resp = await self.llm.complete(req, validate=parse)
+        return parse(resp.parsed)
+
+    async def decompose(self, question: str, answer: str) -> list[str]:
+        if not answer.strip():
+            return []
+        mx = self.cfg.decomposition.max_claims
+        req = self._request("decompose", {"question": question, "answer": answer,
+                                          "max_claims": str(mx)}, DECOMPOSE_SCHEMA, True)
+        return await self._ask(req, lambda p: parse_claims(p, mx))
+
+    async def verify(self, claims: list[str], passages: list[str],
+                     family: str) -> list[list[str | None]]:
+        claims = list(claims)
+        if not claims:
+            return []
+        if not any(p.strip() for p in passages):
+            return [["NOT_FOUND", None] for _ in claims]  # nothing to be supported by
+        ctx = _passages(passages)
+        if self.cfg.verification == "per_claim" and len(claims) > 1:
+            parts = await asyncio.gather(*(self._verify(ctx, [c], True) for c in claims))
+            return [p[0] for p in parts]
+        return await self._verify(ctx, claims, self.cfg.verification == "per_claim")
+
+    async def _verify(self, ctx: str, claims: list[str], cache: bool) -> list:
+        req = self._request("verify", {"passages": ctx, "claims": _numbered("claim", claims)},
+                            VERIFY_SCHEMA, cache)
+        n = len(claims)
+        return await self._ask(req, lambda p: parse_items(p, "verdicts", "claim_index", n,
+                                                          CLAIM_LABELS))
+
+    async def nuggets(self, question: str, answer: str,
+                      nuggets: list[str]) -> list[list[str | None]]:
+        nuggets = list(nuggets)
+        if not nuggets:
+            return []
+        req = self._request("nuggets", {"question": question, "answer": answer,
+                                        "nuggets": _numbered("nugget", nuggets)},
+                            NUGGETS_SCHEMA, True)
+        n = len(nuggets)
+        return await self._ask(req, lambda p: parse_items(p, "judgments", "nugget_index", n,
+                                                          NUGGET_LABELS))
+
+    async def relevance(self, question: str, answer: str) -> list[str]:
+        req = self._request("relevance", {"question": question, "answer": answer},
+                            RELEVANCE_SCHEMA, True)
+        return await self._ask(req, parse_relevance)
+
+    async def aclose(self) -> None:
+        return None  # the client belongs to the run, which closes it

@@ -1,0 +1,93 @@
+"""End to end: ``raglab run grader=claude`` in a real subprocess against the fake API."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from raglab.data.dataset import resolve_path
+from tests.graders.fake_anthropic import TEST_KEY, FakeAnthropic, fake_model
+
+NON_NULL = ("faithfulness", "correctness", "relevance", "vital_nugget_recall",
+            "citation_precision", "false_refusal_rate", "false_answer_rate")
+
+
+def _subset(tmp: Path, n_answerable: int = 8, n_unanswerable: int = 4) -> Path:
+    """A small slice of the demo cases (both kinds), to keep the test quick."""
+    lines = resolve_path("pkg://raglab/datasets/demo/cases.jsonl").read_text().splitlines()
+    cases = [json.loads(x) for x in lines if x.strip()]
+    pick = ([c for c in cases if c["answerable"] and c.get("nuggets")][:n_answerable]
+            + [c for c in cases if not c["answerable"]][:n_unanswerable])
+    out = tmp / "cases.jsonl"
+    out.write_text("".join(json.dumps(c) + "\n" for c in pick))
+    return out
+
+
+def _env(url: str | None, key: str | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+    if url:
+        env["ANTHROPIC_BASE_URL"] = url
+    if key:
+        env["ANTHROPIC_API_KEY"] = key
+    return env
+
+
+def _run(tmp: Path, run_dir: str, env: dict[str, str], cases: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "raglab.cli", "run", "grader=claude", "tracking=none",
+           f"hydra.run.dir={tmp / run_dir}", f"cache_dir={tmp / 'cache'}",
+           f"dataset.cases={cases}", "progress=off"]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
+                          cwd=tmp)
+
+
+def test_run_with_claude_grader_end_to_end(tmp_path):
+    cases = _subset(tmp_path)
+    with FakeAnthropic(handler=fake_model) as srv:
+        env = _env(srv.url, TEST_KEY)
+        p = _run(tmp_path, "run1", env, cases)
+        assert p.returncode == 0, p.stderr[-3000:]
+        first = len(srv.calls("/v1/messages"))
+        assert first > 0
+        metrics = json.loads((tmp_path / "run1" / "metrics.json").read_text())
+        for name in NON_NULL:
+            assert metrics["overall"].get(name) is not None, name
+        assert metrics["errors"] == 0
+        # a judgment is at most one request (none when the client's cache already has it)
+        assert 0 < first <= metrics["work"]["grader_calls"]
+        assert all(c["headers"]["authorization"] == f"Bearer {TEST_KEY}"
+                   for c in srv.calls())
+        assert all("temperature" not in c["body"] for c in srv.calls("/v1/messages"))
+
+        # the same configuration again (new run directory, same cache): no request at all
+        p2 = _run(tmp_path, "run2", env, cases)
+        assert p2.returncode == 0, p2.stderr[-3000:]
+        assert len(srv.calls("/v1/messages")) == first
+        metrics2 = json.loads((tmp_path / "run2" / "metrics.json").read_text())
+        assert metrics2["work"]["grader_calls"] == 0
+        w = metrics["work"]
+        assert metrics2["work"]["grader_cache_hits"] == w["grader_calls"] + w["grader_cache_hits"]
+        same = {k: v for k, v in metrics["overall"].items() if not k.startswith("latency")}
+        assert {k: metrics2["overall"][k] for k in same} == same
+
+    # the key is in no file raglab wrote, nor in what it printed
+    for f in tmp_path.rglob("*"):
+        if f.is_file():
+            assert TEST_KEY.encode() not in f.read_bytes(), f
+    assert TEST_KEY not in p.stdout + p.stderr + p2.stdout + p2.stderr
+
+
+def test_missing_key_fails_before_any_work(tmp_path):
+    cases = _subset(tmp_path, 2, 1)
+    with FakeAnthropic(handler=fake_model) as srv:
+        p = _run(tmp_path, "run", _env(srv.url, None), cases)
+        assert srv.log == []
+    assert p.returncode != 0
+    err = p.stderr.strip().splitlines()
+    assert len(err) == 1 and "ANTHROPIC_API_KEY" in err[0], p.stderr
+    assert "Traceback" not in p.stderr
+    assert not (tmp_path / "run" / "records.jsonl").exists()
+    assert not (tmp_path / "run" / "metrics.json").exists()
