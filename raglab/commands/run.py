@@ -55,6 +55,9 @@ def task(dict_cfg) -> None:
         print(f"raglab: interrupted; records kept in {run_dir / 'records.jsonl'}; "
               "run again with the same hydra.run.dir to resume", file=sys.stderr)
         sys.exit(130)
+    except Exception as e:
+        tracker.failed(f"{type(e).__name__}: {e}")
+        raise
     print_summary(metrics, run_dir)
     where = tracker.where()
     if where:

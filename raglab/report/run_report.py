@@ -210,7 +210,7 @@ def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
         keep = sorted(rows, key=lambda r: -(_num(r[2].get("n")) or 0))[:MAX_PLOTTED_SLICES]
         rows = [r for r in rows if r in keep]
     bar = 0.8 / len(cols)
-    fig = _figure(8, max(2.5, 0.25 * len(rows) * len(cols) + 1.5))
+    fig = _figure(8, min(30.0, max(2.5, 0.18 * len(rows) * len(cols) + 1.5)))
     ax = fig.add_subplot(1, 1, 1)
     for j, col in enumerate(cols):
         ys = [i + (j - (len(cols) - 1) / 2) * bar for i in range(len(rows))]
@@ -227,8 +227,7 @@ def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
     ax.set_xlabel("value (missing bars: metric does not apply)")
     ax.set_title("Headline metrics by slice")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08 - 0.6 / max(len(rows), 1)),
-              ncol=min(3, len(cols)), fontsize="small")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
     _save(fig, path)
     return True
 

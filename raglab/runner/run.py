@@ -136,11 +136,15 @@ class Run:
                                   "judgments": None, "verdicts": [], "graded": False,
                                   "metrics": {}, "error": None}
         req = SystemRequest.from_case(case, sections)
-        t0 = time.perf_counter()
+
+        def timed():  # measured in the worker: queueing for a slot is not the system's latency
+            t0 = time.perf_counter()
+            return system.answer(req), (time.perf_counter() - t0) * 1000
+
         try:
             async with slots:
-                raw = await asyncio.wait_for(loop.run_in_executor(pool, system.answer, req),
-                                             CASE_TIMEOUT_S)
+                raw, total_ms = await asyncio.wait_for(loop.run_in_executor(pool, timed),
+                                                       CASE_TIMEOUT_S)
             out = raw if isinstance(raw, SystemOutput) else SystemOutput.model_validate(raw)
             if out.case_id != case.id:
                 raise ValueError(f"output is for case {out.case_id!r}")
@@ -150,7 +154,7 @@ class Run:
         except Exception as e:  # the system's failure is this case's error; the run goes on
             record["error"] = f"system: {type(e).__name__}: {_one_line(e)}"
         else:
-            output["latency_ms"].setdefault("total", round((time.perf_counter() - t0) * 1000, 3))
+            output["latency_ms"].setdefault("total", round(total_ms, 3))
             record["output"] = output
             record["judgments"] = judge_output(case, output, ds, cfg.metrics.straddle_min_fraction,
                                                cfg.metrics.fuzzy_threshold)
@@ -190,6 +194,9 @@ class Run:
             "config_hash": content_key(self.resolved_yaml)[:16],
         }
         atomic_write_json(self.run_dir / "metrics.json", metrics)
+        from raglab.report.run_report import write_run_report
+
+        write_run_report(self.run_dir)
         return metrics
 
 

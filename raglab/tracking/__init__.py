@@ -1,7 +1,8 @@
 """Tracking runs in MLflow.
 
 Only this package imports mlflow, and only inside functions of :mod:`.mlflow_store`, so
-importing ``raglab.tracking`` stays cheap. The key rules live in :mod:`.keys` (pure).
+importing ``raglab.tracking`` stays cheap. The key rules live in :mod:`.keys`, tracking URIs
+and the reachability check in :mod:`.uris` (both pure).
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from typing import Any
 
 from raglab.tracking.keys import (flatten_config, metric_key, parse_slice_key,
                                   slice_metric_key)
+from raglab.tracking.uris import check_tracking, normalize_uri, ui_command
 
 __all__ = ["metric_key", "slice_metric_key", "parse_slice_key", "flatten_config",
-           "MlflowRun", "check_tracking", "log_run_dir", "ui_command"]
+           "check_tracking", "normalize_uri", "ui_command", "MlflowRun", "log_run_dir"]
 
-_LAZY = {"MlflowRun", "check_tracking", "log_run_dir", "ui_command"}
+_LAZY = {"MlflowRun", "log_run_dir"}
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: the store module is loaded on first use

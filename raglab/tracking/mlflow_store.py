@@ -20,163 +20,58 @@ import json
 import logging
 import os
 import re
-import shlex
 import time
 import warnings
 from pathlib import Path
 from typing import Any, Mapping
-from urllib.parse import urlsplit, urlunsplit
 
 from raglab.errors import UserError
 from raglab.tracking.keys import (MAX_PARAM_VALUE_LENGTH, flatten_config, is_legal_key,
                                   is_secret_key, metric_key, metrics_from_summary)
+from raglab.tracking.uris import (DB_SCHEMES, check_tracking, normalize_uri, scheme_of,
+                                  sqlite_path, ui_command)
+
+__all__ = ["MlflowRun", "log_run_dir", "check_tracking", "ui_command", "normalize_uri",
+           "CASES_HASH_TAG"]
 
 log = logging.getLogger(__name__)
 
-PROBE_TIMEOUT_S = 5.0
 METRICS_PER_BATCH = 1000   # MLflow's per-request limit
 PARAMS_PER_BATCH = 100     # MLflow's per-request limit for params (and tags)
 MAX_TAG_VALUE_LENGTH = 8000
 CASES_HASH_TAG = "raglab.dataset.cases_sha256"
 PARENT_FILE = ".mlflow_parent"
 PARENT_LOCK = ".mlflow_parent.lock"
-_DB_SCHEMES = ("postgresql", "postgres", "mysql", "mssql", "oracle")
-
-
-# ---- URIs (pure) ---------------------------------------------------------------------------
-def _scheme(uri: str) -> str:
-    return uri.split(":", 1)[0].split("+", 1)[0].lower() if ":" in uri else ""
-
-
-def sqlite_path(uri: str) -> Path | None:
-    """The absolute database path of a ``sqlite:///`` URI (None for other URIs)."""
-    if not uri.lower().startswith("sqlite:///"):
-        return None
-    raw = uri[len("sqlite:///"):].split("?", 1)[0]
-    if raw in ("", ":memory:"):
-        return None
-    return Path(raw).expanduser().absolute() if not raw.startswith("/") else Path(raw)
-
-
-def normalize_uri(uri: str) -> str:
-    """Absolute form of a tracking URI (relative sqlite paths resolved against the cwd)."""
-    uri = str(uri).strip()
-    path = sqlite_path(uri)
-    if path is not None:
-        query = uri.split("?", 1)[1] if "?" in uri else ""
-        return f"sqlite:///{path}" + (f"?{query}" if query else "")
-    if _scheme(uri) in ("http", "https"):
-        return uri.rstrip("/")
-    return uri
-
-
-def redact_uri(uri: str) -> str:
-    """The URI with any password replaced by ``***`` (safe to print or log)."""
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return uri
-    if parts.password:
-        netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-        return urlunsplit(parts._replace(netloc=netloc))
-    return uri
-
-
-def ui_command(uri: str) -> str:
-    """What a user types to browse the store.
-
-    ``mlflow ui --backend-store-uri sqlite:////abs/path/mlflow.db`` for sqlite (absolute, so it
-    works from any directory) and other database URIs (password shown as ``***``); for an
-    http(s) tracking server, which has its own UI, the server's URL.
-    """
-    uri = normalize_uri(uri)
-    if _scheme(uri) in ("http", "https"):
-        return uri
-    return f"mlflow ui --backend-store-uri {shlex.quote(redact_uri(uri))}"
-
-
-# ---- reachability (no mlflow import) -------------------------------------------------------
-def _short_reason(exc: BaseException) -> str:
-    text = str(exc)
-    m = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
-    if m:
-        return m.group(1).strip()
-    first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return first[:200]
-
-
-def check_tracking(uri: str) -> None:
-    """Fail fast with a one-line UserError when the tracking store cannot be used."""
-    uri = normalize_uri(uri)
-    shown = redact_uri(uri)
-    scheme = _scheme(uri)
-
-    def unreachable(reason: str) -> UserError:
-        reason = " ".join(str(reason).split())[:300]
-        return UserError(f"MLflow tracking store unreachable at {shown}: {reason}")
-
-    if scheme in ("http", "https"):
-        import requests
-        try:
-            resp = requests.get(f"{uri}/health", timeout=PROBE_TIMEOUT_S)
-        except requests.Timeout:
-            raise unreachable(f"no answer within {PROBE_TIMEOUT_S:g} s") from None
-        except requests.RequestException as exc:
-            raise unreachable(_short_reason(exc)) from None
-        if resp.status_code != 200:
-            raise unreachable(f"GET /health returned HTTP {resp.status_code}")
-    elif scheme == "sqlite":
-        path = sqlite_path(uri)
-        if path is None:
-            raise unreachable("an in-memory sqlite store keeps nothing; give a file path")
-        if not path.parent.is_dir():
-            raise unreachable(f"directory {path.parent} does not exist")
-        if path.exists():
-            import sqlite3
-            try:
-                conn = sqlite3.connect(path.as_uri() + "?mode=ro", uri=True,
-                                       timeout=PROBE_TIMEOUT_S)
-                try:
-                    conn.execute("PRAGMA schema_version").fetchone()
-                finally:
-                    conn.close()
-            except sqlite3.Error as exc:
-                raise unreachable(f"{path}: {exc}") from None
-    elif scheme in _DB_SCHEMES:
-        import sqlalchemy
-        timeout = int(PROBE_TIMEOUT_S)
-        args = {"connect_timeout": timeout} if scheme in ("postgresql", "postgres", "mysql") else {}
-        try:
-            engine = sqlalchemy.create_engine(uri, connect_args=args,
-                                              poolclass=sqlalchemy.pool.NullPool)
-            with engine.connect() as conn:
-                conn.execute(sqlalchemy.text("SELECT 1"))
-            engine.dispose()
-        except ModuleNotFoundError as exc:
-            hint = " (use postgresql+psycopg://)" if scheme.startswith("postgres") else ""
-            raise unreachable(f"database driver missing: {exc.name}{hint}") from None
-        except Exception as exc:  # noqa: BLE001 - any driver error means unusable
-            raise unreachable(_short_reason(getattr(exc, "orig", None) or exc)) from None
-    elif scheme in ("", "file"):
-        if os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").lower() not in ("1", "true"):
-            raise UserError(f"MLflow file store at {shown} is no longer supported by MLflow; "
-                            "use tracking.uri=sqlite:///mlflow.db (or a server)")
+_READY: set[str] = set()  # sqlite stores initialised by this process
 
 
 # ---- mlflow plumbing -----------------------------------------------------------------------
 def _client(uri: str):
-    """An MlflowClient with its store initialised (sqlite creation serialised by a lock)."""
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
+    """An MlflowClient; creating one creates/upgrades a database store's tables.
+
+    Parallel jobs would race to do that: for sqlite they take turns under a lock file next to
+    the database; for other databases a failed first attempt is retried once the winner is done.
+    """
+    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # no usage reports
+    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # raglab prints its own
     from mlflow.tracking import MlflowClient
 
     for name in ("mlflow.store.db.utils", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
-    client = MlflowClient(tracking_uri=uri)
     db = sqlite_path(uri)
-    if db is not None and not db.exists():
+    if db is not None and uri not in _READY:
         with _locked(db.with_name(db.name + ".lock")):
-            client.search_experiments(max_results=1)  # creates tables once
-    return client
+            client = MlflowClient(tracking_uri=uri)
+        _READY.add(uri)
+        return client
+    for attempt in range(3):
+        try:
+            return MlflowClient(tracking_uri=uri)
+        except Exception:  # noqa: BLE001 - e.g. another process is migrating the schema
+            if attempt == 2 or scheme_of(uri) not in DB_SCHEMES:
+                raise
+            time.sleep(2.0 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 class _locked:
@@ -199,7 +94,7 @@ class _locked:
 
 
 def _artifact_location(uri: str, experiment: str) -> str | None:
-    if _scheme(uri) in ("http", "https", "databricks"):
+    if scheme_of(uri) in ("http", "https", "databricks"):
         return None  # the server decides
     db = sqlite_path(uri)
     root = db.parent if db is not None else Path.cwd()
@@ -214,8 +109,8 @@ def _experiment_id(client, uri: str, name: str) -> str:
         exp = client.get_experiment_by_name(name)
         if exp is not None:
             if exp.lifecycle_stage != "active":
-                raise UserError(f"MLflow experiment {name!r} is deleted; restore it "
-                                "(mlflow experiments restore) or choose another tracking.experiment")
+                raise UserError(f"MLflow experiment {name!r} is deleted; restore it (mlflow "
+                                "experiments restore) or choose another tracking.experiment")
             return exp.experiment_id
         try:
             return client.create_experiment(name, artifact_location=_artifact_location(uri, name))
@@ -247,10 +142,12 @@ def _set_terminated(client, run_id: str | None, status: str) -> None:
 class MlflowRun:
     """One raglab run in MLflow (a child of the sweep's parent run when in a sweep)."""
 
-    def __init__(self, client, run_id: str, parent_run_id: str | None = None):
+    def __init__(self, client, run_id: str, parent_run_id: str | None = None,
+                 tags: Mapping[str, str] | None = None):
         self._client = client
         self._run_id = run_id
         self.parent_run_id = parent_run_id
+        self._tags = dict(tags) if tags is not None else None
 
     @property
     def run_id(self) -> str:
@@ -270,7 +167,7 @@ class MlflowRun:
         if parent:
             run_tags["mlflow.parentRunId"] = parent
         run = client.create_run(exp_id, run_name=run_name, tags=run_tags)
-        self = cls(client, run.info.run_id, parent)
+        self = cls(client, run.info.run_id, parent, run_tags)
         self._log_params(params or {})
         return self
 
@@ -341,7 +238,9 @@ class MlflowRun:
             return
         from mlflow.entities import DatasetInput, InputTag
 
-        run_tags = self._client.get_run(self._run_id).data.tags
+        run_tags = self._tags
+        if run_tags is None:
+            run_tags = self._client.get_run(self._run_id).data.tags
         digest = run_tags.get(CASES_HASH_TAG) or _cases_hash(str(cases))
         entity = _dataset_entity(str(ds_cfg.get("name") or "cases"), str(cases),
                                  (digest or "unknown")[:16])
