@@ -54,6 +54,19 @@ class Grading:
             return [self._verdict(family, kind, error=str(e)[:500])]
         return build(result)
 
+    async def _correctness(self, question: str, reference: str, answer: str) -> list[dict]:
+        """The reference answer's claims, each checked against the answer."""
+        try:
+            ref_claims = await self._cached("correctness", "decompose", question, reference)
+            if not ref_claims:
+                ref_claims = [reference.strip()]
+            res = await self._cached("correctness", "verify", ref_claims, [answer],
+                                     "correctness")
+        except GraderCallError as e:
+            return [self._verdict("correctness", "claim", error=str(e)[:500])]
+        return [self._verdict("correctness", "claim", item=c, label=lab, evidence=ev, index=i)
+                for i, (c, (lab, ev)) in enumerate(zip(ref_claims, res))]
+
     async def grade(self, case: Any, output: dict[str, Any]) -> tuple[list[dict], int]:
         """Verdicts for one case and the number of factual sentences of its answer."""
         answer = output.get("answer")
@@ -83,11 +96,7 @@ class Grading:
                                                   "faithfulness"),
             claim_verdicts("faithfulness", claims))]
         if case.answerable and case.reference_answer:
-            jobs.append(self._family(
-                "correctness", "claim",
-                self._cached("correctness", "verify", claims, [case.reference_answer],
-                             "correctness"),
-                claim_verdicts("correctness", claims)))
+            jobs.append(self._correctness(q, case.reference_answer, answer))
         jobs.append(self._family(
             "relevance", "rubric", self._cached("relevance", "relevance", q, answer),
             lambda res: [self._verdict("relevance", "rubric", label=res[0], evidence=res[1])]))

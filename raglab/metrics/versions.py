@@ -8,7 +8,7 @@ CODE_VERSIONS = {
     "retrieval": 1,
     "faithfulness": 1,
     "citations": 1,
-    "correctness": 1,
+    "correctness": 2,  # 2: reference claims checked against the answer
     "relevance": 1,
     "nuggets": 1,
     "abstention": 1,

@@ -267,12 +267,14 @@ def test_grading_end_to_end_versioned_and_cached(fake_api, tmp_path):
     assert all(v["label"] == "SUPPORTED" for v in verdicts
                if v["family"] == "faithfulness" and v["kind"] == "claim")
     n_first = len(fake_api.calls(MSG))
-    assert n_first == work["grader_calls"] == 7  # 1+1+1+1+1 and 2 citation checks
+    # decompose, verify, reference decompose + verify (correctness), relevance, nuggets,
+    # and 2 citation checks
+    assert n_first == work["grader_calls"] == 8
 
     # the same again: every judgment from the cache, no HTTP request at all
     v1b, (verdicts2, _, work2) = _grade(tmp_path, PROMPTS)
     assert v1b == v1 and len(fake_api.calls(MSG)) == n_first
-    assert work2["grader_calls"] == 0 and work2["grader_cache_hits"] == 7
+    assert work2["grader_calls"] == 0 and work2["grader_cache_hits"] == 8
     assert [v.get("label") for v in verdicts2] == [v.get("label") for v in verdicts]
 
     # one word of the verify prompt changed: new versions, cache missed, new requests
@@ -284,7 +286,7 @@ def test_grading_end_to_end_versioned_and_cached(fake_api, tmp_path):
         assert v2[fam] == v1[fam]
     # the faithfulness version covers the decomposition too, so it is judged again, but its
     # request text did not change: the client's cache answers it without a request
-    assert work3["grader_calls"] == 5
+    assert work3["grader_calls"] == 6
     assert len(fake_api.calls(MSG)) == n_first + 4  # faithfulness, correctness, 2 citations
     new = fake_api.calls(MSG)[n_first:]
     assert all("You are a strict verifier" in system_text(c["body"]) for c in new)
