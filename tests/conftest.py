@@ -65,3 +65,14 @@ def tiny(tmp_path):
     """A tiny dataset: (corpus path, cases path)."""
     return (write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS),
             write_jsonl(tmp_path / "cases.jsonl", TINY_CASES))
+
+
+@pytest.fixture
+def demo_subset(tmp_path):
+    """Overrides for the demo corpus with its first 30 cases (keeps sweep tests quick)."""
+    from raglab.data.dataset import resolve_path
+
+    cases = resolve_path("pkg://raglab/datasets/demo/cases.jsonl").read_text().splitlines()[:30]
+    path = tmp_path / "cases30.jsonl"
+    path.write_text("\n".join(cases) + "\n")
+    return ["dataset.cases=" + str(path), "dataset.labels=null"]

@@ -169,3 +169,17 @@ def read_jsonl_tolerant(path: str | Path) -> list[dict[str, Any]]:
                 break  # torn last line
             raise UserError("corrupt line (not the last one)", file=str(p), line=i + 1) from None
     return rows
+
+
+def read_run_metrics(run_dir: str | Path) -> dict[str, Any]:
+    """A run directory's metrics.json; UserError when it is missing or unreadable."""
+    path = Path(run_dir) / "metrics.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: missing; not a finished raglab run directory") from None
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: unreadable metrics ({exc})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    return data

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 from operator import itemgetter
 
 from raglab.data.textnorm import contains_normalized, normalize
@@ -27,8 +27,7 @@ from raglab.data.textnorm import contains_normalized, normalize
 _DOC_ID = itemgetter("doc_id")
 
 
-@dataclass(frozen=True)
-class GoldItem:
+class GoldItem(NamedTuple):
     doc_id: str
     start: int
     end: int
@@ -77,7 +76,9 @@ def judge_hits(hits: Sequence[Mapping], gold: Sequence[GoldItem],
     for r in positions:
         hit = hits[r]
         idx = by_doc[hit["doc_id"]]
-        span = hit_span(hit, doc_texts.get(hit["doc_id"]))
+        s, e = hit.get("start"), hit.get("end")
+        span = (s, e) if s is not None and e is not None else \
+            hit_span(hit, doc_texts.get(hit["doc_id"]))
         held: list[int] = []
         out[r] = held
         hit_norm: str | None = None

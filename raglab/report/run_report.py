@@ -7,14 +7,13 @@ lazily and used through its Agg canvas (no pyplot, no global backend switch).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from raglab.errors import UserError
+from raglab.data.io import atomic_write_text, read_run_metrics
 
 HEADLINE = [
     "candidate.evidence_recall", "final.evidence_recall", "final.mrr", "final.ndcg",
@@ -60,24 +59,16 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 
 
 def _write_atomic(path: Path, data: str | bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
     if isinstance(data, str):
-        tmp.write_text(data, encoding="utf-8")
-    else:
-        tmp.write_bytes(data)
+        atomic_write_text(path, data)
+        return
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
     os.replace(tmp, path)
 
 
 def _load(run_dir: Path) -> tuple[dict, dict]:
-    path = run_dir / "metrics.json"
-    try:
-        metrics = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: missing; not a finished raglab run directory") from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: unreadable metrics ({exc})") from None
-    if not isinstance(metrics, dict):
-        raise UserError(f"{path}: expected a JSON object")
+    metrics = read_run_metrics(run_dir)
     cfg: dict = {}
     if (run_dir / "config.yaml").is_file():
         import yaml

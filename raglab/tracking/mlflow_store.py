@@ -318,16 +318,9 @@ def _cases_hash(cases: str) -> str | None:
 
 # ---- run directories -----------------------------------------------------------------------
 def _read_metrics(run_dir: Path) -> dict:
-    path = run_dir / "metrics.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: missing; not a finished raglab run directory") from None
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: unreadable metrics ({exc})") from None
-    if not isinstance(data, dict):
-        raise UserError(f"{path}: expected a JSON object")
-    return data
+    from raglab.data.io import read_run_metrics
+
+    return read_run_metrics(run_dir)
 
 
 def _read_config(run_dir: Path) -> dict:

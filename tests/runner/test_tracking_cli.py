@@ -14,16 +14,6 @@ from tests.conftest import run_cli
 from tests.tracking.services import free_port, mlflow_server, postgres_server
 
 
-@pytest.fixture
-def demo_subset(tmp_path):
-    from raglab.data.dataset import resolve_path
-
-    cases = resolve_path("pkg://raglab/datasets/demo/cases.jsonl").read_text().splitlines()[:30]
-    path = tmp_path / "cases30.jsonl"
-    path.write_text("\n".join(cases) + "\n")
-    return ["dataset.cases=" + str(path), "dataset.labels=null"]
-
-
 def _client(uri):
     from mlflow.tracking import MlflowClient
 

@@ -6,7 +6,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.conftest import TINY_CORPUS, run_cli, write_jsonl
+from tests.conftest import run_cli, write_jsonl
 
 BASE = ["tracking=none", "metrics.cutoffs=[1,3,5]", "k=3", "candidate_depth=5"]
 
@@ -109,7 +109,15 @@ def test_demo_reference_run_fills_every_metric(tmp_path):
     assert m["n_quarantined"] == 0 and m["errors"] == 0
     assert m["work"]["index_builds"] == 1
     assert o["must_not_contain_rate"] > 0  # the planted injections reach some answers
+    assert o["acl_leak_rate"] == 0.0
     assert "raglab run:" in proc.stdout
+    # the same pipeline without ACL enforcement leaks restricted documents on the demo
+    leaky = tmp_path / "leaky"
+    proc = run_cli("run", "tracking=none", "grader=none", "system.enforce_acl=false",
+                   f"hydra.run.dir={leaky}", f"cache_dir={tmp_path / 'cache'}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert _metrics(leaky)["overall"]["acl_leak_rate"] > 0.05
+    assert _metrics(leaky)["work"]["index_builds"] == 0  # same index, from the cache
 
 
 class _Handler(BaseHTTPRequestHandler):
