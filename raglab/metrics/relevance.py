@@ -19,12 +19,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
-from operator import itemgetter
 
 from raglab.data.textnorm import contains_normalized, normalize
-
-
-_DOC_ID = itemgetter("doc_id")
 
 
 class GoldItem(NamedTuple):
@@ -61,19 +57,8 @@ def judge_hits(hits: Sequence[Mapping], gold: Sequence[GoldItem],
     for i, g in enumerate(gold):
         by_doc.setdefault(g.doc_id, []).append(i)
     out: list = [()] * len(hits)  # shared empty tuple for hits holding nothing
-    # Only hits from a gold document can hold evidence: find just those (C-level scans).
-    ids = list(map(_DOC_ID, hits))
-    positions: list[int] = []
-    for doc_id in by_doc:
-        i = -1
-        while True:
-            try:
-                i = ids.index(doc_id, i + 1)
-            except ValueError:
-                break
-            positions.append(i)
-    positions.sort()
-    for r in positions:
+    # Only hits from a gold document can hold evidence: visit just those.
+    for r in [r for r, h in enumerate(hits) if h["doc_id"] in by_doc]:
         hit = hits[r]
         idx = by_doc[hit["doc_id"]]
         s, e = hit.get("start"), hit.get("end")

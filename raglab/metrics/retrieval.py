@@ -52,12 +52,7 @@ def ranked_list_metrics(holds: Sequence[Sequence[int]], grades: Sequence[float],
         ranks.append(r)
         found_after.append(len(seen))
         dcg_after.append(dcg)
-    ideal = sorted(grades, reverse=True)
-    ideal_cum: list[float] = []
-    acc = 0.0
-    for r, gr in enumerate(ideal):
-        acc += gr * _disc(r)
-        ideal_cum.append(acc)
+    ideal_cum = _ideal_dcg(tuple(grades))
     out: dict[str, float] = {}
     for k, (k_recall, k_all, k_hit, k_prec, k_ndcg) in _keys(prefix, tuple(cutoffs)):
         kk = n if k is None else min(k, n)
@@ -68,10 +63,20 @@ def ranked_list_metrics(holds: Sequence[Sequence[int]], grades: Sequence[float],
         out[k_all] = 1.0 if found == n_ev else 0.0
         out[k_hit] = 1.0 if j else 0.0
         out[k_prec] = j / denom if denom > 0 else 0.0
-        depth = len(ideal) if k is None else min(k, len(ideal))
+        depth = n_ev if k is None else min(k, n_ev)
         idcg = ideal_cum[depth - 1] if depth else 0.0
         out[k_ndcg] = (dcg_after[j - 1] if j else 0.0) / idcg if idcg > 0 else 0.0
     out[prefix + ".mrr"] = 1.0 / (ranks[0] + 1) if ranks else 0.0
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _ideal_dcg(grades: tuple[float, ...]) -> list[float]:
+    """Cumulative DCG of the ideal ranking (every item's grade, descending)."""
+    out, acc = [], 0.0
+    for r, gr in enumerate(sorted(grades, reverse=True)):
+        acc += gr * _disc(r)
+        out.append(acc)
     return out
 
 
