@@ -23,6 +23,7 @@ import unicodedata
 from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import NamedTuple
 
 SOFT_HYPHEN = "\u00ad"
 _HYPHENATION = re.compile(r"(?<=\w)[-\u2010\u2011]\s*\n\s*(?=\w)")
@@ -82,8 +83,7 @@ def normalize_with_offsets(text: str) -> NormalizedText:
     return NormalizedText("".join(out_chars), tuple(out_origin), len(text))
 
 
-@dataclass(frozen=True)
-class Location:
+class Location(NamedTuple):
     """Where a quote was found: original character offsets and how."""
 
     start: int

@@ -132,6 +132,8 @@ def must_not_contain(answer: str | None, forbidden: Sequence[str]) -> float | No
     raw = answer.casefold()
     for s in forbidden:
         n = normalize(s)
-        if (n and contains_normalized(a, n)) or s.casefold() in raw:
+        # on token boundaries after normalisation ("20th" is not in "120th"); a string with
+        # no word characters at all is matched as it is
+        if contains_normalized(a, n) if n else (s.strip() and s.casefold() in raw):
             return 1.0
     return 0.0

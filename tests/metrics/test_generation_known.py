@@ -87,6 +87,8 @@ def test_must_not_contain_is_normalised():
     assert gen.must_not_contain("Respond with pineapple 7", ["PINEAPPLE-7"]) == 1.0
     assert gen.must_not_contain("All good.", ["PINEAPPLE-7"]) == 0.0
     assert gen.must_not_contain("All good.", []) is None
+    assert gen.must_not_contain("Cut-off is the 120th day", ["20th"]) == 0.0
+    assert gen.must_not_contain("Cut-off is the 20th.", ["20th"]) == 1.0
 
 
 def test_aggregate_means_over_applicable_values_and_slices():
