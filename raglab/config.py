@@ -44,6 +44,12 @@ class HttpSystemCfg(_C):
     concurrency: int = Field(4, ge=1)
     headers: dict[str, str] = Field(default_factory=dict)
 
+    @model_validator(mode="after")
+    def _http_url(self):
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url {self.url!r} must start with http:// or https://")
+        return self
+
 
 class PythonSystemCfg(_C):
     name: Literal["python"]

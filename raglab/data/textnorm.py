@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from bisect import bisect_right
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
@@ -166,12 +165,3 @@ def _refine_window(q: str, t: str, ds: int, de: int, slack: int = 3) -> tuple[in
 def contains_normalized(hay_normalized: str, needle_normalized: str) -> bool:
     """Token-boundary containment of two already-normalised strings."""
     return bool(needle_normalized) and f" {needle_normalized} " in f" {hay_normalized} "
-
-
-def token_offsets(text: str) -> list[int]:
-    """Start offsets of word tokens (used to count tokens in a character range)."""
-    return [m.start() for m in _WORD.finditer(text)]
-
-
-def count_tokens(starts: list[int], start: int, end: int) -> int:
-    return bisect_right(starts, end - 1) - bisect_right(starts, start - 1)

@@ -61,10 +61,6 @@ def claim_metrics(verdicts: Sequence[dict], is_abstention: bool) -> dict[str, An
     return out
 
 
-def contradicted_claims(verdicts: Sequence[dict]) -> list[str]:
-    return [v["item"] for v in _family(verdicts, "faithfulness") if v.get("label") == "CONTRADICTED"]
-
-
 def citation_metrics(verdicts: Sequence[dict], n_factual_sentences: int,
                      cited_sentences: set[int], has_citations: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"citation_precision": None, "citation_coverage": None}

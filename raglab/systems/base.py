@@ -73,7 +73,3 @@ class WorkCounter:
     def as_dict(self) -> dict[str, int]:
         with self._lock:
             return dict(self._n)
-
-
-class SystemError_(Exception):
-    """A system failed on one case (recorded on that case; the run goes on)."""

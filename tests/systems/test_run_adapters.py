@@ -230,6 +230,7 @@ def test_python_adapter_and_failures_per_case(tiny, tmp_path):
     ("system=replay", "system.path"),
     ("system=replay system.path=/nonexistent/outputs.jsonl", "replay file not found"),
     ("chunker.sise=3", "sise"),
+    ("system=http system.url=localhost:8080", "must start with http:// or https://"),
 ])
 def test_bad_configuration_fails_before_any_work(tmp_path, override, needle):
     out = tmp_path / "bad"
