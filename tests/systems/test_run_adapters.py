@@ -131,6 +131,7 @@ class _Handler(BaseHTTPRequestHandler):
         cid = body["case_id"]
         n = _Handler.calls[cid] = _Handler.calls.get(cid, 0) + 1
         assert body["config"]["k"] == 3 and "chunker" in body["config"]
+        assert self.headers["Authorization"] == "Bearer s3cret-token"
         if cid == "t-1" and n == 1:
             return self._send(503, b"busy")  # retried
         if cid == "t-2":
@@ -159,7 +160,8 @@ def test_http_adapter_against_a_real_server(tiny, tmp_path):
         proc, out = _run(tmp_path, f"dataset.corpus={corpus}", f"dataset.cases={cases}",
                          "dataset.labels=null", "system=http",
                          f"system.url=http://127.0.0.1:{srv.server_address[1]}/answer",
-                         "system.backoff_s=0.01", "grader=none")
+                         "system.backoff_s=0.01", "grader=none",
+                         "+system.headers.Authorization=Bearer s3cret-token")
     finally:
         srv.shutdown()
     assert proc.returncode == 0, proc.stderr
@@ -169,6 +171,10 @@ def test_http_adapter_against_a_real_server(tiny, tmp_path):
     assert "HTTP 422" in recs["t-3"]["error"] and _Handler.calls["t-3"] == 1
     assert recs["t-4"]["error"] is None
     assert _metrics(out)["errors"] == 2
+    for f in out.rglob("*"):  # the secret header reached the server but is stored nowhere
+        if f.is_file():
+            assert b"s3cret-token" not in f.read_bytes(), f
+    assert "Authorization: '***'" in (out / "config.yaml").read_text()
 
 
 def test_http_adapter_connection_refused_is_a_case_error(tiny, tmp_path):
