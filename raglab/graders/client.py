@@ -121,6 +121,8 @@ class LLMClient:
         self.calls = 0
         self.cache_hits = 0
         self.batches = 0
+        self.usage_totals = dict.fromkeys(USAGE_FIELDS, 0)
+        self.priced = True  # False once a call had no known price
         self.closed = False
         self._client: Any = None
         self._sem: asyncio.Semaphore | None = None
@@ -214,8 +216,12 @@ class LLMClient:
             self.calls += 1
             usage = {f: int(getattr(msg.usage, f, 0) or 0) for f in USAGE_FIELDS}
             cost = cost_usd(usage, self.prices.get(req.model), batch)
+            for f, n in usage.items():
+                self.usage_totals[f] += n
             if cost is not None:
                 self.total_cost_usd += cost
+            else:
+                self.priced = False
             text = "".join(getattr(b, "text", "") for b in (msg.content or [])
                            if getattr(b, "type", None) == "text")
             parsed = None
@@ -331,6 +337,12 @@ class LLMClient:
                 p.future.set_exception(GraderCallError(message))
 
     # -- closing -------------------------------------------------------------------------
+    def summary(self) -> dict[str, Any]:
+        """What this client spent in this process (cache hits cost nothing)."""
+        return {"requests": self.calls, "cache_hits": self.cache_hits, "batches": self.batches,
+                **self.usage_totals,
+                "cost_usd": round(self.total_cost_usd, 6) if self.priced else None}
+
     async def aclose(self) -> None:
         if self.closed:
             return

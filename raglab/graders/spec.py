@@ -34,7 +34,7 @@ def short_hash(obj: Any, n: int = 12) -> str:
 
 
 def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) -> dict[str, str]:
-    """``{family: version}`` for every metric family (DESIGN.md section 4)."""
+    """``{family: version}`` for every metric family (README "Graders")."""
     spec = grader_cfg.model_dump()
     spec.pop("concurrency", None)  # how fast, not what: never part of a version
     spec.pop("timeout_s", None)

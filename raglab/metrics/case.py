@@ -1,4 +1,4 @@
-"""Every per-case metric, as one pure function of a record (DESIGN.md section 4)."""
+"""Every per-case metric, as one pure function of a record (README "Metrics")."""
 
 from __future__ import annotations
 

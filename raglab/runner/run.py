@@ -193,6 +193,8 @@ class Run:
                         "cases_sha256": ds.cases_hash},
             "config_hash": content_key(self.resolved_yaml)[:16],
         }
+        if self.llm is not None:
+            metrics["model_usage"] = self.llm.summary()
         atomic_write_json(self.run_dir / "metrics.json", metrics)
         from raglab.report.run_report import write_run_report
 
@@ -220,6 +222,8 @@ def summary_text(metrics: dict[str, Any], run_dir: Path) -> str:
     w = max(len(str(r[0])) for r in rows)
     lines = [f"raglab run: {run_dir}"] + [f"  {str(k).ljust(w)}  {v}" for k, v in rows]
     lines.append("  work: " + json.dumps(metrics["work"]))
+    if "model_usage" in metrics:
+        lines.append("  model usage: " + json.dumps(metrics["model_usage"]))
     return "\n".join(lines)
 
 

@@ -7,7 +7,7 @@ Request body (application/json)::
                 "candidate_depth": 50, "context_token_budget": 1500, "prompt": {...},
                 "generator": {...}}}
 
-Response: 200 with a SystemOutput JSON object (DESIGN.md section 2; ``case_id`` may be
+Response: 200 with a SystemOutput JSON object (raglab.data.schema.SystemOutput; ``case_id`` may be
 omitted). 5xx answers and connection errors are retried with exponential backoff; 4xx
 answers and malformed bodies fail that case at once.
 """

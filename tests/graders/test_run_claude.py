@@ -61,6 +61,9 @@ def test_run_with_claude_grader_end_to_end(tmp_path):
         assert all(c["headers"]["authorization"] == f"Bearer {TEST_KEY}"
                    for c in srv.calls())
         assert all("temperature" not in c["body"] for c in srv.calls("/v1/messages"))
+        usage = metrics["model_usage"]  # summed per run: requests, tokens, cost
+        assert usage["requests"] == first and usage["input_tokens"] > 0
+        assert usage["cost_usd"] is not None and usage["cost_usd"] > 0
 
         # the same configuration again (new run directory, same cache): no request at all
         p2 = _run(tmp_path, "run2", env, cases)
@@ -68,6 +71,7 @@ def test_run_with_claude_grader_end_to_end(tmp_path):
         assert len(srv.calls("/v1/messages")) == first
         metrics2 = json.loads((tmp_path / "run2" / "metrics.json").read_text())
         assert metrics2["work"]["grader_calls"] == 0
+        assert metrics2["model_usage"]["requests"] == 0 and metrics2["model_usage"]["cost_usd"] == 0
         w = metrics["work"]
         assert metrics2["work"]["grader_cache_hits"] == w["grader_calls"] + w["grader_cache_hits"]
         same = {k: v for k, v in metrics["overall"].items() if not k.startswith("latency")}
