@@ -108,14 +108,15 @@ class Run:
         async def one(case) -> dict[str, Any]:
             return await self._case(case, sections, system, grading, ds, loop, pool, slots)
 
+        tasks: list[asyncio.Task] = []
         try:
             tasks = [asyncio.create_task(one(c)) for c in todo]
-            for t in tasks:
+            for t in tasks:  # records are written in case order, each as soon as it is ready
                 rec = await t
                 writer.append(rec)
                 progress.advance(rec)
         finally:
-            for t in tasks if todo else []:
+            for t in tasks:
                 t.cancel()
             writer.close()
             progress.close()

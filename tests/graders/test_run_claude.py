@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from raglab.data.dataset import resolve_path
-from tests.graders.fake_anthropic import TEST_KEY, FakeAnthropic, fake_model
+from tests.graders.fake_anthropic import TEST_KEY, FakeAnthropic, fake_model, user_text
 
 NON_NULL = ("faithfulness", "correctness", "relevance", "vital_nugget_recall",
             "citation_precision", "false_refusal_rate", "false_answer_rate")
@@ -95,3 +95,43 @@ def test_missing_key_fails_before_any_work(tmp_path):
     assert "Traceback" not in p.stderr
     assert not (tmp_path / "run" / "records.jsonl").exists()
     assert not (tmp_path / "run" / "metrics.json").exists()
+
+
+def test_anthropic_generator_end_to_end(tmp_path):
+    """generator=anthropic through the same client: the prompt template is rendered, the
+    answer and its [n] citations are recorded, usage and latency too; a rerun is cached."""
+    cases = _subset(tmp_path, 3, 1)
+
+    def model(body):
+        if body.get("output_config"):
+            return fake_model(body)
+        return "Refunds go back to the card [1]. It takes a while [2]."
+
+    with FakeAnthropic(handler=model) as srv:
+        env = _env(srv.url, TEST_KEY)
+        cmd = [sys.executable, "-m", "raglab.cli", "run", "generator=anthropic", "grader=none",
+               "tracking=none", f"hydra.run.dir={tmp_path / 'gen'}",
+               f"cache_dir={tmp_path / 'cache'}", f"dataset.cases={cases}", "progress=off"]
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
+                           cwd=tmp_path)
+        assert p.returncode == 0, p.stderr[-3000:]
+        gen_calls = srv.calls("/v1/messages")
+        assert len(gen_calls) == 4
+        body = gen_calls[0]["body"]
+        assert body["model"] == "claude-sonnet-4-6" and "Question:" in user_text(body)
+        assert "Passages:" in user_text(body) and "[1]" in user_text(body)
+        recs = [json.loads(x) for x in (tmp_path / "gen" / "records.jsonl").read_text().splitlines()]
+        for r in recs:
+            out = r["output"]
+            assert out["answer"].startswith("Refunds go back")
+            assert out["citations"][0] == {"sentence": 0, "context": [0]}
+            assert out["usage"]["input_tokens"] > 0 and out["latency_ms"]["generate"] >= 0
+        m = json.loads((tmp_path / "gen" / "metrics.json").read_text())
+        assert m["model_usage"]["requests"] == 4
+        assert m["overall"]["cost_usd_per_query"] is None  # no prices known for the generator
+        # the same run again: generation comes from the stage cache, no request
+        cmd[cmd.index(f"hydra.run.dir={tmp_path / 'gen'}")] = f"hydra.run.dir={tmp_path / 'gen2'}"
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
+                           cwd=tmp_path)
+        assert p.returncode == 0, p.stderr[-3000:]
+        assert len(srv.calls("/v1/messages")) == 4
