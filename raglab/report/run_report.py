@@ -238,3 +238,15 @@ def write_run_report(run_dir: Path) -> list[Path]:
     report = run_dir / "report.md"
     _write_atomic(report, _markdown(run_dir, metrics, cfg, plots))
     return [report, *plots]
+
+
+def ensure_run_report(run_dir: Path) -> list[Path]:
+    """The run's report files: the ones already written for its current metrics.json, or
+    freshly written ones (so a tracked run does not draw its plots twice)."""
+    run_dir = Path(run_dir)
+    report, metrics = run_dir / "report.md", run_dir / "metrics.json"
+    if report.is_file() and metrics.is_file() and \
+            report.stat().st_mtime_ns >= metrics.stat().st_mtime_ns:
+        return [report, *(p for p in (run_dir / "recall_at_k.png", run_dir / "slices.png")
+                          if p.is_file())]
+    return write_run_report(run_dir)

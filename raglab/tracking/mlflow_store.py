@@ -222,8 +222,8 @@ class MlflowRun:
             if (run_dir / name).is_file():
                 self._client.log_artifact(self._run_id, str(run_dir / name))
         try:
-            from raglab.report.run_report import write_run_report
-            report = write_run_report(run_dir)
+            from raglab.report.run_report import ensure_run_report
+            report = ensure_run_report(run_dir)
         except Exception as exc:  # noqa: BLE001 - a report bug must not lose the run
             log.warning("run report not written: %s", exc)
             return

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from raglab.errors import UserError
-from raglab.report.run_report import write_run_report
+from raglab.report.run_report import ensure_run_report, write_run_report
 from tests.tracking.services import make_run_dir
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -98,3 +98,18 @@ def test_missing_or_bad_metrics_is_a_user_error(tmp_path):
     (tmp_path / "metrics.json").write_text("{not json")
     with pytest.raises(UserError, match="unreadable"):
         write_run_report(tmp_path)
+
+
+def test_ensure_reuses_a_current_report_and_rewrites_a_stale_one(tmp_path):
+    import os
+
+    run_dir = make_run_dir(tmp_path / "run")
+    first = write_run_report(run_dir)
+    stamps = {p: p.stat().st_mtime_ns for p in first}
+    assert ensure_run_report(run_dir) == first
+    assert {p: p.stat().st_mtime_ns for p in first} == stamps  # nothing drawn again
+    later = max(stamps.values()) + 10_000_000
+    os.utime(run_dir / "metrics.json", ns=(later, later))  # metrics changed since
+    again = ensure_run_report(run_dir)
+    assert (run_dir / "report.md").stat().st_mtime_ns > stamps[run_dir / "report.md"]
+    assert again[0] == run_dir / "report.md"
