@@ -276,33 +276,25 @@ def parse_run_config(data: dict[str, Any]) -> RunCfg:
     try:
         return RunCfg.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"] if not str(p).startswith(("function-", "tagged-")))
-        # drop the union tag pydantic inserts (e.g. system.replay.path -> system.path)
-        parts = [str(p) for p in err["loc"]]
-        if len(parts) >= 2 and parts[0] in data and isinstance(data[parts[0]], dict):
-            if parts[1] == data[parts[0]].get("name"):
-                loc = ".".join([parts[0], *parts[2:]])
-        msg = err["msg"]
-        if err["type"] == "union_tag_invalid":
-            msg = (f"unknown choice {err['input'].get('name')!r} "
-                   f"(valid: {err['ctx']['expected_tags']})")
-        elif err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        elif err["type"] == "missing":
-            msg = "missing value"
-        raise ConfigError(f"config {loc}: {msg}" if loc else f"config: {msg}") from None
+        raise config_error(e, data) from None
 
 
-SECRET_WORDS = ("key", "token", "secret", "password", "authorization", "cookie")
+def config_error(e: ValidationError, data: dict[str, Any], prefix: str = "") -> ConfigError:
+    """One line for the first problem of a config section (``prefix``: its path)."""
+    err = e.errors()[0]
+    parts = [str(p) for p in err["loc"]]
+    # drop the union tag pydantic inserts (system.replay.path -> system.path)
+    if len(parts) >= 2 and isinstance(data.get(parts[0]), dict) \
+            and parts[1] == data[parts[0]].get("name"):
+        del parts[1]
+    loc = ".".join([prefix, *parts] if prefix else parts)
+    msg = err["msg"]
+    if err["type"] == "union_tag_invalid":
+        msg = (f"unknown choice {err['input'].get('name')!r} "
+               f"(valid: {err['ctx']['expected_tags']})")
+    elif err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    elif err["type"] == "missing":
+        msg = "missing value"
+    return ConfigError(f"config {loc}: {msg}" if loc else f"config: {msg}")
 
-
-def redact(obj: Any) -> Any:
-    """A copy with the values of secret-looking keys replaced (for files, params and logs)."""
-    if isinstance(obj, dict):
-        return {k: ("***" if any(w in str(k).lower() for w in SECRET_WORDS)
-                    and v not in (None, "", {}) and not isinstance(v, (dict, list)) else redact(v))
-                for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [redact(v) for v in obj]
-    return obj

@@ -20,7 +20,8 @@ def task(dict_cfg) -> None:
     from hydra.types import RunMode
     from omegaconf import OmegaConf
 
-    from raglab.config import parse_run_config, redact
+    from raglab.config import parse_run_config
+    from raglab.secrets import redact
     from raglab.errors import UserError
     from raglab.runner.run import Run, print_summary
     from raglab.runner.tracker import Tracker

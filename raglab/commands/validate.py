@@ -25,17 +25,17 @@ def main(argv: list[str]) -> None:
     from pydantic import ValidationError
 
     from raglab.commands.compose import compose
-    from raglab.config import DatasetCfg
+    from raglab.config import DatasetCfg, config_error
     from raglab.data.dataset import load_dataset, summary_rows
     from raglab.data.io import write_jsonl
     from raglab.errors import UserError
 
     cfg = compose(argv)
+    data = OmegaConf.to_container(cfg.dataset, resolve=True)
     try:
-        dcfg = DatasetCfg.model_validate(OmegaConf.to_container(cfg.dataset, resolve=True))
+        dcfg = DatasetCfg.model_validate(data)
     except ValidationError as e:
-        err = e.errors()[0]
-        _fail(f"config dataset.{'.'.join(map(str, err['loc']))}: {err['msg']}")
+        _fail(str(config_error(e, data, "dataset")))
     try:
         ds = load_dataset(dcfg.corpus, dcfg.cases, dcfg.labels, dcfg.fuzzy_threshold)
     except UserError as e:

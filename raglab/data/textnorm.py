@@ -165,3 +165,12 @@ def _refine_window(q: str, t: str, ds: int, de: int, slack: int = 3) -> tuple[in
 def contains_normalized(hay_normalized: str, needle_normalized: str) -> bool:
     """Token-boundary containment of two already-normalised strings."""
     return bool(needle_normalized) and f" {needle_normalized} " in f" {hay_normalized} "
+
+
+WHITESPACE_TOKEN = re.compile(r"\S+")
+
+
+def count_tokens(text: str) -> int:
+    """Whitespace-separated tokens: the unit of chunk sizes, the context token budget and
+    ``final.context_tokens``."""
+    return sum(1 for _ in WHITESPACE_TOKEN.finditer(text))

@@ -89,22 +89,32 @@ def _disagreement(claim: str, sentence: str) -> str | None:
     return None
 
 
-def verify_claim(claim: str, passages: list[str], threshold: float) -> tuple[str, str | None]:
-    """(label, the aligned context sentence or None)."""
+def context_windows(passages: list[str]) -> list[tuple[str, frozenset[str], str]]:
+    """Every sentence and pair of adjacent sentences of the passages, with its content terms
+    and normalised text: computed once per verification call, shared by all its claims."""
+    out = []
+    for p in passages:
+        sents = split_sentences(p)
+        for s in sents + [f"{a} {b}" for a, b in zip(sents, sents[1:])]:
+            out.append((s, frozenset(content_terms(s)), normalize(s)))
+    return out
+
+
+def verify_claim(claim: str, windows: list[tuple[str, frozenset[str], str]],
+                 threshold: float) -> tuple[str, str | None]:
+    """(label, the aligned context sentence or None), against :func:`context_windows`."""
     terms = set(content_terms(claim))
     if not terms:
         return "NOT_FOUND", None
+    claim_norm = normalize(claim)
     best: tuple[float, float, str] | None = None
-    for p in passages:
-        sents = split_sentences(p)
-        windows = sents + [f"{a} {b}" for a, b in zip(sents, sents[1:])]
-        for s in windows:
-            cov = 100.0 * len(terms & set(content_terms(s))) / len(terms)
-            if cov == 0:
-                continue
-            tie = fuzz.token_set_ratio(normalize(claim), normalize(s))
-            if best is None or (cov, tie) > best[:2]:
-                best = (cov, tie, s)
+    for s, s_terms, s_norm in windows:
+        cov = 100.0 * len(terms & s_terms) / len(terms)
+        if cov == 0:
+            continue
+        tie = fuzz.token_set_ratio(claim_norm, s_norm)
+        if best is None or (cov, tie) > best[:2]:
+            best = (cov, tie, s)
     if best is None:
         return "NOT_FOUND", None
     cov, _, sent = best
@@ -159,7 +169,8 @@ class HeuristicGrader:
 
     async def verify(self, claims: list[str], passages: list[str],
                      family: str) -> list[tuple[str, str | None]]:
-        return [verify_claim(c, passages, self.cfg.support_threshold) for c in claims]
+        windows = context_windows(passages)
+        return [verify_claim(c, windows, self.cfg.support_threshold) for c in claims]
 
     async def nuggets(self, question: str, answer: str,
                       nuggets: list[str]) -> list[tuple[str, str | None]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from raglab.graders.heuristic import split_sentences, strip_citations
+from raglab.graders.heuristic import decompose, split_sentences, strip_citations
 from raglab.graders.spec import FAMILY_PROMPTS, prompt_hash
 from raglab.runner.stagecache import StageCache, content_key
 
@@ -126,7 +126,6 @@ class Grading:
 
 
 def _is_factual(sentence: str) -> bool:
-    from raglab.graders.heuristic import decompose
-
+    """A sentence with at least one claim (the offline decomposition, for every grader)."""
     return bool(decompose(sentence, 1, True))
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
+from raglab.data.textnorm import count_tokens
 from raglab.metrics import generation as gen
 from raglab.metrics.retrieval import context_metrics, ranked_list_metrics, stage_metric_names
 
-_TOKEN = re.compile(r"\S+")
 
 
 def stage_cutoffs(cutoffs: Sequence[int], depth: int) -> list[int]:
@@ -46,7 +45,7 @@ def case_metrics(record: dict[str, Any], cutoffs: Sequence[int], k: int,
                                      stage_cutoffs(cutoffs, candidate_depth), "candidate"))
         m.update(ranked_list_metrics(judged["context"], grades, stage_cutoffs(cutoffs, k), "final"))
         m.update(context_metrics(judged["context"]))
-    m["final.context_tokens"] = float(sum(len(_TOKEN.findall(h.get("text") or ""))
+    m["final.context_tokens"] = float(sum(count_tokens(h.get("text") or "")
                                           for h in out.get("context", [])))
     m["acl_leak_rate"] = 1.0 if judged["leaks"] else 0.0
     for stage, ms in (out.get("latency_ms") or {}).items():

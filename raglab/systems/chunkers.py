@@ -1,6 +1,6 @@
 """Chunkers: split a document into chunks that keep ``doc_id`` and character offsets.
 
-Tokens are whitespace-separated words (the same count as ``final.context_tokens``).
+Tokens are whitespace-separated words (raglab.data.textnorm.count_tokens).
 """
 
 from __future__ import annotations
@@ -9,11 +9,10 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from raglab.data.textnorm import WHITESPACE_TOKEN
 from raglab.config import FixedChunkerCfg, RecursiveChunkerCfg, SentenceChunkerCfg
 
-_TOKEN = re.compile(r"\S+")
 _SENTENCE_END = re.compile(r"(?<=[.!?:;])[\"')\]]*\s+|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
-_HEADING = re.compile(r"^(#{1,6}\s.*|[A-Z][^\n.!?]{0,80}:?)$", re.M)
 
 
 @dataclass(frozen=True)
@@ -24,13 +23,9 @@ class Chunk:
     text: str
 
 
-def count_tokens(text: str) -> int:
-    return sum(1 for _ in _TOKEN.finditer(text))
-
-
 def token_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
     end = len(text) if end is None else end
-    return [(start + m.start(), start + m.end()) for m in _TOKEN.finditer(text[start:end])]
+    return [(start + m.start(), start + m.end()) for m in WHITESPACE_TOKEN.finditer(text[start:end])]
 
 
 def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:

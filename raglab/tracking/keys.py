@@ -46,6 +46,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from raglab.secrets import is_secret_key
+
 log = logging.getLogger(__name__)
 
 MAX_KEY_LENGTH = 250  # MLflow's limit for metric, param and tag keys
@@ -54,7 +56,6 @@ SLICE_PREFIX = "slice"
 SLICE_SIZE = "n"  # slice/K/V/n is the number of cases in the slice
 
 _LEGAL_CHAR = re.compile(r"[\w.\- :/]")
-_SECRET_WORDS = ("key", "token", "secret", "password")
 
 __all__ = [
     "MAX_KEY_LENGTH", "MAX_PARAM_VALUE_LENGTH", "SLICE_PREFIX", "SLICE_SIZE",
@@ -163,12 +164,6 @@ def parse_slice_key(key: str) -> tuple[str, str, str]:
     return unescape_segment(parts[1]), unescape_segment(parts[2]), parts[3]
 
 
-def is_secret_key(key: str) -> bool:
-    """A config key that may hold a secret (contains key/token/secret/password, any case)."""
-    low = str(key).lower()
-    return any(w in low for w in _SECRET_WORDS)
-
-
 def _scrub(obj: Any) -> Any:
     """Drop secret-looking entries from dicts nested anywhere (for JSON-encoded lists)."""
     if isinstance(obj, Mapping):
@@ -195,7 +190,7 @@ def flatten_config(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 
     Dict keys are joined with ``.``; lists become JSON strings; ``None`` -> ``null``,
     booleans -> ``true``/``false``; an empty dict becomes ``{}``. Any entry whose key (at any
-    level) contains ``key``, ``token``, ``secret`` or ``password`` (any case) is dropped,
+    level) is a secret by :func:`raglab.secrets.is_secret_key` is dropped,
     also inside lists. Keys are returned as given (map them with :func:`metric_key` to log).
     """
     out: dict[str, str] = {}

@@ -2,7 +2,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from raglab.config import FixedChunkerCfg, RecursiveChunkerCfg, SentenceChunkerCfg
-from raglab.systems.chunkers import chunk_document, count_tokens
+from raglab.data.textnorm import count_tokens
+from raglab.systems.chunkers import chunk_document
 
 TEXTS = st.lists(st.sampled_from(["alpha", "beta.", "Gamma!", "\n\n", "## Head\n\n", "delta?",
                                   "x" * 12, "\n"]), max_size=120).map(" ".join)

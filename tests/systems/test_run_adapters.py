@@ -174,7 +174,9 @@ def test_http_adapter_against_a_real_server(tiny, tmp_path):
     for f in out.rglob("*"):  # the secret header reached the server but is stored nowhere
         if f.is_file():
             assert b"s3cret-token" not in f.read_bytes(), f
-    assert "Authorization: '***'" in (out / "config.yaml").read_text()
+    saved = (out / "config.yaml").read_text()
+    assert "Authorization: '***'" in saved
+    assert "context_token_budget: 1500" in saved  # ordinary settings are not redacted
 
 
 def test_http_adapter_connection_refused_is_a_case_error(tiny, tmp_path):
