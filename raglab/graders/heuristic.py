@@ -22,10 +22,10 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from raglab.data.textnorm import normalize
+from raglab.text.normalize import normalize
 from raglab.metrics.generation import is_refusal_text
 from raglab.systems.chunkers import sentence_spans
-from raglab.systems.lexical import NUMBER, content_terms
+from raglab.text.lexical import NUMBER, content_terms
 
 _CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 _HEDGE_PREFIX = re.compile(

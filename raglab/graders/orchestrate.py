@@ -12,11 +12,11 @@ from typing import Any
 
 from raglab.graders.heuristic import decompose, split_sentences, strip_citations
 from raglab.graders.spec import FAMILY_PROMPTS, prompt_hash
-from raglab.runner.stagecache import StageCache, content_key
+from raglab.cache import StageCache, content_key
+from raglab.llm.client import LLMCallError
 
-
-class GraderCallError(Exception):
-    """A grader call that still failed after its retries."""
+#: a grader call that still failed after its retries (the LLM client's error)
+GraderCallError = LLMCallError
 
 
 class Grading:

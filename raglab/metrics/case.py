@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from raglab.data.textnorm import count_tokens
+from raglab.text.normalize import count_tokens
 from raglab.metrics import generation as gen
 from raglab.metrics.retrieval import context_metrics, ranked_list_metrics, stage_metric_names
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from raglab.data.textnorm import contains_normalized, normalize
+from raglab.text.normalize import contains_normalized, normalize
 
 NUGGET_WEIGHTS = {"YES": 1.0, "PARTIAL": 0.5, "NO": 0.0}
 RELEVANCE_SCORES = {"ANSWERS_AS_ASKED": 1.0, "ADDS_UNNEEDED": 0.5, "DIFFERENT_QUESTION": 0.0}

@@ -1,6 +1,6 @@
 """Chunkers: split a document into chunks that keep ``doc_id`` and character offsets.
 
-Tokens are whitespace-separated words (raglab.data.textnorm.count_tokens).
+Tokens are whitespace-separated words (raglab.text.normalize.count_tokens).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from raglab.data.textnorm import WHITESPACE_TOKEN
+from raglab.text.normalize import WHITESPACE_TOKEN
 from raglab.config import FixedChunkerCfg, RecursiveChunkerCfg, SentenceChunkerCfg
 
 _SENTENCE_END = re.compile(r"(?<=[.!?:;])[\"')\]]*\s+|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")

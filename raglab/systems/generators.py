@@ -7,7 +7,7 @@ from typing import Any
 
 from raglab.data.schema import Citation
 from raglab.systems.chunkers import sentence_spans
-from raglab.systems.lexical import content_terms, coverage
+from raglab.text.lexical import content_terms, coverage
 
 _CITE = re.compile(r"\[(\d+)\]")
 
@@ -59,7 +59,7 @@ def citations_from_answer(answer: str, n_context: int) -> list[dict[str, Any]]:
 def generate_anthropic(question: str, context_texts: list[str], cfg: Any, prompt: Any,
                        llm: Any) -> dict[str, Any]:
     """Claude through the one LLM client (cached, retried, usage and latency recorded)."""
-    from raglab.graders.client import LLMRequest
+    from raglab.llm.client import LLMRequest
 
     req = LLMRequest(model=cfg.model, system=prompt.system,
                      user=render_prompt(prompt.template, question, context_texts),
