@@ -16,15 +16,14 @@ from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
 from raglab.data.schema import SystemOutput
 from raglab.errors import UserError
 from raglab.graders.orchestrate import Grading
-from raglab.graders.registry import build_grader, preflight
 from raglab.graders.spec import family_versions
 from raglab.metrics.aggregate import aggregate
 from raglab.metrics.case import case_metrics, metric_names
 from raglab.runner.progress import Progress
 from raglab.runner.records import RecordWriter, gold_summary, judge_output
 from raglab.cache import StageCache, content_key
+from raglab.runner.components import build_grader, build_system, llm_client, preflight
 from raglab.systems.base import SystemRequest, WorkCounter
-from raglab.systems.registry import build_system
 
 CASE_TIMEOUT_S = 600.0
 
@@ -43,30 +42,12 @@ class Run:
     def preflight(self) -> dict[str, str]:
         cfg = self.cfg
         prompts = preflight(cfg)
-        if cfg.generator.name == "anthropic" and cfg.system.name == "reference":
-            from raglab.graders.registry import require_api_key
-
-            require_api_key("generator=anthropic")
-        if cfg.system.name == "reference" and (
-                cfg.embedder.name != "bm25" or cfg.reranker.name == "dense"):
-            from raglab.systems.embeddings import check_available
-
-            check_available()
-        if cfg.system.name == "replay":
-            from raglab.data.dataset import resolve_path
-            from raglab.data.io import check_readable_file
-
-            check_readable_file(resolve_path(cfg.system.path), "replay file")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         cfg_file = self.run_dir / "config.yaml"
         if cfg_file.exists() and cfg_file.read_text(encoding="utf-8") != self.resolved_yaml:
             raise UserError("the run directory holds a run of a different configuration; "
                             "choose another hydra.run.dir", file=str(cfg_file))
         return prompts
-
-    def _needs_llm(self) -> bool:
-        return self.cfg.grader.name == "claude" or (
-            self.cfg.system.name == "reference" and self.cfg.generator.name == "anthropic")
 
     # -- the run --------------------------------------------------------------------------
     def execute(self, tracker: Any = None) -> dict[str, Any]:
@@ -88,10 +69,7 @@ class Run:
     async def _execute_async(self, ds: Dataset, prompts: dict[str, str],
                              versions: dict[str, str]) -> dict[str, Any]:
         cfg = self.cfg
-        if self._needs_llm():
-            from raglab.llm.client import get_client
-
-            self.llm = get_client(cfg, self.cache, self.work)
+        self.llm = llm_client(cfg, self.cache)
         system = build_system(cfg, ds, self.cache, self.work, self.llm)
         grader = build_grader(cfg, prompts, self.llm)
         grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work) \
