@@ -14,6 +14,13 @@ commands:
   validate [overrides]   check a dataset: schema, ids, gold quotes; writes quarantine.jsonl
   log RUN_DIR [--uri URI] [--experiment NAME]
                          log a finished run directory to MLflow (e.g. after an outage)
+  calibrate [overrides]  the grader against human labels: kappa with intervals, confusion
+                         matrices, leniency; `calibrate --versions` lists the records
+  monitor TRAFFIC [--baseline B] [overrides]
+                         reference-free metrics of production traffic per time window,
+                         drift and contradiction alerts (exit 1 when one fired)
+  cases from-run|from-traffic|add
+                         failing cases and traffic as drafts; add labelled cases to the set
 
 overrides are Hydra overrides, e.g. dataset.corpus=PATH dataset.cases=PATH system=replay
 system.path=PATH grader=heuristic|claude|none chunker.size=256 k=5 tracking=none.
@@ -52,10 +59,14 @@ def _main(argv: list[str] | None) -> None:
         from raglab.commands.log import main as log_main
 
         log_main(rest)
+    elif cmd in ("calibrate", "monitor", "cases"):
+        import importlib
+
+        importlib.import_module(f"raglab.commands.{cmd}").main(rest)
     else:
         from raglab.commands.common import fail
 
-        fail(f"unknown command {cmd!r} (commands: run, validate, log; see raglab --help)", 2)
+        fail(f"unknown command {cmd!r} (commands: run, validate, log, calibrate, monitor, cases; see raglab --help)", 2)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,11 @@ def task(dict_cfg) -> None:
     except Exception as e:
         tracker.failed(f"{type(e).__name__}: {e}")
         raise
-    print_summary(metrics, run_dir)
+    from raglab.calibration import lookup
+
+    print_summary(metrics, run_dir, lookup(metrics["metric_versions"], cfg.cache_dir,
+                                           cfg.tracking.uri if cfg.tracking.name == "mlflow"
+                                           else None))
     where = tracker.where()
     if where:
         print(where)

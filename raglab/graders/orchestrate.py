@@ -3,6 +3,10 @@
 Judgments are cached on disk by (family version, judgment, inputs), so re-running an
 unchanged configuration repeats no grader work, and any change to the grader (prompt text,
 model, settings) changes the version and misses the cache.
+
+``grader.repeats=N`` asks for N independent judgments: the repeat index is part of the
+cache key (repeat 0 keeps the plain key), so a repeat is never answered by another one's
+cache. A deterministic grader (``deterministic = True``) is asked once: its repeats agree.
 """
 
 from __future__ import annotations
@@ -22,8 +26,12 @@ GraderCallError = LLMCallError
 
 class Grading:
     def __init__(self, grader: Any, name: str, versions: dict[str, str], cache: StageCache,
-                 work: Any):
+                 work: Any, repeats: int = 1):
         self.grader = grader
+        self.requested_repeats = repeats
+        #: independent judgments actually asked for (1 for a deterministic grader)
+        self.repeats = 1 if getattr(grader, "deterministic", False) else repeats
+        self._per_repeat: dict[int, Any] = {0: grader}
         self.name = name
         self.versions = versions
         self.cache = cache
@@ -32,13 +40,23 @@ class Grading:
         self.prompt_hashes = {fam: prompt_hash("\n".join(prompts.get(p, "") for p in parts))
                               for fam, parts in FAMILY_PROMPTS.items()}
 
-    async def _cached(self, family: str, method: str, *args: Any) -> Any:
-        key = content_key("judge", self.versions[family], method, args)
+    def _grader(self, repeat: int) -> Any:
+        if repeat not in self._per_repeat:
+            self._per_repeat[repeat] = self.grader.for_repeat(repeat)
+        return self._per_repeat[repeat]
+
+    async def ask(self, family: str, method: str, *args: Any, repeat: int = 0) -> Any:
+        """One cached judgment (``method`` of the grader) under ``family``'s version."""
+        return await self._cached(family, method, *args, repeat=repeat)
+
+    async def _cached(self, family: str, method: str, *args: Any, repeat: int = 0) -> Any:
+        extra = ("repeat", repeat) if repeat else ()
+        key = content_key("judge", self.versions[family], method, args, *extra)
         hit = self.cache.get("grade", key)
         if hit is not None:
             self.work.add("grader_cache_hits")
             return hit
-        value = await getattr(self.grader, method)(*args)
+        value = await getattr(self._grader(repeat), method)(*args)
         self.work.add("grader_calls")
         self.cache.put("grade", key, value)
         return value
@@ -55,21 +73,25 @@ class Grading:
             return [self._verdict(family, kind, error=str(e)[:500])]
         return build(result)
 
-    async def _correctness(self, question: str, reference: str, answer: str) -> list[dict]:
+    async def _correctness(self, question: str, reference: str, answer: str,
+                           repeat: int = 0) -> list[dict]:
         """The reference answer's claims, each checked against the answer."""
         try:
-            ref_claims = await self._cached("correctness", "decompose", question, reference)
+            ref_claims = await self._cached("correctness", "decompose", question, reference,
+                                            repeat=repeat)
             if not ref_claims:
                 ref_claims = [reference.strip()]
             res = await self._cached("correctness", "verify", ref_claims, [answer],
-                                     "correctness")
+                                     "correctness", repeat=repeat)
         except GraderCallError as e:
             return [self._verdict("correctness", "claim", error=str(e)[:500])]
         return [self._verdict("correctness", "claim", item=c, label=lab, evidence=ev, index=i)
                 for i, (c, (lab, ev)) in enumerate(zip(ref_claims, res))]
 
-    async def grade(self, case: Any, output: dict[str, Any]) -> tuple[list[dict], int]:
-        """Verdicts for one case and the number of factual sentences of its answer."""
+    async def grade(self, case: Any, output: dict[str, Any],
+                    repeat: int = 0) -> tuple[list[dict], int]:
+        """Verdicts for one case (independent repeat ``repeat``) and the number of factual
+        sentences of its answer."""
         answer = output.get("answer")
         if answer is None:
             return [], 0
@@ -77,7 +99,8 @@ class Grading:
         context = [h.get("text") or "" for h in output.get("context", [])]
         verdicts: list[dict] = []
         dec = await self._family(
-            "faithfulness", "decomposition", self._cached("faithfulness", "decompose", q, answer),
+            "faithfulness", "decomposition",
+            self._cached("faithfulness", "decompose", q, answer, repeat=repeat),
             lambda claims: [self._verdict("faithfulness", "decomposition", claims=list(claims))])
         verdicts += dec
         if dec[0]["error"]:
@@ -94,17 +117,19 @@ class Grading:
         # The judgments below are independent: ask for them together (one batch round).
         jobs = [self._family(
             "faithfulness", "claim", self._cached("faithfulness", "verify", claims, context,
-                                                  "faithfulness"),
+                                                  "faithfulness", repeat=repeat),
             claim_verdicts("faithfulness", claims))]
         if case.answerable and case.reference_answer:
-            jobs.append(self._correctness(q, case.reference_answer, answer))
+            jobs.append(self._correctness(q, case.reference_answer, answer, repeat))
         jobs.append(self._family(
-            "relevance", "rubric", self._cached("relevance", "relevance", q, answer),
+            "relevance", "rubric", self._cached("relevance", "relevance", q, answer,
+                                                repeat=repeat),
             lambda res: [self._verdict("relevance", "rubric", label=res[0], evidence=res[1])]))
         if case.answerable and case.nuggets:
             texts = [n.text for n in case.nuggets]
             jobs.append(self._family(
-                "nuggets", "nugget", self._cached("nuggets", "nuggets", q, answer, texts),
+                "nuggets", "nugget",
+                self._cached("nuggets", "nuggets", q, answer, texts, repeat=repeat),
                 lambda res: [self._verdict("nuggets", "nugget", item=t, label=lab, evidence=ev,
                                            index=i, vital=case.nuggets[i].vital)
                              for i, (t, (lab, ev)) in enumerate(zip(texts, res))]))
@@ -117,7 +142,8 @@ class Grading:
             sent = strip_citations(sentences[si])
             jobs.append(self._family(
                 "citations", "claim",
-                self._cached("citations", "verify", [sent], [context[pi]], "citations"),
+                self._cached("citations", "verify", [sent], [context[pi]], "citations",
+                             repeat=repeat),
                 lambda res, si=si, pi=pi, sent=sent: [self._verdict(
                     "citations", "claim", item=sent, label=res[0][0], evidence=res[0][1],
                     sentence=si, passage=pi)]))

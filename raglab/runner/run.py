@@ -19,6 +19,7 @@ from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import family_versions
 from raglab.metrics.aggregate import aggregate
 from raglab.metrics.case import case_metrics, metric_names
+from raglab.metrics.repeats import combine_repeats
 from raglab.runner.progress import Progress
 from raglab.runner.records import RecordWriter, gold_summary, judge_output
 from raglab.cache import StageCache, content_key
@@ -56,6 +57,13 @@ class Run:
         ds = load_dataset(cfg.dataset.corpus, cfg.dataset.cases, None,
                           cfg.dataset.fuzzy_threshold)
         self.dataset = ds
+        if cfg.fail_on_quarantine and ds.quarantined:
+            write_jsonl(self.run_dir / "quarantine.jsonl", [q.as_dict() for q in ds.quarantined])
+            for q in ds.quarantined:
+                print(q.render(), file=sys.stderr)
+            raise UserError(f"fail_on_quarantine=true: {len(ds.quarantined)} quarantined "
+                            f"case(s), listed above and in {self.run_dir / 'quarantine.jsonl'}",
+                            file=str(ds.cases_path))
         if not ds.cases:
             raise UserError("no usable case: every case is quarantined "
                             f"(see {self.run_dir / 'quarantine.jsonl'})", file=str(ds.cases_path))
@@ -72,8 +80,8 @@ class Run:
         self.llm = llm_client(cfg, self.cache)
         system = build_system(cfg, ds, self.cache, self.work, self.llm)
         grader = build_grader(cfg, prompts, self.llm)
-        grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work) \
-            if grader is not None else None
+        grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work,
+                          getattr(cfg.grader, "repeats", 1)) if grader is not None else None
         writer = RecordWriter(self.run_dir / "records.jsonl")
         done = {r["case_id"] for r in writer.load()}
         todo = [c for c in ds.cases if c.id not in done]
@@ -140,11 +148,18 @@ class Run:
             if record["judgments"]["leaks"]:
                 record["severity_one"] = record["judgments"]["leaks"]
             if grading is not None and output.get("answer") is not None:
-                verdicts, factual = await grading.grade(case, output)
+                graded = await asyncio.gather(*(grading.grade(case, output, r)
+                                                for r in range(grading.repeats)))
+                verdicts, factual = graded[0]
+                if grading.repeats > 1:
+                    record["repeat_verdicts"] = [v for v, _ in graded[1:]]
+                    verdicts_all = [v for vs, _ in graded for v in vs]
+                else:
+                    verdicts_all = verdicts
                 record["verdicts"] = verdicts
                 record["n_factual_sentences"] = factual
                 record["graded"] = True
-                errs = [v for v in verdicts if v.get("error")]
+                errs = [v for v in verdicts_all if v.get("error")]
                 if errs:
                     record["error"] = "grader: " + "; ".join(
                         f"{v['family']}: {v['error']}" for v in errs)[:1000]
@@ -153,6 +168,12 @@ class Run:
                 if bad:
                     record["contradicted_claims"] = bad
         record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
+        if grading is not None and grading.requested_repeats > 1 and record["graded"]:
+            per = [record["metrics"]] + [
+                case_metrics({**record, "verdicts": vs}, cfg.metrics.cutoffs, cfg.k,
+                             cfg.candidate_depth) for vs in record.get("repeat_verdicts", [])]
+            record["metrics"], record["repeat_variance"] = combine_repeats(per)
+            record["repeats"] = grading.requested_repeats
         return record
 
     def _finish(self, ds: Dataset, versions: dict[str, str]) -> dict[str, Any]:
@@ -185,7 +206,8 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())[:500]
 
 
-def summary_text(metrics: dict[str, Any], run_dir: Path) -> str:
+def summary_text(metrics: dict[str, Any], run_dir: Path,
+                 calibration: dict[str, str] | None = None) -> str:
     o = metrics["overall"]
     rows = [
         ("cases", metrics["n_cases"]), ("quarantined", metrics["n_quarantined"]),
@@ -203,8 +225,15 @@ def summary_text(metrics: dict[str, Any], run_dir: Path) -> str:
     lines.append("  work: " + json.dumps(metrics["work"]))
     if "model_usage" in metrics:
         lines.append("  model usage: " + json.dumps(metrics["model_usage"]))
+    if calibration is not None:  # each family's version and its kappa (raglab calibrate)
+        versions = metrics.get("metric_versions") or {}
+        fw = max((len(f) for f in versions), default=0)
+        lines.append("  metric versions (calibration):")
+        lines += [f"    {fam.ljust(fw)}  {ver}  {calibration.get(fam, 'uncalibrated')}"
+                  for fam, ver in versions.items()]
     return "\n".join(lines)
 
 
-def print_summary(metrics: dict[str, Any], run_dir: Path) -> None:
-    print(summary_text(metrics, run_dir), file=sys.stdout, flush=True)
+def print_summary(metrics: dict[str, Any], run_dir: Path,
+                  calibration: dict[str, str] | None = None) -> None:
+    print(summary_text(metrics, run_dir, calibration), file=sys.stdout, flush=True)
