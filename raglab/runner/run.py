@@ -13,6 +13,7 @@ from typing import Any
 from raglab.config import RunCfg
 from raglab.data.dataset import Dataset, load_dataset
 from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
+from raglab.data.record import CaseRecord, read_records
 from raglab.data.schema import SystemOutput
 from raglab.errors import UserError
 from raglab.graders.orchestrate import Grading
@@ -75,7 +76,7 @@ class Run:
         grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work) \
             if grader is not None else None
         writer = RecordWriter(self.run_dir / "records.jsonl")
-        done = {r["case_id"] for r in writer.load()}
+        done = {r.case_id for r in writer.load()}
         todo = [c for c in ds.cases if c.id not in done]
         sections = cfg.system_sections()
         loop = asyncio.get_running_loop()
@@ -83,7 +84,7 @@ class Run:
         slots = asyncio.Semaphore(cfg.concurrency)
         progress = Progress(len(ds.cases), len(done), cfg.progress)
 
-        async def one(case) -> dict[str, Any]:
+        async def one(case) -> CaseRecord:
             return await self._case(case, sections, system, grading, ds, loop, pool, slots)
 
         tasks: list[asyncio.Task] = []
@@ -106,7 +107,7 @@ class Run:
         return self._finish(ds, versions)
 
     async def _case(self, case, sections, system, grading, ds, loop, pool,
-                    slots) -> dict[str, Any]:
+                    slots) -> CaseRecord:
         """One case. ``slots`` bounds concurrent system calls only; grading concurrency is
         bounded by the grader's client (so a Message Batches job can gather every case)."""
         cfg = self.cfg
@@ -153,14 +154,12 @@ class Run:
                 if bad:
                     record["contradicted_claims"] = bad
         record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
-        return record
+        return CaseRecord.model_validate(record)
 
     def _finish(self, ds: Dataset, versions: dict[str, str]) -> dict[str, Any]:
-        from raglab.data.io import read_jsonl_tolerant
-
         cfg = self.cfg
-        by_id = {r["case_id"]: r for r in read_jsonl_tolerant(self.run_dir / "records.jsonl")}
-        records = [by_id[c.id] for c in ds.cases if c.id in by_id]
+        by_id = {r.case_id: r for r in read_records(self.run_dir / "records.jsonl")}
+        records = [by_id[c.id].to_json() for c in ds.cases if c.id in by_id]
         names = metric_names(cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
         agg = aggregate(records, names)
         metrics = {
