@@ -171,7 +171,7 @@ class Run:
             "work": self.work.as_dict(),
             "dataset": {"name": cfg.dataset.name, "corpus_sha256": ds.corpus_hash,
                         "cases_sha256": ds.cases_hash},
-            "config_hash": content_key(self.resolved_yaml)[:16],
+            "config_hash": content_key(self.resolved_yaml, length=16),
         }
         if self.llm is not None:
             metrics["model_usage"] = self.llm.summary()
