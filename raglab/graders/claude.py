@@ -26,6 +26,7 @@ from pydantic import Field
 from raglab.config import DecompositionCfg
 from raglab.data.dataset import resolve_path
 from raglab.data.schema import Strict
+from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS, RELEVANCE_LABELS
 from raglab.errors import ConfigError
 from raglab.llm.client import LLMRequest, require_api_key
 from raglab.registry import register
@@ -33,9 +34,6 @@ from raglab.registry import register
 PROMPT_NAMES = ("decompose", "verify", "nuggets", "relevance")
 USER_SPLIT = re.compile(r"^=== USER ===[ \t]*\n", re.M)
 PLACEHOLDER = re.compile(r"\{(question|answer|claims|passages|nuggets|max_claims)\}")
-CLAIM_LABELS = ("SUPPORTED", "CONTRADICTED", "NOT_FOUND")
-NUGGET_LABELS = ("YES", "PARTIAL", "NO")
-RELEVANCE_LABELS = ("ANSWERS_AS_ASKED", "ADDS_UNNEEDED", "DIFFERENT_QUESTION")
 
 
 def _obj(properties: dict[str, Any]) -> dict[str, Any]:

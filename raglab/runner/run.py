@@ -13,13 +13,16 @@ from typing import Any
 from raglab.config import RunCfg
 from raglab.data.dataset import Dataset, load_dataset
 from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
+from raglab.data.record import CaseRecord, read_records
 from raglab.data.schema import SystemOutput
 from raglab.errors import UserError
 from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import family_versions
 from raglab.metrics.aggregate import aggregate
 from raglab.metrics.case import case_metrics, metric_names
+from raglab.metrics.catalog import HEADLINE
 from raglab.metrics.repeats import combine_repeats
+from raglab.report.format import fmt
 from raglab.runner.progress import Progress
 from raglab.runner.records import RecordWriter, gold_summary, judge_output
 from raglab.cache import StageCache, content_key
@@ -83,7 +86,7 @@ class Run:
         grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work,
                           getattr(cfg.grader, "repeats", 1)) if grader is not None else None
         writer = RecordWriter(self.run_dir / "records.jsonl")
-        done = {r["case_id"] for r in writer.load()}
+        done = {r.case_id for r in writer.load()}
         todo = [c for c in ds.cases if c.id not in done]
         sections = cfg.system_sections()
         loop = asyncio.get_running_loop()
@@ -91,7 +94,7 @@ class Run:
         slots = asyncio.Semaphore(cfg.concurrency)
         progress = Progress(len(ds.cases), len(done), cfg.progress)
 
-        async def one(case) -> dict[str, Any]:
+        async def one(case) -> CaseRecord:
             return await self._case(case, sections, system, grading, ds, loop, pool, slots)
 
         tasks: list[asyncio.Task] = []
@@ -114,7 +117,7 @@ class Run:
         return self._finish(ds, versions)
 
     async def _case(self, case, sections, system, grading, ds, loop, pool,
-                    slots) -> dict[str, Any]:
+                    slots) -> CaseRecord:
         """One case. ``slots`` bounds concurrent system calls only; grading concurrency is
         bounded by the grader's client (so a Message Batches job can gather every case)."""
         cfg = self.cfg
@@ -174,14 +177,12 @@ class Run:
                              cfg.candidate_depth) for vs in record.get("repeat_verdicts", [])]
             record["metrics"], record["repeat_variance"] = combine_repeats(per)
             record["repeats"] = grading.requested_repeats
-        return record
+        return CaseRecord.model_validate(record)
 
     def _finish(self, ds: Dataset, versions: dict[str, str]) -> dict[str, Any]:
-        from raglab.data.io import read_jsonl_tolerant
-
         cfg = self.cfg
-        by_id = {r["case_id"]: r for r in read_jsonl_tolerant(self.run_dir / "records.jsonl")}
-        records = [by_id[c.id] for c in ds.cases if c.id in by_id]
+        by_id = {r.case_id: r for r in read_records(self.run_dir / "records.jsonl")}
+        records = [by_id[c.id].to_json() for c in ds.cases if c.id in by_id]
         names = metric_names(cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
         agg = aggregate(records, names)
         metrics = {
@@ -191,7 +192,7 @@ class Run:
             "work": self.work.as_dict(),
             "dataset": {"name": cfg.dataset.name, "corpus_sha256": ds.corpus_hash,
                         "cases_sha256": ds.cases_hash},
-            "config_hash": content_key(self.resolved_yaml)[:16],
+            "config_hash": content_key(self.resolved_yaml, length=16),
         }
         if self.llm is not None:
             metrics["model_usage"] = self.llm.summary()
@@ -213,13 +214,9 @@ def summary_text(metrics: dict[str, Any], run_dir: Path,
         ("cases", metrics["n_cases"]), ("quarantined", metrics["n_quarantined"]),
         ("errors", metrics["errors"]),
     ]
-    keys = ["candidate.evidence_recall", "final.evidence_recall", "final.ndcg", "final.mrr",
-            "acl_leak_rate", "faithfulness", "contradicted_claim_rate", "citation_precision",
-            "correctness", "relevance", "vital_nugget_recall", "false_refusal_rate",
-            "false_answer_rate", "must_not_contain_rate", "latency_ms.total"]
-    for k in keys:
+    for k in (*HEADLINE, "latency_ms.total"):
         if k in o:
-            rows.append((k, "n/a" if o[k] is None else f"{o[k]:.3f}"))
+            rows.append((k, fmt(o[k])))
     w = max(len(str(r[0])) for r in rows)
     lines = [f"raglab run: {run_dir}"] + [f"  {str(k).ljust(w)}  {v}" for k, v in rows]
     lines.append("  work: " + json.dumps(metrics["work"]))
