@@ -66,7 +66,8 @@ def _main(argv: list[str] | None) -> None:
     else:
         from raglab.commands.common import fail
 
-        fail(f"unknown command {cmd!r} (commands: run, validate, log, calibrate, monitor, cases; see raglab --help)", 2)
+        fail(f"unknown command {cmd!r} (commands: run, validate, log, calibrate, monitor, "
+             "cases; see raglab --help)", 2)
 
 
 if __name__ == "__main__":

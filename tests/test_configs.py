@@ -14,9 +14,13 @@ REQUIRED = {"system/replay": ["system.path=x.jsonl"], "system/http": ["system.ur
             "system/python": ["system._target_=pkg.mod.make"]}
 
 
+#: groups of one command, composed by it with +GROUP=NAME (tested with that command)
+COMMAND_GROUPS = {"monitor"}
+
+
 def _options():
     root = conf_dir()
-    for group in sorted(p for p in root.iterdir() if p.is_dir()):
+    for group in sorted(p for p in root.iterdir() if p.is_dir() and p.name not in COMMAND_GROUPS):
         for f in sorted(group.glob("*.yaml")):
             yield group.name, f.stem
 

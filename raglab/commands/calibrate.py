@@ -41,7 +41,12 @@ def main(argv: list[str]) -> None:
         print(HELP)
         return
     if "--versions" in argv:
-        _versions([a for a in argv if a != "--versions"])
+        from raglab.errors import UserError
+
+        try:
+            _versions([a for a in argv if a != "--versions"])
+        except UserError as e:
+            fail(str(e), 2)
         return
     import hydra
 
