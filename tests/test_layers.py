@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "raglab.cli": 10,
     "raglab.commands": 9,
     "raglab.runner": 8,
+    "raglab.calibration": 8, "raglab.monitor": 8, "raglab.cases": 8,
     "raglab.systems": 7, "raglab.graders": 7, "raglab.tracking": 7, "raglab.report": 7,
     "raglab.metrics": 6,
     "raglab.config": 5,

@@ -5,13 +5,13 @@
   grading path (so calibration and runs share judgments and versions).
 - :mod:`.summary`: the figures (kappa, intervals, confusion, leniency, self-consistency)
   and their text renderings.
-- :mod:`.store`: calibration records keyed by metric-family version, and
-  :func:`lookup`, which ``raglab run`` and ``raglab compare`` call to show each family
-  version's kappa or "uncalibrated".
+- :mod:`raglab.report.calibration`: calibration records keyed by metric-family version,
+  and ``lookup``, which ``raglab run`` and ``raglab compare`` call to show each family
+  version's kappa or "uncalibrated" (there, so that report code may call it).
 """
 
 from __future__ import annotations
 
-from raglab.calibration.store import lookup
+from raglab.report.calibration import lookup
 
 __all__ = ["lookup"]

@@ -74,7 +74,7 @@ def main(argv: list[str]) -> None:
 
 
 def _versions(overrides: list[str]) -> None:
-    from raglab.calibration.store import read_records, records_path, versions_table
+    from raglab.report.calibration import read_records, records_path, versions_table
     from raglab.commands.compose import compose
 
     cfg = compose(overrides)
@@ -127,7 +127,7 @@ def calibrate(cfg, resolved: dict, run_dir: Path) -> int:
     from raglab.cache import StageCache
     from raglab.calibration.judge import judge_labels
     from raglab.calibration.labels import load_labels
-    from raglab.calibration.store import append_record, record_of
+    from raglab.report.calibration import append_record, record_of
     from raglab.calibration.summary import markdown, summarise, terminal_table
     from raglab.data.dataset import file_sha256, load_cases, resolve_path
     from raglab.data.io import atomic_write_json, atomic_write_text
@@ -217,7 +217,7 @@ def _log(cfg, resolved: dict, doc: dict, run_dir: Path) -> str:
     import tempfile
 
     from raglab.calibration.summary import markdown
-    from raglab.calibration.store import EXPERIMENT
+    from raglab.report.calibration import EXPERIMENT
     from raglab.data.io import atomic_write_json, atomic_write_text
     from raglab.tracking.keys import flatten_config
     from raglab.tracking.standalone import log_standalone_run

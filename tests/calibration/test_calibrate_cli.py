@@ -65,7 +65,10 @@ def test_offline_grader_on_demo_labels(tmp_path):
     assert shown["nuggets"].startswith(f"kappa {doc['nuggets']['kappa']:.2f}")
     assert shown["relevance"] == "uncalibrated" and shown["retrieval"] == "not graded"
     assert lookup(doc["versions"], tmp_path / "empty") ["faithfulness"] == "uncalibrated"
-    assert lookup(doc["versions"], tmp_path / "empty", uri)["faithfulness"] == shown["faithfulness"]
+    from raglab.tracking.standalone import calibration_finder
+
+    assert lookup(doc["versions"], tmp_path / "empty", calibration_finder(uri))["faithfulness"] \
+        == shown["faithfulness"]
 
     # repeats with the offline grader: one call per judgment, agreement 1.0
     p2 = run_cli("calibrate", "repeats=3", f"cache_dir={tmp_path / 'cache2'}", "tracking=none",

@@ -29,6 +29,18 @@ def test_failures_round_trip_into_another_set(tmp_path):
                 "progress=off", f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}",
                 cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
+    # the run directory read as traffic by the monitor: every record with an answer is a line
+    recs = _rows(tmp_path / "run" / "records.jsonl")
+    p = run_cli("monitor", str(tmp_path / "run"), "monitor.sample_rate=1", "tracking=none",
+                f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'mon'}",
+                cwd=tmp_path)
+    assert p.returncode in (0, 1), p.stderr
+    mon = json.loads((tmp_path / "mon" / "monitor.json").read_text())
+    answered = [r for r in recs if (r.get("output") or {}).get("answer") is not None]
+    assert mon["lines"] == len(answered) and mon["lines"] + mon["bad_lines"] == 20
+    assert mon["windows"][0]["judged"] == len(answered)
+    assert mon["work"]["grader_calls"] > 0  # context precision: per-passage judgments
+
     p = run_cli("cases", "from-run", str(tmp_path / "run"), "--out", str(tmp_path / "d.jsonl"),
                 cwd=tmp_path)
     assert p.returncode == 0, p.stderr

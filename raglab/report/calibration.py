@@ -1,4 +1,5 @@
-"""Calibration records, keyed by metric-family version, and the lookup run/compare show.
+"""Calibration records, keyed by metric-family version, and the lookup run/compare show
+next to each family's version (``lookup(versions, cache_dir)``).
 
 Every ``raglab calibrate`` appends one record to ``<cache_dir>/calibration/records.jsonl``
 (and logs the same figures to MLflow, experiment ``raglab-calibration``, tagged with each
@@ -13,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from raglab.data.io import read_jsonl_tolerant
@@ -68,11 +70,13 @@ def _text(rec: dict[str, Any], section: str) -> str:
 
 
 def lookup(versions: dict[str, str], cache_dir: str | Path | None = None,
-           tracking_uri: str | None = None) -> dict[str, str]:
+           tracked: Callable[[dict[str, str], dict[str, str]], dict[str, Any]] | None = None
+           ) -> dict[str, str]:
     """``{family: text}`` for every family of ``versions``: the latest calibration of that
     family's version ("kappa 0.41 [0.31, 0.52] (157 claim labels)"), "uncalibrated", or
-    "not graded" (retrieval). Looks in ``cache_dir`` first, then in the MLflow store at
-    ``tracking_uri`` (when given) for families still uncalibrated."""
+    "not graded" (retrieval). Looks in ``cache_dir`` first; then, for families still
+    uncalibrated, asks ``tracked(missing versions, CALIBRATED_BY)`` (the tracking store's
+    records: :func:`tracked_lookup` makes one for an MLflow URI)."""
     found: dict[str, dict[str, Any]] = {}
     if cache_dir is not None:
         for rec in read_records(cache_dir):  # later records win
@@ -80,11 +84,9 @@ def lookup(versions: dict[str, str], cache_dir: str | Path | None = None,
                 if fam in versions and (rec.get("versions") or {}).get(fam) == versions[fam]:
                     found[fam] = rec
     missing = {f: v for f, v in versions.items() if f in CALIBRATED_BY and f not in found}
-    if missing and tracking_uri:
+    if missing and tracked is not None:
         try:
-            from raglab.tracking.standalone import find_calibrations
-
-            found.update(find_calibrations(tracking_uri, EXPERIMENT, missing, CALIBRATED_BY))
+            found.update(tracked(missing, CALIBRATED_BY))
         except Exception:  # noqa: BLE001 - an unreachable store must not fail a summary
             pass
     out: dict[str, str] = {}
