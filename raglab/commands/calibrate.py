@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 from raglab.commands.common import conf_dir, fail
@@ -121,129 +120,27 @@ def task(dict_cfg) -> None:
 
 
 def calibrate(cfg, resolved: dict, run_dir: Path) -> int:
-    import asyncio
-
-    from raglab import registry
-    from raglab.cache import StageCache
-    from raglab.calibration.judge import judge_labels
-    from raglab.calibration.labels import load_labels
-    from raglab.report.calibration import append_record, record_of
-    from raglab.calibration.summary import markdown, summarise, terminal_table
-    from raglab.data.dataset import file_sha256, load_cases, resolve_path
-    from raglab.data.io import atomic_write_json, atomic_write_text
-    from raglab.errors import ConfigError
-    from raglab.graders.orchestrate import Grading
-    from raglab.graders.spec import family_versions
-    from raglab.runner.components import build_grader, grader_prompts
+    from raglab.calibration.run import GraderCallsFailed, calibrate as run_calibration
+    from raglab.calibration.summary import terminal_table
     from raglab.stats.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
-    from raglab.systems.base import WorkCounter
 
-    if cfg.grader.name == "none":
-        raise ConfigError("grader=none has nothing to calibrate (choose grader=heuristic|claude)")
-    if not cfg.dataset.labels:
-        raise ConfigError("dataset.labels is not set (a labels file: README \"The data\")")
-    labels_path = resolve_path(cfg.dataset.labels)
-    cases, _ = load_cases(resolve_path(cfg.dataset.cases))
-    questions = {c.id: c.question for c in cases}
-    labels = load_labels(labels_path, questions)
-    check = registry.hook("grader", cfg.grader.name, "preflight")
-    if check is not None:
-        check(cfg)
-    tracked = cfg.tracking.name == "mlflow"
-    if tracked:
-        from raglab.tracking.mlflow_store import check_tracking
-
-        check_tracking(cfg.tracking.uri)
-    prompts = grader_prompts(cfg)
-    versions = family_versions(cfg.grader, prompts, cfg.metrics)
-    cache = StageCache(cfg.cache_dir)
-    work = WorkCounter()
-    repeats = getattr(cfg.grader, "repeats", 1)
-
-    async def go():
-        llm = None
-        if registry.hook("grader", cfg.grader.name, "uses_llm", False):
-            from raglab.llm.client import LLMClient
-
-            settings = registry.hook("grader", cfg.grader.name, "llm_settings")(cfg.grader, cfg)
-            llm = LLMClient(**settings, cache=cache)
-        grader = build_grader(cfg, prompts, llm)
-        grading = Grading(grader, cfg.grader.name, versions, cache, work, repeats)
-        try:
-            judged, errors = await judge_labels(grading, labels, questions)
-        finally:
-            if llm is not None:
-                await llm.aclose()
-            await grader.aclose()
-        return grading.repeats, judged, errors, (llm.summary() if llm is not None else None)
-
-    independent, judged, errors, usage = asyncio.run(go())
-    if errors:
-        for e in errors[:20]:
-            print(f"raglab: grader error: {e}", file=sys.stderr)
-        print(f"raglab: error: {len(errors)} grader call(s) failed; nothing recorded "
+    try:
+        doc = run_calibration(cfg, resolved, run_dir, seed=_state.get("seed", DEFAULT_SEED),
+                              resamples=_state.get("resamples", DEFAULT_RESAMPLES))
+    except GraderCallsFailed as e:
+        for err in e.errors[:20]:
+            print(f"raglab: grader error: {err}", file=sys.stderr)
+        print(f"raglab: error: {len(e.errors)} grader call(s) failed; nothing recorded "
               "(judgments that succeeded are cached: run again)", file=sys.stderr)
         return 1
-    seed = _state.get("seed", DEFAULT_SEED)
-    resamples = _state.get("resamples", DEFAULT_RESAMPLES)
-    result = summarise(labels, judged, repeats=repeats, independent=independent, seed=seed,
-                       n_resamples=resamples)
-    doc = {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-           "grader": cfg.grader.name, "versions": versions, "repeats": repeats,
-           "labels": {"path": str(cfg.dataset.labels), "resolved": str(labels_path),
-                      "sha256": file_sha256(labels_path), "n": len(labels)},
-           "work": work.as_dict(), **({"model_usage": usage} if usage else {}), **result}
-    run_dir.mkdir(parents=True, exist_ok=True)
-    mlflow_id = None
-    if tracked:
-        mlflow_id = _log(cfg, resolved, doc, run_dir)
-    atomic_write_text(run_dir / "calibration.md", markdown(doc))
-    atomic_write_json(run_dir / "calibration.json", doc)
-    store = append_record(cfg.cache_dir, record_of(doc, str(run_dir), mlflow_id))
-    n_claims, n_nuggets = doc["claims"]["n"], doc["nuggets"]["n"]
-    print(f"raglab calibrate: grader {cfg.grader.name} (faithfulness {versions['faithfulness']},"
-          f" nuggets {versions['nuggets']}) on {labels_path} ({n_claims} claims, "
-          f"{n_nuggets} nuggets); repeats {repeats}")
+    v = doc["versions"]
+    print(f"raglab calibrate: grader {doc['grader']} (faithfulness {v['faithfulness']}, "
+          f"nuggets {v['nuggets']}) on {doc['labels']['resolved']} ({doc['claims']['n']} "
+          f"claims, {doc['nuggets']['n']} nuggets); repeats {doc['repeats']}")
     print(terminal_table(doc))
     print(f"work: {doc['work']}")
-    print(f"wrote {run_dir / 'calibration.json'} and calibration.md; record added to {store}")
-    if mlflow_id:
-        print(f"MLflow run {mlflow_id} (experiment 'raglab-calibration')")
+    print(f"wrote {run_dir / 'calibration.json'} and calibration.md; record added to "
+          f"{doc['store']}")
+    if doc["mlflow_run_id"]:
+        print(f"MLflow run {doc['mlflow_run_id']} (experiment 'raglab-calibration')")
     return 0
-
-
-def _log(cfg, resolved: dict, doc: dict, run_dir: Path) -> str:
-    """Log the calibration to MLflow before its files are written (the files go too)."""
-    import tempfile
-
-    from raglab.calibration.summary import markdown
-    from raglab.report.calibration import EXPERIMENT
-    from raglab.data.io import atomic_write_json, atomic_write_text
-    from raglab.tracking.keys import flatten_config
-    from raglab.tracking.standalone import log_standalone_run
-
-    metrics: dict[str, float | None] = {}
-    for sec in ("claims", "nuggets"):
-        s = doc[sec]
-        metrics.update({f"{sec}.n": s["n"], f"{sec}.kappa": s["kappa"],
-                        f"{sec}.kappa_ci_low": s["ci_low"], f"{sec}.kappa_ci_high": s["ci_high"],
-                        f"{sec}.accuracy": s["accuracy"]["value"],
-                        f"{sec}.leniency": s["leniency"]["value"]})
-        if "weighted_kappa" in s:
-            metrics[f"{sec}.weighted_kappa"] = s["weighted_kappa"]["value"]
-        sc = doc["self_consistency"][sec]
-        metrics[f"self_consistency.{sec}.fleiss_kappa"] = sc["fleiss_kappa"]
-        metrics[f"self_consistency.{sec}.all_agree"] = sc["all_agree"]
-    tags = {f"raglab.metric_version.{k}": v for k, v in doc["versions"].items()}
-    tags.update({"raglab.grader": doc["grader"], "raglab.labels_sha256": doc["labels"]["sha256"],
-                 "raglab.labels": doc["labels"]["path"], "raglab.run_dir": str(run_dir),
-                 "raglab.repeats": str(doc["repeats"])})
-    params = {k: v for k, v in flatten_config({"grader": resolved.get("grader", {}),
-                                               "dataset": resolved.get("dataset", {})}).items()}
-    with tempfile.TemporaryDirectory() as tmp:
-        j, md = Path(tmp) / "calibration.json", Path(tmp) / "calibration.md"
-        atomic_write_json(j, doc)
-        atomic_write_text(md, markdown(doc))
-        return log_standalone_run(cfg.tracking.uri, EXPERIMENT,
-                                  f"{doc['grader']}-{doc['versions']['faithfulness']}",
-                                  params=params, metrics=metrics, tags=tags, artifacts=[j, md])
