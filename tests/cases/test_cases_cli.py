@@ -58,8 +58,6 @@ def test_failures_round_trip_into_another_set(tmp_path):
     after = _rows(target)
     assert len(after) == 40 + len(drafts) and target.read_bytes().startswith(before)
     assert after[40:] == [{k: v for k, v in d.items() if k != "draft"} for d in drafts]
-    v = run_cli("validate", f"dataset.cases={target}", "dataset.labels=null", cwd=tmp_path)
-    assert v.returncode == 0, v.stderr[-2000:]
 
     # the same drafts again: duplicates by id, nothing written
     grown = target.read_bytes()
