@@ -39,7 +39,6 @@ class Run:
         self.resolved_yaml = resolved_yaml
         self.work = WorkCounter()
         self.cache = StageCache(cfg.cache_dir)
-        self.dataset: Dataset | None = None
         self.llm: Any = None
 
     # -- before any work ------------------------------------------------------------------
@@ -59,7 +58,6 @@ class Run:
         prompts = self.preflight()
         ds = load_dataset(cfg.dataset.corpus, cfg.dataset.cases, None,
                           cfg.dataset.fuzzy_threshold)
-        self.dataset = ds
         if cfg.fail_on_quarantine and ds.quarantined:
             write_jsonl(self.run_dir / "quarantine.jsonl", [q.as_dict() for q in ds.quarantined])
             for q in ds.quarantined:
