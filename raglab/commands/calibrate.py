@@ -116,6 +116,7 @@ def task(dict_cfg) -> None:
         _drop_empty(run_dir)
         fail(str(e), 2)
     if code:
+        _drop_empty(run_dir)
         sys.exit(code)
 
 
