@@ -29,9 +29,12 @@ _state: dict = {}
 
 
 def main(argv: list[str]) -> None:
-    if not argv or any(a in ("-h", "--help") for a in argv):
+    if any(a in ("-h", "--help") for a in argv):
         print(HELP)
         return
+    if not argv:
+        print(HELP, file=sys.stderr)
+        sys.exit(2)
     import hydra
 
     rest: list[str] = []
