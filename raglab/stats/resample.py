@@ -57,7 +57,8 @@ def _quantiles(sorted_reps: np.ndarray, q: np.ndarray) -> np.ndarray:
     return a + (h - lo) * (b - a)
 
 
-def bootstrap_interval(D: np.ndarray, reps: np.ndarray, confidence: float):
+def bootstrap_interval(D: np.ndarray, reps: np.ndarray, confidence: float,
+                       allow_bca: bool = True):
     """Intervals of each column's mean from its bootstrap replicates ``reps``.
 
     Returns ``(low, high, use_bca)``: BCa where valid, percentile otherwise. BCa is valid
@@ -92,7 +93,7 @@ def bootstrap_interval(D: np.ndarray, reps: np.ndarray, confidence: float):
         q_lo = ndtr(z0 + u_lo / den_lo)
         q_hi = ndtr(z0 + u_hi / den_hi)
     edge = 0.5 / B
-    valid = (n >= BCA_MIN_N) & np.isfinite(z0) & np.isfinite(a) & (den_lo > 0) & (den_hi > 0)
+    valid = allow_bca & (n >= BCA_MIN_N) & np.isfinite(z0) & np.isfinite(a) & (den_lo > 0) & (den_hi > 0)
     valid &= np.isfinite(q_lo) & np.isfinite(q_hi) & (q_lo >= edge) & (q_hi <= 1.0 - edge)
     q_lo = np.where(valid, q_lo, alpha)
     q_hi = np.where(valid, q_hi, 1.0 - alpha)
