@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 
-_CHUNK_CELLS = 2_000_000   # resample cells (rows x cases) generated at once: ~16 MB of int64
+_CHUNK_CELLS = 2_000_000   # resample cells (rows x cases) generated at once: ~8 MB of int32
+_MIN_CHUNK_ROWS = 128      # fewer rows make BLAS's threaded matrix product inefficient
 BCA_MIN_N = 10             # below this BCa's jackknife acceleration is too unstable: percentile
 _TIE_RTOL = 1e-9           # relative tolerance for comparing resampled sums with the observed
 
 
 def _chunks(n_resamples: int, n: int):
-    size = max(1, min(n_resamples, _CHUNK_CELLS // max(n, 1)))
+    size = max(1, min(n_resamples, max(_MIN_CHUNK_ROWS, _CHUNK_CELLS // max(n, 1))))
     for start in range(0, n_resamples, size):
         yield start, min(size, n_resamples - start)
 
@@ -37,8 +38,10 @@ def bootstrap_means(D: np.ndarray, n_resamples: int, rng: np.random.Generator) -
     n, k = D.shape
     out = np.empty((n_resamples, k))
     for start, c in _chunks(n_resamples, n):
-        idx = rng.integers(0, n, size=(c, n))
-        idx += (np.arange(c) * n)[:, None]
+        offsets = np.arange(c, dtype=np.int64) * n
+        dtype = np.int32 if c * n < 2 ** 31 else np.int64
+        idx = rng.integers(0, n, size=(c, n), dtype=dtype)
+        idx += offsets.astype(dtype)[:, None]
         counts = np.bincount(idx.ravel(), minlength=c * n).reshape(c, n)
         out[start:start + c] = counts.astype(np.float64) @ D
     out /= n
