@@ -29,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 _CHUNK_CELLS = 2_000_000   # resample cells (rows x cases) generated at once: ~8 MB of int32
+_CACHE_CELLS = 131_072     # cells counted per bincount call: its counters stay in cache
 _MIN_CHUNK_ROWS = 128      # fewer rows make BLAS's threaded matrix product inefficient
 BCA_MIN_N = 10             # below this BCa's jackknife acceleration is too unstable: percentile
 _TIE_RTOL = 1e-9           # relative tolerance for comparing resampled sums with the observed
@@ -46,13 +47,17 @@ def bootstrap_means(D: np.ndarray, n_resamples: int, rng: np.random.Generator) -
     """``(n_resamples, k)`` bootstrap replicates of the column means of ``D``."""
     n, k = D.shape
     out = np.empty((n_resamples, k))
+    dtype = np.int32 if n < 2 ** 31 else np.int64
+    sub = max(4, _CACHE_CELLS // max(n, 1))       # rows counted at once: cache-sized
+    offsets = (np.arange(sub, dtype=np.int64) * n).astype(np.int64)[:, None]
     for start, c in _chunks(n_resamples, n):
-        offsets = np.arange(c, dtype=np.int64) * n
-        dtype = np.int32 if c * n < 2 ** 31 else np.int64
         idx = rng.integers(0, n, size=(c, n), dtype=dtype)
-        idx += offsets.astype(dtype)[:, None]
-        counts = np.bincount(idx.ravel(), minlength=c * n).reshape(c, n)
-        out[start:start + c] = counts.astype(np.float64) @ D
+        counts = np.empty((c, n))
+        for r in range(0, c, sub):
+            rows = min(sub, c - r)
+            flat = (idx[r:r + rows] + offsets[:rows]).ravel()
+            counts[r:r + rows] = np.bincount(flat, minlength=rows * n).reshape(rows, n)
+        out[start:start + c] = counts @ D
     out /= n
     return out
 
@@ -211,18 +216,19 @@ def lattice_step(D: np.ndarray, max_decimals: int = 6) -> np.ndarray:
     integers), or 0 when there is none (continuous values)."""
     D = np.abs(D)
     step = np.zeros(D.shape[1])
-    todo = np.ones(D.shape[1], dtype=bool)
+    head = D[:64] * 10.0 ** max_decimals        # a cheap first look rules out most
+    todo = (np.abs(head - np.rint(head)) <= 1e-6 + 1e-12 * head).all(axis=0)
     for decimals in range(max_decimals + 1):
+        if not todo.any():
+            break
         scale = 10.0 ** decimals
         scaled = D[:, todo] * scale
         ints = np.rint(scaled)
-        whole = (np.abs(scaled - ints) <= 1e-6 * np.maximum(1.0, scaled)).all(axis=0)
+        whole = (np.abs(scaled - ints) <= 1e-6 + 1e-12 * scaled).all(axis=0)
         whole &= (ints < 2 ** 53).all(axis=0)
         if whole.any():
             cols = np.flatnonzero(todo)[whole]
             g = np.gcd.reduce(ints[:, whole].astype(np.int64), axis=0)
             step[cols] = g / scale
             todo[cols] = False
-        if not todo.any():
-            break
     return step

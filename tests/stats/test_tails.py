@@ -68,8 +68,12 @@ def test_saddlepoint_tail_on_a_lattice_against_convolution(n):
 
 
 def test_lattice_step():
-    D = np.array([[0.2, 1.5, 0.1234567891, 3.0], [0.3, 0.0, 0.5, 6.0], [0.0, 4.5, 0.2, 9.0]])
-    np.testing.assert_allclose(lattice_step(D), [0.1, 1.5, 0.0, 3.0])
+    D = np.array([[0.2, 1.5, 0.1234567891, 3.0, 1234567.891],
+                  [0.3, 0.0, 0.5, 6.0, 2.0],
+                  [0.0, 4.5, 0.2, 9.0, 1.0]])
+    D[:, :2] = (D[:, :2] + 0.7) - 0.7                # differences carry rounding noise
+    np.testing.assert_allclose(lattice_step(D), [0.1, 1.5, 0.0, 3.0, 0.001])
+    assert lattice_step(np.array([[1e-7], [np.pi]]))[0] == 0.0
 
 
 def test_saddlepoint_edges():
