@@ -91,7 +91,12 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
         raise ValueError(f"n_resamples must be positive, got {n_resamples}")
     m = base.shape[1]
     ok = np.isfinite(base) & np.isfinite(cand)
-    diffs = np.where(ok, cand - base, 0.0)
+    for j in (j for j in range(m) if kinds[j] == "binary"):
+        values = np.concatenate([base[ok[:, j], j], cand[ok[:, j], j]])
+        if not np.isin(values, (0.0, 1.0)).all():
+            raise ValueError(f"column {j} is binary but holds values other than 0/1")
+    with np.errstate(invalid="ignore"):
+        diffs = np.where(ok, cand - base, 0.0)
     scale = np.maximum(np.abs(np.where(ok, base, 0.0)), np.abs(np.where(ok, cand, 0.0)))
     zero = ok & (np.abs(diffs) <= _TIE_RTOL * scale)
     diffs = np.where(zero, 0.0, diffs)
@@ -128,11 +133,6 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
             bcols = [j for j, is_b in zip(cols, binary) if is_b]
             b_vals = np.stack([base[ok[:, j], j] for j in bcols], axis=1)
             c_vals = np.stack([cand[ok[:, j], j] for j in bcols], axis=1)
-            for arr in (b_vals, c_vals):
-                bad = ~np.isin(arr, (0.0, 1.0))
-                if bad.any():
-                    j = bcols[int(np.nonzero(bad.any(axis=0))[0][0])]
-                    raise ValueError(f"column {j} is binary but holds values other than 0/1")
             lost = ((b_vals == 1) & (c_vals == 0)).sum(axis=0)
             gained = ((b_vals == 0) & (c_vals == 1)).sum(axis=0)
             p[binary] = _mcnemar(lost, gained)

@@ -49,7 +49,7 @@ def bootstrap_means(D: np.ndarray, n_resamples: int, rng: np.random.Generator) -
     out = np.empty((n_resamples, k))
     dtype = np.int32 if n < 2 ** 31 else np.int64
     sub = max(4, _CACHE_CELLS // max(n, 1))       # rows counted at once: cache-sized
-    offsets = (np.arange(sub, dtype=np.int64) * n).astype(np.int64)[:, None]
+    offsets = (np.arange(sub, dtype=np.int64) * n)[:, None]
     for start, c in _chunks(n_resamples, n):
         idx = rng.integers(0, n, size=(c, n), dtype=dtype)
         counts = np.empty((c, n))
@@ -110,7 +110,8 @@ def bootstrap_interval(D: np.ndarray, reps: np.ndarray, confidence: float,
         q_lo = ndtr(z0 + u_lo / den_lo)
         q_hi = ndtr(z0 + u_hi / den_hi)
     edge = 0.5 / B
-    valid = allow_bca & (n >= BCA_MIN_N) & np.isfinite(z0) & np.isfinite(a) & (den_lo > 0) & (den_hi > 0)
+    valid = allow_bca & (n >= BCA_MIN_N) & np.isfinite(z0) & np.isfinite(a)
+    valid &= (den_lo > 0) & (den_hi > 0)
     valid &= np.isfinite(q_lo) & np.isfinite(q_hi) & (q_lo >= edge) & (q_hi <= 1.0 - edge)
     q_lo = np.where(valid, q_lo, alpha)
     q_hi = np.where(valid, q_hi, 1.0 - alpha)
