@@ -4,7 +4,9 @@ Judgments are cached on disk by (family version, judgment, inputs), so re-runnin
 unchanged configuration repeats no grader work, and any change to the grader (prompt text,
 model, settings) changes the version and misses the cache.
 
-``grader.repeats=N`` asks for N independent judgments: the repeat index is part of the
+``grader.repeats=N`` asks for N independent judgments: :meth:`Grading.grade` (or
+:meth:`Grading.ask`) with ``repeat=r`` sets the repeat of the task it runs in (a context
+variable, so the judgments it starts inherit it), and the repeat index is part of the
 cache key (repeat 0 keeps the plain key), so a repeat is never answered by another one's
 cache. A deterministic grader (``deterministic = True``) is asked once: its repeats agree.
 """
@@ -12,6 +14,7 @@ cache. A deterministic grader (``deterministic = True``) is asked once: its repe
 from __future__ import annotations
 
 import asyncio
+from contextvars import ContextVar
 from typing import Any
 
 from raglab.graders.heuristic import decompose
@@ -23,6 +26,9 @@ from raglab.llm.client import LLMCallError
 
 #: a grader call that still failed after its retries (the LLM client's error)
 GraderCallError = LLMCallError
+
+#: the independent repeat (grader.repeats) the current grading task asks as
+_REPEAT: ContextVar[int] = ContextVar("raglab_grader_repeat", default=0)
 
 
 class Grading:
@@ -49,10 +55,16 @@ class Grading:
         return self._per_repeat[repeat]
 
     async def ask(self, family: str, method: str, *args: Any, repeat: int = 0) -> Any:
-        """One cached judgment (``method`` of the grader) under ``family``'s version."""
-        return await self._cached(family, method, *args, repeat=repeat)
+        """One cached judgment (``method`` of the grader) under ``family``'s version, as
+        independent repeat ``repeat``."""
+        token = _REPEAT.set(repeat)
+        try:
+            return await self._cached(family, method, *args)
+        finally:
+            _REPEAT.reset(token)
 
-    async def _cached(self, family: str, method: str, *args: Any, repeat: int = 0) -> Any:
+    async def _cached(self, family: str, method: str, *args: Any) -> Any:
+        repeat = _REPEAT.get()
         extra = ("repeat", repeat) if repeat else ()
         key = content_key("judge", self.versions[family], method, args, *extra)
         hit = self.cache.get("grade", key)
@@ -77,16 +89,14 @@ class Grading:
             return [self._verdict(family, kind, error=str(e)[:500])]
         return build(result)
 
-    async def _correctness(self, question: str, reference: str, answer: str,
-                           repeat: int = 0) -> list[dict]:
+    async def _correctness(self, question: str, reference: str, answer: str) -> list[dict]:
         """The reference answer's claims, each checked against the answer."""
         try:
-            ref_claims = await self._cached("correctness", "decompose", question, reference,
-                                            repeat=repeat)
+            ref_claims = await self._cached("correctness", "decompose", question, reference)
             if not ref_claims:
                 ref_claims = [reference.strip()]
             res = await self._cached("correctness", "verify", ref_claims, [answer],
-                                     "correctness", repeat=repeat)
+                                     "correctness")
         except GraderCallError as e:
             return [self._verdict("correctness", "claim", error=str(e)[:500])]
         return [self._verdict("correctness", "claim", item=c, label=lab, evidence=ev, index=i)
@@ -96,6 +106,13 @@ class Grading:
                     repeat: int = 0) -> tuple[list[dict], int]:
         """Verdicts for one case (independent repeat ``repeat``) and the number of factual
         sentences of its answer."""
+        token = _REPEAT.set(repeat)
+        try:
+            return await self._grade(case, output)
+        finally:
+            _REPEAT.reset(token)
+
+    async def _grade(self, case: Any, output: dict[str, Any]) -> tuple[list[dict], int]:
         answer = output.get("answer")
         if answer is None:
             return [], 0
@@ -103,8 +120,7 @@ class Grading:
         context = [h.get("text") or "" for h in output.get("context", [])]
         verdicts: list[dict] = []
         dec = await self._family(
-            "faithfulness", "decomposition",
-            self._cached("faithfulness", "decompose", q, answer, repeat=repeat),
+            "faithfulness", "decomposition", self._cached("faithfulness", "decompose", q, answer),
             lambda claims: [self._verdict("faithfulness", "decomposition", claims=list(claims))])
         verdicts += dec
         if dec[0]["error"]:
@@ -121,19 +137,17 @@ class Grading:
         # The judgments below are independent: ask for them together (one batch round).
         jobs = [self._family(
             "faithfulness", "claim", self._cached("faithfulness", "verify", claims, context,
-                                                  "faithfulness", repeat=repeat),
+                                                  "faithfulness"),
             claim_verdicts("faithfulness", claims))]
         if case.answerable and case.reference_answer:
-            jobs.append(self._correctness(q, case.reference_answer, answer, repeat))
+            jobs.append(self._correctness(q, case.reference_answer, answer))
         jobs.append(self._family(
-            "relevance", "rubric", self._cached("relevance", "relevance", q, answer,
-                                                repeat=repeat),
+            "relevance", "rubric", self._cached("relevance", "relevance", q, answer),
             lambda res: [self._verdict("relevance", "rubric", label=res[0], evidence=res[1])]))
         if case.answerable and case.nuggets:
             texts = [n.text for n in case.nuggets]
             jobs.append(self._family(
-                "nuggets", "nugget",
-                self._cached("nuggets", "nuggets", q, answer, texts, repeat=repeat),
+                "nuggets", "nugget", self._cached("nuggets", "nuggets", q, answer, texts),
                 lambda res: [self._verdict("nuggets", "nugget", item=t, label=lab, evidence=ev,
                                            index=i, vital=case.nuggets[i].vital)
                              for i, (t, (lab, ev)) in enumerate(zip(texts, res))]))
@@ -146,8 +160,7 @@ class Grading:
             sent = strip_citations(sentences[si])
             jobs.append(self._family(
                 "citations", "claim",
-                self._cached("citations", "verify", [sent], [context[pi]], "citations",
-                             repeat=repeat),
+                self._cached("citations", "verify", [sent], [context[pi]], "citations"),
                 lambda res, si=si, pi=pi, sent=sent: [self._verdict(
                     "citations", "claim", item=sent, label=res[0][0], evidence=res[0][1],
                     sentence=si, passage=pi)]))
