@@ -227,33 +227,46 @@ def plot_slice_deltas(comp, metric: str) -> str | None:
     return _png(fig)
 
 
-def plot_recall(comp) -> str | None:
-    """Evidence recall at every cutoff, both stages, both runs (paired means)."""
+def _recall_series(comp) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """(stage, role) -> [(cutoff, recall)]: each run's own curve (its metrics.json), so a
+    cutoff beyond the other run's k is drawn too; paired means when metrics.json is gone."""
     series: dict[tuple[str, str], list[tuple[int, float]]] = {}
-    for r in comp.rows:
-        m = _RECALL_AT.match(r["metric"])
-        if r["slice"] is None and m:
-            for role in ("baseline", "candidate"):
-                if r[role] is not None:
-                    series.setdefault((m.group(1), role), []).append((int(m.group(2)), r[role]))
+    for role in ("baseline", "candidate"):
+        overall = (getattr(comp, role).metrics or {}).get("overall") or {}
+        pairs = [(k, v) for k, v in overall.items() if v is not None]
+        if not pairs:
+            pairs = [(r["metric"], r[role]) for r in comp.rows
+                     if r["slice"] is None and r[role] is not None]
+        for name, v in pairs:
+            m = _RECALL_AT.match(str(name))
+            if m and isinstance(v, int | float):
+                series.setdefault((m.group(1), role), []).append((int(m.group(2)), float(v)))
+    return series
+
+
+def plot_recall(comp) -> str | None:
+    """Evidence recall at every cutoff, both stages, both runs."""
+    series = _recall_series(comp)
     if not series:
         return None
     fig = _figure(6.5, 4)
     ax = fig.add_subplot(1, 1, 1)
     cutoffs: set[int] = set()
-    styles = {"baseline": "--", "candidate": "-"}
+    colors = {"baseline": "tab:gray", "candidate": "tab:blue"}
+    styles = {"candidate": ("--", "s"), "final": ("-", "o")}
     for (stage, role), pts in sorted(series.items()):
         xs, ys = zip(*sorted(pts))
         cutoffs.update(xs)
-        label = getattr(comp, role).label
-        ax.plot(xs, ys, styles[role], marker="o", label=f"{stage}, {role} ({label})"[:60],
-                color="tab:blue" if stage == "candidate" else "tab:orange")
+        line, marker = styles[stage]
+        label = f"{role} ({getattr(comp, role).label}), {stage}"
+        ax.plot(xs, ys, line, marker=marker, color=colors[role], label=label[:70],
+                alpha=0.85, markersize=6 if role == "baseline" else 4)
     ax.set_xscale("log")
     ax.set_xticks(sorted(cutoffs))
     ax.set_xticklabels([str(c) for c in sorted(cutoffs)])
     ax.minorticks_off()
     ax.set_ylim(0, 1.05)
-    ax.set_xlabel("cutoff k")
+    ax.set_xlabel("cutoff k (candidate: before reranking; final: reached the generator)")
     ax.set_ylabel("evidence recall@k")
     ax.set_title("Evidence recall by cutoff: both stages, both runs")
     ax.grid(True, alpha=0.3)
