@@ -246,7 +246,7 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
 
 
 ADJUST_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
-REFINE_WORK = 4e9        # case x resample budget for refining floor p-values
+REFINE_WORK = 5e8        # case x resample budget for refining floor p-values
 
 
 def _refine_floor_pvalues(tables, groups, B, C, kinds, directions, cfg) -> None:

@@ -212,11 +212,16 @@ def plot_slice_deltas(comp, metric: str) -> str | None:
     pts = overall + rest
     fig = _figure(7, max(2.0, 0.28 * len(pts) + 1.2))
     ax = fig.add_subplot(1, 1, 1)
-    for y, (r, i) in enumerate(pts):
+    groups: dict[tuple[str, bool], list[int]] = {}
+    for y, (r, i) in enumerate(pts):   # one errorbar call per colour (fast with many slices)
         color = {"better": "tab:green", "worse": "tab:red"}.get(verdict(r, i), "tab:gray")
-        ax.errorbar([r["delta"]], [y], xerr=[[r["delta"] - r["ci_low"]],
-                                             [r["ci_high"] - r["delta"]]],
-                    fmt="o", color=color, capsize=3, alpha=0.5 if i["small"] else 1.0)
+        groups.setdefault((color, bool(i["small"])), []).append(y)
+    for (color, small), ys in groups.items():
+        d = [pts[y][0]["delta"] for y in ys]
+        lo = [pts[y][0]["delta"] - pts[y][0]["ci_low"] for y in ys]
+        hi = [pts[y][0]["ci_high"] - pts[y][0]["delta"] for y in ys]
+        ax.errorbar(d, ys, xerr=[lo, hi], fmt="o", color=color, capsize=3,
+                    alpha=0.45 if small else 1.0, linestyle="none")
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(pts)))
     ax.set_yticklabels([f"{slice_name(r, i)} (n={r['n']})" for r, i in pts], fontsize=8)
