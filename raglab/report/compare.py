@@ -46,15 +46,23 @@ class Comparison:
     metrics: dict = field(default_factory=dict)          # name -> {family, direction, kind}
     _index: dict | None = field(default=None, repr=False)
 
-    def row(self, metric: str, slice: tuple[str, str] | None = None) -> dict | None:
+    def _position(self, metric: str, slice: tuple[str, str] | None) -> int | None:
         if self._index is None:
             self._index = {(r["metric"], None if r["slice"] is None else
-                            (r["slice"]["key"], r["slice"]["value"])): r for r in self.rows}
+                            (r["slice"]["key"], r["slice"]["value"])): i
+                           for i, r in enumerate(self.rows)}
         return self._index.get((metric, None if slice is None else tuple(slice)))
 
+    def row(self, metric: str, slice: tuple[str, str] | None = None) -> dict | None:
+        """The row of ``metric`` overall (``slice`` None) or in slice ``(key, value)``."""
+        i = self._position(metric, slice)
+        return None if i is None else self.rows[i]
+
     def info(self, metric: str, slice: tuple[str, str] | None = None) -> dict | None:
-        r = self.row(metric, slice)
-        return None if r is None else self.row_info[self.rows.index(r)]
+        """That row's extra facts: family, direction, kind, small, slice_n, test,
+        ci_method, significant (after adjustment)."""
+        i = self._position(metric, slice)
+        return None if i is None else self.row_info[i]
 
     def to_json(self) -> dict:
         def run(src: RunSource) -> dict:
