@@ -66,7 +66,8 @@ def _mcnemar(b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
                  directions: Sequence[str], *, confidence: float = 0.95,
-                 n_resamples: int = 2000, seed: int = 0) -> list[PairedStat]:
+                 n_resamples: int = 2000, seed: int = 0,
+                 interval: str = "bca") -> list[PairedStat]:
     """Paired statistics of ``cand`` against ``base``, one ``PairedStat`` per column.
 
     ``base``, ``cand``: ``(n_cases, n_metrics)`` float arrays aligned on cases, NaN where
@@ -75,7 +76,8 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
     ``raglab.metrics.catalog``: ``binary`` columns (values 0/1) get an exact McNemar test,
     the others a sign-flip permutation test of the mean difference. The interval is a
     paired bootstrap of the mean difference, BCa where valid, percentile otherwise, and
-    equals ``[delta, delta]`` when every difference is the same. Deterministic: resamples
+    equals ``[delta, delta]`` when every difference is the same; ``interval="percentile"``
+    asks for the percentile interval throughout. Deterministic: resamples
     come from ``numpy.random.default_rng([seed, n, stream])`` for each distinct ``n``, so
     equal inputs give equal outputs, and a column's result does not depend on which other
     columns are in the table.
@@ -83,11 +85,18 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
     base, cand = _check(base, cand, kinds, directions)
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if interval not in ("bca", "percentile"):
+        raise ValueError(f"interval must be 'bca' or 'percentile', got {interval!r}")
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be positive, got {n_resamples}")
     m = base.shape[1]
     ok = np.isfinite(base) & np.isfinite(cand)
-    diffs = np.where(ok, cand - base, 0.0)
+    for j in (j for j in range(m) if kinds[j] == "binary"):
+        values = np.concatenate([base[ok[:, j], j], cand[ok[:, j], j]])
+        if not np.isin(values, (0.0, 1.0)).all():
+            raise ValueError(f"column {j} is binary but holds values other than 0/1")
+    with np.errstate(invalid="ignore"):
+        diffs = np.where(ok, cand - base, 0.0)
     scale = np.maximum(np.abs(np.where(ok, base, 0.0)), np.abs(np.where(ok, cand, 0.0)))
     zero = ok & (np.abs(diffs) <= _TIE_RTOL * scale)
     diffs = np.where(zero, 0.0, diffs)
@@ -111,7 +120,8 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
         degenerate = spread <= _TIE_RTOL * np.abs(D).max(axis=0)
 
         reps = bootstrap_means(D, n_resamples, np.random.default_rng([seed, n, 0]))
-        low, high, bca = bootstrap_interval(D, reps, confidence)
+        low, high, bca = bootstrap_interval(D, reps, confidence,
+                                            allow_bca=interval == "bca")
 
         binary = np.array([kinds[j] == "binary" for j in cols])
         p = np.empty(len(cols))
@@ -123,11 +133,6 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
             bcols = [j for j, is_b in zip(cols, binary) if is_b]
             b_vals = np.stack([base[ok[:, j], j] for j in bcols], axis=1)
             c_vals = np.stack([cand[ok[:, j], j] for j in bcols], axis=1)
-            for arr in (b_vals, c_vals):
-                bad = ~np.isin(arr, (0.0, 1.0))
-                if bad.any():
-                    j = bcols[int(np.nonzero(bad.any(axis=0))[0][0])]
-                    raise ValueError(f"column {j} is binary but holds values other than 0/1")
             lost = ((b_vals == 1) & (c_vals == 0)).sum(axis=0)
             gained = ((b_vals == 0) & (c_vals == 1)).sum(axis=0)
             p[binary] = _mcnemar(lost, gained)
