@@ -82,8 +82,8 @@ def method_lines(comp) -> list[str]:
         "candidate wins, ties and loses by the metric's direction.",
         f"Intervals: paired bootstrap, {s['confidence']:.0%}, BCa where valid, percentile "
         f"otherwise ({s['n_bootstrap']} resamples, seed {s['seed']}). p-values: paired "
-        "sign-flip permutation test (p-values at the resampling floor are tested again with "
-        "more sign flips); exact McNemar for pass/fail metrics.",
+        "sign-flip permutation test (tails beyond the resamples' resolution from a saddlepoint "
+        "approximation of the same distribution); exact McNemar for pass/fail metrics.",
         f"p adj.: {s['adjust_name']} adjustment across the metric x slice family "
         f"({s['family_size']} tests; a row whose paired differences are all zero cannot "
         "reject and has p adj. 1); better/worse marks a difference significant at "
