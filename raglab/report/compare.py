@@ -105,6 +105,11 @@ def _check_versions(b: RunSource, c: RunSource, families: set[str], allow: bool,
     bad = sorted(f for f in families if vb.get(f) != vc.get(f))
     versions = {"baseline": vb, "candidate": vc,
                 "mismatched": {f: {"baseline": vb.get(f), "candidate": vc.get(f)} for f in bad}}
+    db, dc = vb.get("diagnosis"), vc.get("diagnosis")
+    if db is not None and dc is not None and db != dc:
+        warnings.append(f"the runs were diagnosed under different thresholds (diagnosis "
+                        f"version: baseline {db}, candidate {dc}): their diagnosis counts "
+                        "are not comparable")
     if bad:
         what = "; ".join(f"{f}: baseline {vb.get(f)}, candidate {vc.get(f)}" for f in bad)
         if not allow:
@@ -142,17 +147,20 @@ def _metric_names(b: RunSource, c: RunSource, ids: list[str]) -> tuple[list[str]
 
 
 def _matrix(src: RunSource, ids: list[str], names: list[str]):
+    """``(len(ids), len(names))`` floats; NaN where a metric does not apply (None)."""
     import numpy as np
 
-    col = {n: j for j, n in enumerate(names)}
-    out = np.full((len(ids), len(names)), np.nan)
     by = src.by_id()
-    for i, cid in enumerate(ids):
-        for k, v in by[cid]["metrics"].items():
-            j = col.get(k)
-            if j is not None and v is not None and not isinstance(v, bool | str):
-                out[i, j] = v
-    return out
+    rows = [[m.get(n) for n in names] for m in (by[cid]["metrics"] for cid in ids)]
+    try:
+        return np.array(rows, dtype=float)   # None becomes NaN
+    except (TypeError, ValueError):          # a non-numeric value somewhere: cell by cell
+        out = np.full((len(ids), len(names)), np.nan)
+        for i, row in enumerate(rows):
+            for j, v in enumerate(row):
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    out[i, j] = v
+        return out
 
 
 def _slice_groups(b: RunSource, ids: list[str]) -> dict[tuple[str, str], list[int]]:
