@@ -119,7 +119,8 @@ def heatmap(sc, metric: str) -> str | None:
         data = np.where(np.isnan(data), 0.0, data)
     direction = next((c["direction"] for row in vals for _, c in row if c), "higher")
     sign = -1.0 if direction == "lower" else 1.0
-    lim = float(np.nanmax(np.abs(data))) or 1.0
+    # colour scale: at least +-0.05, so a negligible difference is not drawn as a strong one
+    lim = max(float(np.nanmax(np.abs(data))), 0.05)
     fig = _figure(1.6 + 1.3 * data.shape[1], 1.2 + 0.5 * data.shape[0])
     ax = fig.add_subplot(1, 1, 1)
     ax.imshow(sign * data, cmap="RdYlGn", vmin=-lim, vmax=lim, aspect="auto")
