@@ -13,6 +13,7 @@ from raglab.stats.resample import bootstrap_interval, bootstrap_means, signflip_
 KINDS = ("share", "binary", "rank", "count", "latency", "cost")
 DIRECTIONS = ("higher", "lower", "none")
 _TIE_RTOL = 1e-12   # |cand - base| <= this x max(|cand|, |base|) is a tie (and a zero diff)
+_P_FLOOR = float(np.finfo(np.float64).tiny)   # a p-value that underflows reads as this, not 0
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,6 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
             else:
                 test = "permutation-exact" if exact else "permutation"
             better, worse = (neg[j], pos[j]) if directions[j] == "lower" else (pos[j], neg[j])
-            results[j] = PairedStat(d, lo, hi, float(p[i]), n, int(better), int(ties[j]),
+            results[j] = PairedStat(d, lo, hi, max(float(p[i]), _P_FLOOR), n, int(better), int(ties[j]),
                                     int(worse), method, test)
     return results

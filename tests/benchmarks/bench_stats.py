@@ -20,6 +20,7 @@ candidate a lognormal factor of it).
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -73,6 +74,7 @@ def make_runs(n_cases: int, n_metrics: int, seed: int = 7):
 
 def bench_table(n_cases: int, n_metrics: int, n_resamples: int) -> None:
     base, cand, kinds, directions, tags = make_runs(n_cases, n_metrics)
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     overall = paired_table(base, cand, kinds, directions, n_resamples=n_resamples)
     t_overall = time.perf_counter() - t0
@@ -85,10 +87,12 @@ def bench_table(n_cases: int, n_metrics: int, n_resamples: int) -> None:
                                      n_resamples=n_resamples))
     t_slices = time.perf_counter() - t1
     total = t_overall + t_slices
+    cpu = time.process_time() - cpu0
     print(f"paired_table: {n_cases} cases x {n_metrics} metrics, {n_resamples} resamples")
     print(f"  overall              {t_overall:7.2f} s")
     print(f"  {TAG_KEYS * TAG_VALUES} slices            {t_slices:7.2f} s")
-    print(f"  total ({rows} rows)  {total:7.2f} s")
+    print(f"  total ({rows} rows)  {total:7.2f} s   (CPU time, all threads: {cpu:.1f} s; "
+          f"load average {os.getloadavg()[0]:.1f})")
 
 
 def bench_scipy(n: int = 200, n_resamples: int = 2000, repeats: int = 5) -> None:

@@ -114,3 +114,14 @@ def test_strong_effects_survive_a_large_holm_family():
     assert (p > 0).all() and (p < 1e-12).all()
     adjusted = adjust_pvalues(list(p) * 51)          # 150 metrics x 51 slices
     assert max(adjusted) < 0.05
+
+
+def test_p_values_never_underflow_to_zero():
+    n = 20000
+    rng = np.random.default_rng(0)
+    base = rng.random((n, 2))
+    cand = base + 0.5
+    cand[:, 1] = 1.0
+    base[:, 1] = 0.0
+    stats = paired_table(base, cand, ["share", "binary"], ["higher", "higher"])
+    assert all(0.0 < s.p_value < 1e-300 for s in stats)
