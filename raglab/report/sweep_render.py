@@ -7,6 +7,7 @@ import html
 from typing import Any
 
 from raglab.report.compare_render import _png, html_page, html_table, img, mean, pval
+from raglab.report.compare import ADJUST_NAMES
 from raglab.report.run_report import _figure, _fmt, _md_escape, _table
 
 MARK = "*"
@@ -74,7 +75,7 @@ def intro(sc) -> list[str]:
     return [f"Every job is compared with the baseline job {sc.baseline.name} on paired cases. "
             "Each cell is the candidate minus the baseline (overall) with its "
             f"{s['confidence']:.0%} paired bootstrap interval; {MARK} marks a difference "
-            f"significant at {s['alpha']:g} after {'Holm' if s['adjust'] == 'holm' else 'Benjamini-Hochberg'} "
+            f"significant at {s['alpha']:g} after {ADJUST_NAMES[s['adjust']]} "
             f"adjustment across every cell of these tables ({s['family_size']} tests).",
             "Per-slice rows of every job are in compare.json (comparisons)."]
 
