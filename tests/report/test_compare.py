@@ -235,3 +235,17 @@ def test_sweep_grid_one_row_per_job_beyond_two_params():
     assert header == ["a", "b", "c", "delta [CI]"]
     assert text == [["1", "x", "p", "baseline"], ["2", "x", "p", "+0.100 [+0.000, +0.200]"],
                     ["2", "y", "q", "+0.200 [+0.000, +0.400] *"]]
+
+
+def test_questions_from_the_dataset_and_tolerated_when_gone(tmp_path):
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"id": "u", "question": "Is it?"}) + "\n")
+    b = source("b", [rec("u", {"false_answer_rate": 0.0}, answerable=False)])
+    c = source("c", [rec("u", {"false_answer_rate": 1.0}, answerable=False)])
+    c.config = {"dataset": {"cases": str(cases)}}
+    comp = compare_runs(b, c, CompareCfg(n_bootstrap=100))
+    assert comp.flipped["false_answer_rate"]["pass_to_fail"][0]["question"] == "Is it?"
+    cases.unlink()
+    comp = compare_runs(b, c, CompareCfg(n_bootstrap=100))
+    assert comp.flipped["false_answer_rate"]["pass_to_fail"][0]["question"] is None
+    assert "(question not found)" in render_md(comp)
