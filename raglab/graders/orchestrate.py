@@ -64,8 +64,8 @@ class Grading:
                                      "correctness")
         except GraderCallError as e:
             return [self._verdict("correctness", "claim", error=str(e)[:500])]
-        return [self._verdict("correctness", "claim", item=c, label=lab, evidence=ev, index=i)
-                for i, (c, (lab, ev)) in enumerate(zip(ref_claims, res))]
+        return [self._verdict("correctness", "claim", item=c, label=r[0], evidence=r[1], index=i)
+                for i, (c, r) in enumerate(zip(ref_claims, res))]
 
     async def grade(self, case: Any, output: dict[str, Any]) -> tuple[list[dict], int]:
         """Verdicts for one case and the number of factual sentences of its answer."""
@@ -86,9 +86,10 @@ class Grading:
             return verdicts, 0  # an abstention: scored by the abstention metrics
 
         def claim_verdicts(family: str, items: list[str]):
-            return lambda res: [self._verdict(family, "claim", item=c, label=lab, evidence=ev,
-                                              index=i)
-                                for i, (c, (lab, ev)) in enumerate(zip(items, res))]
+            # a third element, when the grader gives it, is the supporting passage's index
+            return lambda res: [self._verdict(family, "claim", item=c, label=r[0], evidence=r[1],
+                                              index=i, **({"passage": r[2]} if len(r) > 2 else {}))
+                                for i, (c, r) in enumerate(zip(items, res))]
 
         # The judgments below are independent: ask for them together (one batch round).
         jobs = [self._family(
