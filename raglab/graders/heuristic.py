@@ -24,10 +24,9 @@ from rapidfuzz import fuzz
 
 from raglab.text.normalize import normalize
 from raglab.metrics.generation import is_refusal_text
-from raglab.systems.chunkers import sentence_spans
 from raglab.text.lexical import NUMBER, content_terms
+from raglab.text.sentences import split_sentences, strip_citations
 
-_CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 _HEDGE_PREFIX = re.compile(
     r"^(i think|i believe|it seems( that)?|it appears( that)?|probably|perhaps|maybe|"
     r"in short|overall|basically|to summari[sz]e|based on the (documents|passages|context)),?\s+",
@@ -38,14 +37,6 @@ _NON_CLAIM = re.compile(
 _NEGATION = re.compile(r"\b(not|no|never|cannot|can't|won't|isn't|aren't|doesn't|don't|"
                        r"didn't|without|none|nor)\b", re.I)
 _ENTITY = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z0-9]+(?:\s+[A-Z][a-zA-Z0-9]+)*)")
-
-
-def split_sentences(text: str) -> list[str]:
-    return [" ".join(text[s:e].split()) for s, e in sentence_spans(text)]
-
-
-def strip_citations(text: str) -> str:
-    return _CITATION.sub("", text).strip()
 
 
 def decompose(answer: str, max_claims: int, drop_hedges: bool) -> list[str]:

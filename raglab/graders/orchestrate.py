@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from raglab.graders.heuristic import decompose, split_sentences, strip_citations
+from raglab.graders.heuristic import decompose
+from raglab.text.sentences import split_sentences, strip_citations
 from raglab.graders.spec import FAMILY_PROMPTS, prompt_hash
 from raglab.cache import StageCache, content_key
 from raglab.llm.client import LLMCallError

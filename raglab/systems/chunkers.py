@@ -10,10 +10,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from raglab.text.normalize import WHITESPACE_TOKEN
+from raglab.text.sentences import append_trimmed, sentence_spans
 from raglab.config import FixedChunkerCfg, RecursiveChunkerCfg, SentenceChunkerCfg
-
-_SENTENCE_END = re.compile(r"(?<=[.!?:;])[\"')\]]*\s+|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
-
 
 @dataclass(frozen=True)
 class Chunk:
@@ -26,27 +24,6 @@ class Chunk:
 def token_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
     end = len(text) if end is None else end
     return [(start + m.start(), start + m.end()) for m in WHITESPACE_TOKEN.finditer(text[start:end])]
-
-
-def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
-    """Sentence spans (trimmed) within text[start:end]."""
-    end = len(text) if end is None else end
-    out: list[tuple[int, int]] = []
-    pos = start
-    for m in _SENTENCE_END.finditer(text, start, end):
-        _append_trimmed(text, pos, m.start(), out)
-        pos = m.end()
-    _append_trimmed(text, pos, end, out)
-    return out
-
-
-def _append_trimmed(text: str, s: int, e: int, out: list[tuple[int, int]]) -> None:
-    while s < e and text[s].isspace():
-        s += 1
-    while e > s and text[e - 1].isspace():
-        e -= 1
-    if e > s:
-        out.append((s, e))
 
 
 def _windows(spans: list[tuple[int, int]], size: int, overlap: int) -> Iterable[tuple[int, int]]:
@@ -86,9 +63,9 @@ def _paragraphs(text: str, s: int, e: int) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     pos = s
     for m in re.finditer(r"\n\s*\n", text[s:e]):
-        _append_trimmed(text, pos, s + m.start(), out)
+        append_trimmed(text, pos, s + m.start(), out)
         pos = s + m.end()
-    _append_trimmed(text, pos, e, out)
+    append_trimmed(text, pos, e, out)
     return out
 
 

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from raglab.data.schema import Citation
-from raglab.systems.chunkers import sentence_spans
+from raglab.text.sentences import sentence_spans
 from raglab.text.lexical import content_terms, coverage
 
 _CITE = re.compile(r"\[(\d+)\]")
