@@ -50,7 +50,7 @@ def task(dict_cfg) -> None:
         tracker.finished(run_dir)
     except UserError as e:
         tracker.failed(str(e))
-        fail(str(e))
+        fail(str(e), getattr(e, "exit_code", 1))
     except KeyboardInterrupt:
         tracker.killed()
         print(f"raglab: interrupted; records kept in {run_dir / 'records.jsonl'}; "

@@ -21,6 +21,7 @@ from raglab.graders.spec import family_versions
 from raglab.metrics.aggregate import aggregate
 from raglab.metrics.case import case_metrics, metric_names
 from raglab.runner.progress import Progress
+from raglab.runner.identity import check_resume, write_identity
 from raglab.runner.records import RecordWriter, gold_summary, judge_output
 from raglab.cache import StageCache, content_key
 from raglab.systems.base import SystemRequest, WorkCounter
@@ -38,6 +39,8 @@ class Run:
         self.cache = StageCache(cfg.cache_dir)
         self.dataset: Dataset | None = None
         self.llm: Any = None
+        self.versions: dict[str, str] = {}
+        self.warnings: list[str] = []
 
     # -- before any work ------------------------------------------------------------------
     def preflight(self) -> dict[str, str]:
@@ -62,7 +65,23 @@ class Run:
         if cfg_file.exists() and cfg_file.read_text(encoding="utf-8") != self.resolved_yaml:
             raise UserError("the run directory holds a run of a different configuration; "
                             "choose another hydra.run.dir", file=str(cfg_file))
+        self.versions = family_versions(cfg.grader, prompts, cfg.metrics)
+        check_resume(self.run_dir, self.versions)
         return prompts
+
+    def run_warnings(self) -> list[str]:
+        """Warnings about the run's design, printed and recorded in ``metrics.json``."""
+        cfg, out = self.cfg, []
+        if self.self_graded():
+            out.append(f"the grader's model ({cfg.grader.model}) is the generator's model: "
+                       "a judge grading its own outputs tends to favour them (self-preference "
+                       "bias); grade with another model for a fair comparison")
+        return out
+
+    def self_graded(self) -> bool:
+        cfg = self.cfg
+        return (cfg.grader.name == "claude" and cfg.system.name == "reference"
+                and cfg.generator.name == "anthropic" and cfg.grader.model == cfg.generator.model)
 
     def _needs_llm(self) -> bool:
         return self.cfg.grader.name == "claude" or (
@@ -80,9 +99,13 @@ class Run:
                             f"(see {self.run_dir / 'quarantine.jsonl'})", file=str(ds.cases_path))
         write_jsonl(self.run_dir / "quarantine.jsonl", [q.as_dict() for q in ds.quarantined])
         atomic_write_text(self.run_dir / "config.yaml", self.resolved_yaml)
-        versions = family_versions(cfg.grader, prompts, cfg.metrics)
+        versions = self.versions
+        write_identity(self.run_dir, versions, content_key(self.resolved_yaml)[:16])
+        self.warnings = self.run_warnings()
+        for w in self.warnings:
+            print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
         if tracker is not None:
-            tracker.started(ds, versions)
+            tracker.started(ds, versions, self_graded=self.self_graded())
         return asyncio.run(self._execute_async(ds, prompts, versions))
 
     async def _execute_async(self, ds: Dataset, prompts: dict[str, str],
@@ -193,6 +216,7 @@ class Run:
             "dataset": {"name": cfg.dataset.name, "corpus_sha256": ds.corpus_hash,
                         "cases_sha256": ds.cases_hash},
             "config_hash": content_key(self.resolved_yaml)[:16],
+            "warnings": list(self.warnings),
         }
         if self.llm is not None:
             metrics["model_usage"] = self.llm.summary()

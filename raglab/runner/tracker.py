@@ -39,7 +39,7 @@ class Tracker:
 
             check_tracking(self.cfg.tracking.uri)
 
-    def started(self, dataset: Any, versions: dict[str, str]) -> None:
+    def started(self, dataset: Any, versions: dict[str, str], self_graded: bool = False) -> None:
         if not self.enabled:
             return
         from raglab.tracking.keys import flatten_config
@@ -52,6 +52,8 @@ class Tracker:
             "raglab.dataset.corpus_sha256": dataset.corpus_hash,
             "raglab.dataset.cases_sha256": dataset.cases_hash,
             "raglab.quarantined": str(len(dataset.quarantined)),
+            # the grader's model is the generator's (self-preference bias; README "Graders")
+            "raglab.self_graded": "true" if self_graded else "false",
         })
         commit = git_commit(Path.cwd())
         if commit:
