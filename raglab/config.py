@@ -161,6 +161,8 @@ class AnthropicGenCfg(_C):
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(4, ge=0)
     refusal: str
+    # USD per million tokens (input, output, cache_write, cache_read): the system's cost
+    prices: dict[str, float] = Field(default_factory=dict)
 
 
 GeneratorCfg = Annotated[ExtractiveGenCfg | AnthropicGenCfg, Field(discriminator="name")]

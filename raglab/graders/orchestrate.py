@@ -15,6 +15,7 @@ from raglab.text.sentences import split_sentences, strip_citations
 from raglab.graders.spec import FAMILY_PROMPTS, prompt_hash
 from raglab.cache import StageCache, content_key
 from raglab.llm.client import LLMCallError
+from raglab.llm.cost import current_meter, metering
 
 #: a grader call that still failed after its retries (the LLM client's error)
 GraderCallError = LLMCallError
@@ -34,13 +35,22 @@ class Grading:
 
     async def _cached(self, family: str, method: str, *args: Any) -> Any:
         key = content_key("judge", self.versions[family], method, args)
+        case_meter = current_meter()
         hit = self.cache.get("grade", key)
         if hit is not None:
             self.work.add("grader_cache_hits")
+            if case_meter is not None:  # the cost recorded when the judgment was made
+                cost = self.cache.get("grade_cost", key)
+                case_meter.add(cost["usd"] if cost is not None else
+                               0.0 if self.grader.backend == "heuristic" else None)
             return hit
-        value = await getattr(self.grader, method)(*args)
+        with metering() as meter:
+            value = await getattr(self.grader, method)(*args)
         self.work.add("grader_calls")
         self.cache.put("grade", key, value)
+        self.cache.put("grade_cost", key, {"usd": meter.total()})
+        if case_meter is not None:
+            case_meter.add(meter.total())
         return value
 
     def _verdict(self, family: str, kind: str, **fields: Any) -> dict[str, Any]:

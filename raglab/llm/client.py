@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from raglab.cache import content_key
+from raglab.llm.cost import current_meter
 
 FORMAT_RETRIES = 2
 BATCH_QUIET_S = 0.2
@@ -155,7 +156,16 @@ class LLMClient:
     async def complete(self, req: LLMRequest,
                        validate: Callable[[dict], Any] | None = None) -> LLMResponse:
         """One model call (or a cache hit). ``validate(parsed)`` raising ValueError marks a
-        structured output as unusable: it is not cached and the call is tried again."""
+        structured output as unusable: it is not cached and the call is tried again. A
+        grading response's cost goes to the current cost meter (raglab.llm.cost)."""
+        resp = await self._complete(req, validate)
+        meter = current_meter()
+        if meter is not None and req.purpose != "generate":
+            meter.add(resp.cost_usd)
+        return resp
+
+    async def _complete(self, req: LLMRequest,
+                        validate: Callable[[dict], Any] | None = None) -> LLMResponse:
         if self.closed:
             raise LLMCallError("the LLM client is closed")
         key = req.cache_key()
@@ -374,6 +384,23 @@ def _forget(client: LLMClient) -> None:
                 del _CLIENTS[k]
 
 
+def model_prices(cfg: Any) -> dict[str, dict[str, float]]:
+    """``{model: prices}`` from the grader's and the generator's own ``prices``. One model
+    priced differently by the two is a configuration error."""
+    out: dict[str, dict[str, float]] = {}
+    for section in (cfg.generator, cfg.grader):
+        model, prices = getattr(section, "model", None), getattr(section, "prices", None)
+        if section.name not in ("anthropic", "claude") or not prices:
+            continue
+        if model in out and out[model] != dict(prices):
+            from raglab.errors import ConfigError
+
+            raise ConfigError(f"config generator.prices and grader.prices differ for the same "
+                              f"model {model!r}")
+        out[model] = dict(prices)
+    return out
+
+
 def get_client(cfg: Any, cache: Any, work: Any = None) -> LLMClient:
     """The process's client for this run's settings (the grader's when ``grader=claude``,
     else the generator's). ``work`` is not touched: the orchestrator counts judgments."""
@@ -383,12 +410,11 @@ def get_client(cfg: Any, cache: Any, work: Any = None) -> LLMClient:
     if g.name == "claude":
         settings = dict(timeout_s=g.timeout_s, max_retries=g.max_retries,
                         concurrency=g.concurrency, mode=g.mode, batch_poll_s=g.batch_poll_s)
-        prices = {g.model: dict(g.prices)} if g.prices else {}
     else:
         gen = cfg.generator
         settings = dict(timeout_s=gen.timeout_s, max_retries=gen.max_retries,
                         concurrency=cfg.concurrency, mode="online", batch_poll_s=30.0)
-        prices = {}
+    prices = model_prices(cfg)
     key = (settings["timeout_s"], settings["max_retries"], settings["concurrency"],
            settings["mode"])
     try:

@@ -20,6 +20,7 @@ from raglab.graders.registry import build_grader, preflight
 from raglab.graders.spec import family_versions
 from raglab.metrics.aggregate import aggregate
 from raglab.metrics.case import case_metrics, metric_names
+from raglab.llm.cost import metering
 from raglab.runner.progress import Progress
 from raglab.runner.identity import check_resume, write_identity
 from raglab.runner.records import RecordWriter, gold_summary, judge_output
@@ -65,6 +66,10 @@ class Run:
         if cfg_file.exists() and cfg_file.read_text(encoding="utf-8") != self.resolved_yaml:
             raise UserError("the run directory holds a run of a different configuration; "
                             "choose another hydra.run.dir", file=str(cfg_file))
+        if self._needs_llm():
+            from raglab.llm.client import model_prices
+
+            model_prices(cfg)  # one price per model
         self.versions = family_versions(cfg.grader, prompts, cfg.metrics)
         check_resume(self.run_dir, self.versions)
         return prompts
@@ -178,14 +183,19 @@ class Run:
         except Exception as e:  # the system's failure is this case's error; the run goes on
             record["error"] = f"system: {type(e).__name__}: {_one_line(e)}"
         else:
-            output["latency_ms"].setdefault("total", round(total_ms, 3))
+            lat = output["latency_ms"]
+            if "total" not in lat:  # never less than the stages it reports (a replayed
+                # output's stages were measured when it first ran)
+                lat["total"] = round(max(total_ms, sum(lat.values())), 3)
             record["output"] = output
             record["judgments"] = judge_output(case, output, ds, cfg.metrics.straddle_min_fraction,
                                                cfg.metrics.fuzzy_threshold)
             if record["judgments"]["leaks"]:
                 record["severity_one"] = record["judgments"]["leaks"]
             if grading is not None and output.get("answer") is not None:
-                verdicts, factual = await grading.grade(case, output)
+                with metering() as meter:  # the grader's cost, apart from the system's
+                    verdicts, factual = await grading.grade(case, output)
+                record["grading_cost_usd"] = meter.total()
                 record["verdicts"] = verdicts
                 record["n_factual_sentences"] = factual
                 record["graded"] = True
