@@ -4,8 +4,7 @@ Claude grader from the evidence quote it returns."""
 
 import asyncio
 
-from raglab.config import HeuristicGraderCfg
-from raglab.graders.heuristic import HeuristicGrader
+from raglab.graders.heuristic import HeuristicGrader, HeuristicGraderCfg
 from tests.graders.fake_anthropic import fake_api, fake_model
 from tests.graders.test_claude_grader import with_grader
 
