@@ -135,12 +135,3 @@ def graded_context_precision(holds: Sequence[Sequence[int]],
     if not holds:
         return 0.0
     return sum(1 for r, held in enumerate(holds) if held or r in supported) / len(holds)
-
-
-def stage_metric_names(prefix: str, cutoffs: Sequence[int]) -> list[str]:
-    names = []
-    for suffix in [*(f"@{k}" for k in cutoffs), ""]:
-        for m in ("evidence_recall", "all_evidence", "hit_rate", "precision", "ndcg"):
-            names.append(f"{prefix}.{m}{suffix}")
-    names.append(f"{prefix}.mrr")
-    return names

@@ -21,6 +21,8 @@ from raglab.graders.spec import family_versions
 from raglab.metrics.aggregate import aggregate
 from raglab.metrics.case import case_metrics, metric_names
 from raglab.llm.cost import metering
+from raglab.metrics.catalog import HEADLINE
+from raglab.report.format import fmt
 from raglab.runner.progress import Progress
 from raglab.runner.identity import check_resume, write_identity
 from raglab.runner.records import RecordWriter, gold_summary, judge_output
@@ -86,7 +88,7 @@ class Run:
         write_jsonl(self.run_dir / "quarantine.jsonl", [q.as_dict() for q in ds.quarantined])
         atomic_write_text(self.run_dir / "config.yaml", self.resolved_yaml)
         versions = self.versions
-        write_identity(self.run_dir, versions, content_key(self.resolved_yaml)[:16])
+        write_identity(self.run_dir, versions, content_key(self.resolved_yaml, length=16))
         self.warnings = self.run_warnings()
         for w in self.warnings:
             print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
@@ -201,7 +203,7 @@ class Run:
             "work": self.work.as_dict(),
             "dataset": {"name": cfg.dataset.name, "corpus_sha256": ds.corpus_hash,
                         "cases_sha256": ds.cases_hash},
-            "config_hash": content_key(self.resolved_yaml)[:16],
+            "config_hash": content_key(self.resolved_yaml, length=16),
             "warnings": list(self.warnings),
         }
         if self.llm is not None:
@@ -223,13 +225,9 @@ def summary_text(metrics: dict[str, Any], run_dir: Path) -> str:
         ("cases", metrics["n_cases"]), ("quarantined", metrics["n_quarantined"]),
         ("errors", metrics["errors"]),
     ]
-    keys = ["candidate.evidence_recall", "final.evidence_recall", "final.ndcg", "final.mrr",
-            "acl_leak_rate", "faithfulness", "contradicted_claim_rate", "citation_precision",
-            "correctness", "relevance", "vital_nugget_recall", "false_refusal_rate",
-            "false_answer_rate", "must_not_contain_rate", "latency_ms.total"]
-    for k in keys:
+    for k in (*HEADLINE, "latency_ms.total"):
         if k in o:
-            rows.append((k, "n/a" if o[k] is None else f"{o[k]:.3f}"))
+            rows.append((k, fmt(o[k])))
     w = max(len(str(r[0])) for r in rows)
     lines = [f"raglab run: {run_dir}"] + [f"  {str(k).ljust(w)}  {v}" for k, v in rows]
     lines.append("  work: " + json.dumps(metrics["work"]))
