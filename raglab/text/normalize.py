@@ -236,9 +236,9 @@ def fact_changes(quote: str, matched: str, entity_similarity: float = 80.0) -> l
                         fuzz.ratio(w, o) >= entity_similarity
                         for o in [*(o for o, _ in other), "".join(o for o, _ in other)]):
                     continue  # the same name, damaged (or split) by the extraction
-                was = " ".join(o for o, _ in qs) or "nothing"
-                now = " ".join(o for o, _ in ds) or "nothing"
-                desc = f"{kind} {was!r} -> {now!r}"
+                was, now = " ".join(o for o, _ in qs), " ".join(o for o, _ in ds)
+                desc = (f"{kind} {was!r} -> {now!r}" if was and now else
+                        f"{kind} {was!r} dropped" if was else f"{kind} {now!r} added")
                 if desc not in changes:
                     changes.append(desc)
     return changes
