@@ -4,7 +4,8 @@ every reader (resume, aggregation, reports, comparisons).
 A record keeps the case's gold summary, the system output, which hits hold which evidence
 (``judgments``), the grader verdicts, the per-case metric values (``null`` where one does
 not apply) and the error, if any. Optional fields (``severity_one``,
-``n_factual_sentences``, ``contradicted_claims``) are present only when they apply;
+``n_factual_sentences``, ``contradicted_claims``, ``grading_cost_usd``) are present only
+when they apply;
 unknown fields are kept, so records from a newer raglab still read.
 """
 
@@ -47,6 +48,7 @@ class CaseRecord(BaseModel):
     severity_one: list[dict[str, Any]] | None = None  # ACL leaks (present when any)
     n_factual_sentences: int | None = None            # present when graded
     contradicted_claims: list[str] | None = None      # present when any
+    grading_cost_usd: float | None = None             # present when graded (None: unpriced)
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (the metrics' input): the fields that were set, in order."""

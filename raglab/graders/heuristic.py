@@ -84,18 +84,19 @@ def _disagreement(claim: str, sentence: str) -> str | None:
     return None
 
 
-def context_windows(passages: list[str]) -> list[tuple[str, frozenset[str], str]]:
-    """Every sentence and pair of adjacent sentences of the passages, with its content terms
-    and normalised text: computed once per verification call, shared by all its claims."""
+def context_windows(passages: list[str]) -> list[tuple[str, frozenset[str], str, int]]:
+    """Every sentence and pair of adjacent sentences of the passages, with its content terms,
+    normalised text and passage index: computed once per verification call, shared by all
+    its claims."""
     out = []
-    for p in passages:
+    for pi, p in enumerate(passages):
         sents = split_sentences(p)
         for s in sents + [f"{a} {b}" for a, b in zip(sents, sents[1:])]:
-            out.append((s, frozenset(content_terms(s)), normalize(s)))
+            out.append((s, frozenset(content_terms(s)), normalize(s), pi))
     return out
 
 
-def verify_claim(claim: str, windows: list[tuple[str, frozenset[str], str]],
+def verify_claim(claim: str, windows: list[tuple[str, frozenset[str], str, int]],
                  threshold: float) -> tuple[str, str | None]:
     """(label, the aligned context sentence or None), against :func:`context_windows`."""
     terms = set(content_terms(claim))
@@ -103,7 +104,7 @@ def verify_claim(claim: str, windows: list[tuple[str, frozenset[str], str]],
         return "NOT_FOUND", None
     claim_norm = normalize(claim)
     best: tuple[float, float, str] | None = None
-    for s, s_terms, s_norm in windows:
+    for s, s_terms, s_norm, *_ in windows:
         cov = 100.0 * len(terms & s_terms) / len(terms)
         if cov == 0:
             continue
@@ -173,9 +174,17 @@ class HeuristicGrader:
         return decompose(answer, d.max_claims, d.drop_hedges)
 
     async def verify(self, claims: list[str], passages: list[str],
-                     family: str) -> list[tuple[str, str | None]]:
+                     family: str) -> list[tuple[str, str | None, int | None]]:
+        """(label, aligned sentence, index of the passage holding it) per claim."""
         windows = context_windows(passages)
-        return [verify_claim(c, windows, self.cfg.support_threshold) for c in claims]
+        passage_of: dict[str, int] = {}
+        for w in windows:
+            passage_of.setdefault(w[0], w[3])
+        out = []
+        for c in claims:
+            label, sent = verify_claim(c, windows, self.cfg.support_threshold)
+            out.append((label, sent, passage_of.get(sent) if sent is not None else None))
+        return out
 
     async def nuggets(self, question: str, answer: str,
                       nuggets: list[str]) -> list[tuple[str, str | None]]:

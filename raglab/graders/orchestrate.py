@@ -16,6 +16,7 @@ from raglab.graders.spec import FAMILY_PROMPTS
 from raglab.cache import StageCache, content_key
 from raglab.data.verdicts import Grader, Verdict
 from raglab.llm.client import LLMCallError
+from raglab.llm.cost import current_meter, metering
 
 #: a grader call that still failed after its retries (the LLM client's error)
 GraderCallError = LLMCallError
@@ -36,13 +37,22 @@ class Grading:
 
     async def _cached(self, family: str, method: str, *args: Any) -> Any:
         key = content_key("judge", self.versions[family], method, args)
+        case_meter = current_meter()
         hit = self.cache.get("grade", key)
         if hit is not None:
             self.work.add("grader_cache_hits")
+            if case_meter is not None:  # the cost recorded when the judgment was made
+                cost = self.cache.get("grade_cost", key)
+                case_meter.add(cost["usd"] if cost is not None else
+                               0.0 if self.grader.backend == "heuristic" else None)
             return hit
-        value = await getattr(self.grader, method)(*args)
+        with metering() as meter:
+            value = await getattr(self.grader, method)(*args)
         self.work.add("grader_calls")
         self.cache.put("grade", key, value)
+        self.cache.put("grade_cost", key, {"usd": meter.total()})
+        if case_meter is not None:
+            case_meter.add(meter.total())
         return value
 
     def _verdict(self, family: str, kind: str, **fields: Any) -> dict[str, Any]:
@@ -68,8 +78,8 @@ class Grading:
                                      "correctness")
         except GraderCallError as e:
             return [self._verdict("correctness", "claim", error=str(e)[:500])]
-        return [self._verdict("correctness", "claim", item=c, label=lab, evidence=ev, index=i)
-                for i, (c, (lab, ev)) in enumerate(zip(ref_claims, res))]
+        return [self._verdict("correctness", "claim", item=c, label=r[0], evidence=r[1], index=i)
+                for i, (c, r) in enumerate(zip(ref_claims, res))]
 
     async def grade(self, case: Any, output: dict[str, Any]) -> tuple[list[dict], int]:
         """Verdicts for one case and the number of factual sentences of its answer."""
@@ -90,9 +100,10 @@ class Grading:
             return verdicts, 0  # an abstention: scored by the abstention metrics
 
         def claim_verdicts(family: str, items: list[str]):
-            return lambda res: [self._verdict(family, "claim", item=c, label=lab, evidence=ev,
-                                              index=i)
-                                for i, (c, (lab, ev)) in enumerate(zip(items, res))]
+            # a third element, when the grader gives it, is the supporting passage's index
+            return lambda res: [self._verdict(family, "claim", item=c, label=r[0], evidence=r[1],
+                                              index=i, **({"passage": r[2]} if len(r) > 2 else {}))
+                                for i, (c, r) in enumerate(zip(items, res))]
 
         # The judgments below are independent: ask for them together (one batch round).
         jobs = [self._family(

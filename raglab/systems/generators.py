@@ -32,6 +32,8 @@ class AnthropicGenCfg(Strict):
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(4, ge=0)
     refusal: str
+    # USD per million tokens (input, output, cache_write, cache_read): the system's cost
+    prices: dict[str, float] = Field(default_factory=dict)
 
 
 def render_prompt(template: str, question: str, context_texts: list[str]) -> str:
@@ -127,7 +129,7 @@ class AnthropicGenerator:
         """The LLM client settings when the generator is the only model user."""
         return dict(timeout_s=cfg.timeout_s, max_retries=cfg.max_retries,
                     concurrency=run_cfg.concurrency, mode="online", batch_poll_s=30.0,
-                    prices={})
+                    prices={cfg.model: dict(cfg.prices)} if cfg.prices else {})
 
     def generate(self, question: str, context_texts: list[str]) -> dict[str, Any]:
         return generate_anthropic(question, context_texts, self.cfg, self.prompt, self.llm)
