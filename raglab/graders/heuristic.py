@@ -23,45 +23,47 @@ from typing import Any
 from rapidfuzz import fuzz
 
 from raglab.data.textnorm import normalize
-from raglab.metrics.generation import is_refusal_text
-from raglab.systems.chunkers import sentence_spans
-from raglab.systems.lexical import NUMBER, content_terms
+from raglab.systems.lexical import NUMBER, STOPWORDS, content_terms
+from raglab.text.answers import NON_CLAIM, answer_sentences, asserted_clauses, strip_citations
+from raglab.text.sentences import split_sentences
 
-_CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+__all__ = ["HeuristicGrader", "context_windows", "decompose", "judge_nugget",
+           "judge_relevance", "split_sentences", "strip_citations", "verify_claim"]
+
 _HEDGE_PREFIX = re.compile(
     r"^(i think|i believe|it seems( that)?|it appears( that)?|probably|perhaps|maybe|"
     r"in short|overall|basically|to summari[sz]e|based on the (documents|passages|context)),?\s+",
     re.I)
-_NON_CLAIM = re.compile(
-    r"^(hi|hello|hey|thanks|thank you|hope (this|that) helps|let me know|feel free|"
-    r"please (let|reach|contact)|sure|of course|great question|good question)\b", re.I)
 _NEGATION = re.compile(r"\b(not|no|never|cannot|can't|won't|isn't|aren't|doesn't|don't|"
                        r"didn't|without|none|nor)\b", re.I)
 _ENTITY = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z0-9]+(?:\s+[A-Z][a-zA-Z0-9]+)*)")
+# a short direct answer is a claim although it has few content terms ("Yes.", "Not possible.")
+_POLAR = re.compile(r"^(yes|no|yeah|yep|nope|correct|incorrect|true|false|never|always|"
+                    r"(not\s+)?possible)\b", re.I)
 
 
-def split_sentences(text: str) -> list[str]:
-    return [" ".join(text[s:e].split()) for s, e in sentence_spans(text)]
-
-
-def strip_citations(text: str) -> str:
-    return _CITATION.sub("", text).strip()
+def _is_claim(clause: str) -> bool:
+    n = len(content_terms(clause))
+    return n >= 2 or bool(_POLAR.match(clause)) or (n == 1 and _negated(clause))
 
 
 def decompose(answer: str, max_claims: int, drop_hedges: bool) -> list[str]:
+    """Claims of an answer: its sentences (headings apart) and ';'-clauses, without citation
+    markers, refusal clauses and, with ``drop_hedges``, greetings and hedges."""
     claims: list[str] = []
-    for sent in split_sentences(strip_citations(answer)):
-        sent = sent.lstrip("#*-• ").strip()
-        if not sent or is_refusal_text(sent):
+    for s in answer_sentences(answer):
+        sent = s.text.lstrip("#*-• ").strip()
+        if s.heading or not sent:
             continue
-        if drop_hedges:
-            if _NON_CLAIM.match(sent):
-                continue
-            sent = _HEDGE_PREFIX.sub("", sent)
-        for clause in re.split(r";\s+", sent):
-            clause = clause.strip(" ;")
-            if len(content_terms(clause)) >= 2:
-                claims.append(clause)
+        if drop_hedges and NON_CLAIM.match(sent):
+            continue
+        for part in asserted_clauses(sent):
+            if drop_hedges:
+                part = _HEDGE_PREFIX.sub("", part)
+            for clause in re.split(r";\s+", part):
+                clause = clause.strip(" ;")
+                if _is_claim(clause):
+                    claims.append(clause)
     return claims[:max_claims]
 
 
@@ -73,18 +75,22 @@ def _negated(text: str) -> bool:
     return bool(_NEGATION.search(text))
 
 
-def _entities(text: str) -> set[str]:
-    return {normalize(e) for e in _ENTITY.findall(text)}
+def _entity_tokens(text: str) -> set[str]:
+    """Tokens of the capitalised names of a text (not its first word, not stopwords)."""
+    return {t for e in _ENTITY.findall(text) for t in normalize(e).split() if t not in STOPWORDS}
 
 
 def _disagreement(claim: str, sentence: str) -> str | None:
+    """How a claim disagrees with its aligned context sentence: a number of the claim the
+    sentence lacks while it states others, opposite polarity, or each naming an entity the
+    other does not (token-wise, so a heading glued to its sentence is no disagreement)."""
     cn, sn = _numbers(claim), _numbers(sentence)
     if cn and sn and not cn <= sn:
         return "number"
     if _negated(claim) != _negated(sentence):
         return "negation"
-    ce, se = _entities(claim), _entities(sentence)
-    if ce and se and not (ce & se) and not ce <= set(normalize(sentence).split()):
+    ce, se = _entity_tokens(claim), _entity_tokens(sentence)
+    if ce - set(normalize(sentence).split()) and se - set(normalize(claim).split()):
         return "entity"
     return None
 
@@ -125,30 +131,119 @@ def verify_claim(claim: str, windows: list[tuple[str, frozenset[str], str]],
     return "NOT_FOUND", sent
 
 
+def _aligned(terms: set[str], text: str) -> str:
+    """The sentence (or pair of adjacent sentences) of ``text`` covering most of ``terms``."""
+    best, best_cov = "", -1
+    for sent, s_terms, _ in context_windows([text]):
+        cov = len(terms & s_terms)
+        if cov > best_cov or (cov == best_cov and len(sent) < len(best)):
+            best, best_cov = sent, cov
+    return best
+
+
 def judge_nugget(nugget: str, answer: str, yes: float, partial: float) -> tuple[str, str | None]:
+    """YES / PARTIAL / NO by term coverage of the nugget; then, against the answer sentence
+    aligned with the nugget: opposite polarity is NO, another number where the nugget has
+    one is NO, and a number of the nugget missing from the answer caps it at PARTIAL."""
     terms = set(content_terms(nugget))
     if not terms:
         return "NO", None
-    a_terms = set(content_terms(strip_citations(answer)))
-    cov = 100.0 * len(terms & a_terms) / len(terms)
-    missing_number = bool(_numbers(nugget) - _numbers(answer))
+    text = strip_citations(answer)
+    cov = 100.0 * len(terms & set(content_terms(text))) / len(terms)
+    if cov < partial:
+        return "NO", None
+    sent = _aligned(terms, text)
+    if _negated(nugget) != _negated(sent):
+        return "NO", sent
+    nn = _numbers(nugget)
+    missing_number = bool(nn - _numbers(text))
+    if missing_number and _numbers(sent) and not nn & _numbers(sent):
+        return "NO", sent
     if cov >= yes and not missing_number:
-        return "YES", None
-    if cov >= partial:
-        return "PARTIAL", None
-    return "NO", None
+        return "YES", sent
+    return "PARTIAL", sent
+
+
+# What a question asks for, when it asks for a value: a quantity or a time.
+_ASKS_QUANTITY = re.compile(
+    r"\bhow\s+(many|much|long|often|soon|late|far|big|large|old)\b"
+    r"|\bwhat\s+(percentage|percent|rate|fee|price|cost|amount|number|limit|size)\b"
+    r"|\b(max|maximum|min|minimum)\b", re.I)
+_ASKS_TIME = re.compile(r"^\s*when\b|\bwhen\s+(do|does|is|are|will|can|should|did|would|"
+                        r"must)\b|\bwhat\s+(time|date|day)\b|\bby\s+when\b|\bwhich\s+day\b",
+                        re.I)
+_QUANTITY = re.compile(
+    r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|once|twice|"
+    r"daily|weekly|monthly|yearly|annually|hourly|free|unlimited|no\s+limit|none|half|"
+    r"dozen|hundred|thousand)\b", re.I)
+_TIME = re.compile(
+    r"\d|\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|"
+    r"march|april|may|june|july|august|september|october|november|december|today|"
+    r"tomorrow|tonight|yesterday|immediately|instantly|now|next|after|before|until|"
+    r"renewal|end|start|beginning|daily|weekly|monthly|annually|yearly|midnight|noon|once|"
+    r"every|morning|evening|night|week|month|year|quarter|day)\b", re.I)
+_ON_QUESTION = 0.25  # a sentence touches the question when it covers this share of its terms
+_TOPIC_MIN = 0.34    # an answer covering less of the question's terms is off topic
+
+
+def asked_slot(question: str) -> str | None:
+    """``"quantity"`` or ``"time"`` when the question asks for such a value, else None."""
+    if _ASKS_QUANTITY.search(question):
+        return "quantity"
+    if _ASKS_TIME.search(question):
+        return "time"
+    return None
+
+
+_PLAIN_NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*(?:st|nd|rd|th)?\b")
+_CALENDAR = frozenset("""monday tuesday wednesday thursday friday saturday sunday january
+february march april may june july august september october november december""".split())
+
+
+def _names(text: str) -> set[str]:
+    """Content terms of the capitalised names of a text, calendar words apart."""
+    return set(content_terms(" ".join(_ENTITY.findall(text)))) - _CALENDAR - {"i"}
+
+
+def _plain_numbers(text: str) -> set[str]:
+    return {n.replace(",", "") for n in _PLAIN_NUMBER.findall(text)}
+
+
+def _other_subject(question: str, text: str, a_terms: set[str]) -> str | None:
+    """Why the answer is about something else: it states none of the question's numbers
+    but others, or none of its (two or more) names but others."""
+    qn, an = _plain_numbers(question), _plain_numbers(text)
+    if qn and an and not qn & an:
+        return f"asks about {', '.join(sorted(qn))}; the answer states {', '.join(sorted(an))}"
+    keys = _names(question)
+    others = _names(text) - set(content_terms(question))
+    if len(keys) >= 2 and not keys & a_terms and others:
+        return f"asks about {', '.join(sorted(keys))}; answers about {', '.join(sorted(others))}"
+    return None
 
 
 def judge_relevance(question: str, answer: str) -> tuple[str, str]:
+    """DIFFERENT_QUESTION when the answer covers under a third of the question's terms,
+    gives no value of the kind asked (a quantity, a time), or answers about other numbers
+    or names than the question's; ADDS_UNNEEDED when half or
+    more of its sentences do not touch the question; else ANSWERS_AS_ASKED."""
     q = set(content_terms(question))
-    sents = split_sentences(strip_citations(answer))
-    a_terms = set(content_terms(answer))
+    sents = [s.text for s in answer_sentences(answer) if not s.heading]
+    text = " ".join(sents)
+    a_terms = set(content_terms(text))
     q_cov = len(q & a_terms) / len(q) if q else 0.0
-    if q_cov < 0.25:
+    if q_cov < _TOPIC_MIN:
         return "DIFFERENT_QUESTION", f"answer covers {q_cov:.0%} of the question's terms"
-    touching = sum(1 for s in sents if q & set(content_terms(s)))
-    if sents and touching / len(sents) < 0.5:
-        return "ADDS_UNNEEDED", f"{len(sents) - touching} of {len(sents)} sentences off the question"
+    slot = asked_slot(question)
+    if slot and not (_QUANTITY if slot == "quantity" else _TIME).search(text):
+        return "DIFFERENT_QUESTION", f"the question asks for a {slot}; the answer gives none"
+    other = _other_subject(question, text, a_terms)
+    if other:
+        return "DIFFERENT_QUESTION", other
+    need = max(1, round(_ON_QUESTION * len(q)))
+    off = sum(1 for s in sents if len(q & set(content_terms(s))) < need)
+    if sents and 2 * off >= len(sents):
+        return "ADDS_UNNEEDED", f"{off} of {len(sents)} sentences off the question"
     return "ANSWERS_AS_ASKED", f"answer covers {q_cov:.0%} of the question's terms"
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from raglab.graders.heuristic import decompose, split_sentences, strip_citations
+from raglab.graders.heuristic import decompose
 from raglab.graders.spec import FAMILY_PROMPTS, prompt_hash
 from raglab.runner.stagecache import StageCache, content_key
+from raglab.text.answers import answer_sentences, citations_of
 
 
 class GraderCallError(Exception):
@@ -67,11 +68,12 @@ class Grading:
         return [self._verdict("correctness", "claim", item=c, label=lab, evidence=ev, index=i)
                 for i, (c, (lab, ev)) in enumerate(zip(ref_claims, res))]
 
-    async def grade(self, case: Any, output: dict[str, Any]) -> tuple[list[dict], int]:
-        """Verdicts for one case and the number of factual sentences of its answer."""
+    async def grade(self, case: Any, output: dict[str, Any]) -> tuple[list[dict], list[int]]:
+        """Verdicts for one case and the indices of its answer's factual sentences (of
+        :func:`raglab.text.answers.answer_sentences`, the split citations index)."""
         answer = output.get("answer")
         if answer is None:
-            return [], 0
+            return [], []
         q = case.question
         context = [h.get("text") or "" for h in output.get("context", [])]
         verdicts: list[dict] = []
@@ -80,10 +82,10 @@ class Grading:
             lambda claims: [self._verdict("faithfulness", "decomposition", claims=list(claims))])
         verdicts += dec
         if dec[0]["error"]:
-            return verdicts, 0
+            return verdicts, []
         claims = dec[0]["claims"]
         if not claims:
-            return verdicts, 0  # an abstention: scored by the abstention metrics
+            return verdicts, []  # an abstention: scored by the abstention metrics
 
         def claim_verdicts(family: str, items: list[str]):
             return lambda res: [self._verdict(family, "claim", item=c, label=lab, evidence=ev,
@@ -97,9 +99,11 @@ class Grading:
             claim_verdicts("faithfulness", claims))]
         if case.answerable and case.reference_answer:
             jobs.append(self._correctness(q, case.reference_answer, answer))
-        jobs.append(self._family(
-            "relevance", "rubric", self._cached("relevance", "relevance", q, answer),
-            lambda res: [self._verdict("relevance", "rubric", label=res[0], evidence=res[1])]))
+        if case.answerable:  # relevance does not apply to unanswerable cases
+            jobs.append(self._family(
+                "relevance", "rubric", self._cached("relevance", "relevance", q, answer),
+                lambda res: [self._verdict("relevance", "rubric", label=res[0],
+                                           evidence=res[1])]))
         if case.answerable and case.nuggets:
             texts = [n.text for n in case.nuggets]
             jobs.append(self._family(
@@ -107,13 +111,15 @@ class Grading:
                 lambda res: [self._verdict("nuggets", "nugget", item=t, label=lab, evidence=ev,
                                            index=i, vital=case.nuggets[i].vital)
                              for i, (t, (lab, ev)) in enumerate(zip(texts, res))]))
-        sentences = split_sentences(answer)
-        factual = sum(1 for s in sentences if _is_factual(s))
-        pairs = [(c["sentence"], p) for c in output.get("citations", [])
-                 for p in c.get("context", [])
-                 if c["sentence"] < len(sentences) and p < len(context)]
+        sentences = answer_sentences(answer)
+        factual = [i for i, s in enumerate(sentences) if not s.heading and _is_factual(s.text)]
+        is_factual = set(factual)
+        # one verification per (factual sentence, cited passage) pair
+        pairs = sorted({(c["sentence"], p) for c in citations_of(output)
+                        for p in c.get("context", [])
+                        if c["sentence"] in is_factual and 0 <= p < len(context)})
         for si, pi in pairs:
-            sent = strip_citations(sentences[si])
+            sent = sentences[si].text
             jobs.append(self._family(
                 "citations", "claim",
                 self._cached("citations", "verify", [sent], [context[pi]], "citations"),

@@ -8,6 +8,7 @@ from typing import Any
 from raglab.data.textnorm import count_tokens
 from raglab.metrics import generation as gen
 from raglab.metrics.retrieval import context_metrics, ranked_list_metrics, stage_metric_names
+from raglab.text.answers import citations_of
 
 
 
@@ -24,7 +25,8 @@ def metric_names(cutoffs: Sequence[int], k: int, candidate_depth: int) -> list[s
               "acl_leak_rate", "faithfulness", "contradicted_claim_rate", "citation_precision",
               "citation_coverage", "correctness", "relevance", "vital_nugget_recall",
               "nugget_recall", "all_vital_present", "false_refusal_rate", "false_answer_rate",
-              "must_not_contain_rate", "cost_usd_per_query", "error_rate"]
+              "must_not_contain_rate", *gen.MNC_KIND_METRICS.values(), "cost_usd_per_query",
+              "error_rate"]
     return names
 
 
@@ -59,16 +61,18 @@ def case_metrics(record: dict[str, Any], cutoffs: Sequence[int], k: int,
     graded = bool(record.get("graded"))
     abst = gen.abstained(answer, verdicts)
     m.update(gen.abstention_metrics(abst, gold["answerable"]))
-    m["must_not_contain_rate"] = gen.must_not_contain(answer, gold["must_not_contain"])
+    m.update(gen.must_not_contain_metrics(answer, gold["must_not_contain"]))
     if not graded or answer is None:
         return m
     m.update(gen.claim_metrics(verdicts, bool(abst)))
-    citations = out.get("citations") or []
-    cited = {c["sentence"] for c in citations if c.get("context")}
-    m.update(gen.citation_metrics(verdicts, record.get("n_factual_sentences", 0), cited,
+    # explicit citations, else the answer's [n] markers, for every system
+    citations = citations_of(out)
+    n_ctx = len(out.get("context") or [])
+    cited = {c["sentence"] for c in citations if any(0 <= p < n_ctx for p in c["context"])}
+    m.update(gen.citation_metrics(verdicts, record.get("factual_sentences"), cited,
                                   bool(citations)))
     m["correctness"] = gen.correctness(verdicts, bool(abst), gold["answerable"],
                                        gold["has_reference"])
-    m["relevance"] = gen.relevance(verdicts, bool(abst))
+    m["relevance"] = gen.relevance(verdicts, bool(abst), gold["answerable"])
     m.update(gen.nugget_metrics(verdicts, gold["nuggets_vital"], gold["answerable"], bool(abst)))
     return m

@@ -164,7 +164,8 @@ class Run:
             if grading is not None and output.get("answer") is not None:
                 verdicts, factual = await grading.grade(case, output)
                 record["verdicts"] = verdicts
-                record["n_factual_sentences"] = factual
+                record["factual_sentences"] = factual
+                record["n_factual_sentences"] = len(factual)
                 record["graded"] = True
                 errs = [v for v in verdicts if v.get("error")]
                 if errs:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from raglab.data.textnorm import WHITESPACE_TOKEN
 from raglab.config import FixedChunkerCfg, RecursiveChunkerCfg, SentenceChunkerCfg
-
-_SENTENCE_END = re.compile(r"(?<=[.!?:;])[\"')\]]*\s+|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
+from raglab.text.sentences import append_trimmed as _append_trimmed
+from raglab.text.sentences import sentence_spans
 
 
 @dataclass(frozen=True)
@@ -26,27 +26,6 @@ class Chunk:
 def token_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
     end = len(text) if end is None else end
     return [(start + m.start(), start + m.end()) for m in WHITESPACE_TOKEN.finditer(text[start:end])]
-
-
-def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
-    """Sentence spans (trimmed) within text[start:end]."""
-    end = len(text) if end is None else end
-    out: list[tuple[int, int]] = []
-    pos = start
-    for m in _SENTENCE_END.finditer(text, start, end):
-        _append_trimmed(text, pos, m.start(), out)
-        pos = m.end()
-    _append_trimmed(text, pos, end, out)
-    return out
-
-
-def _append_trimmed(text: str, s: int, e: int, out: list[tuple[int, int]]) -> None:
-    while s < e and text[s].isspace():
-        s += 1
-    while e > s and text[e - 1].isspace():
-        e -= 1
-    if e > s:
-        out.append((s, e))
 
 
 def _windows(spans: list[tuple[int, int]], size: int, overlap: int) -> Iterable[tuple[int, int]]:

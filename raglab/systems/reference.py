@@ -20,7 +20,7 @@ from raglab.systems.generators import generate_anthropic, generate_extractive
 from raglab.systems.index import build_or_load_index
 from raglab.systems.rerankers import RERANKERS
 
-GENERATION_VERSION = 1
+GENERATION_VERSION = 2  # 2: headings never glued to answers; citations from the shared split
 
 
 class ReferenceSystem:

@@ -22,7 +22,8 @@ def _record(answer="An answer.", verdicts=(), answerable=True, grades=(1.0,), nu
             "output": {"answer": answer, "candidates": [], "context": [{"doc_id": "d", "text": "one two"}],
                        "citations": list(citations), "latency_ms": {"total": 3.0}, "usage": {}},
             "judgments": {"candidates": [], "context": [[]], "leaks": [], "unknown_docs": []},
-            "verdicts": list(verdicts), "n_factual_sentences": factual}
+            "verdicts": list(verdicts), "factual_sentences": list(range(factual)),
+            "n_factual_sentences": factual}
 
 
 def test_faithfulness_and_contradictions_apart():
@@ -34,7 +35,8 @@ def test_faithfulness_and_contradictions_apart():
 
 def test_abstention_is_null_faithfulness_and_a_false_refusal_when_answerable():
     m = case_metrics(_record(answer="I don't know.", verdicts=[DEC0]), [1], 1, 1)
-    assert m["faithfulness"] is None and m["relevance"] is None
+    assert m["faithfulness"] is None
+    assert m["relevance"] == 0.0 and m["correctness"] == 0.0  # refusing is no free pass
     assert m["false_refusal_rate"] == 1.0
     assert m["vital_nugget_recall"] == 0.0 and m["all_vital_present"] == 0.0
 

@@ -1,0 +1,1 @@
+"""Low-level text helpers shared by systems, graders, metrics and the runner."""
