@@ -4,7 +4,6 @@ happen only inside the subcommand that needs them, so ``raglab --help`` is fast.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 USAGE = """usage: raglab COMMAND [ARGS]
 
@@ -20,20 +19,6 @@ overrides are Hydra overrides, e.g. dataset.corpus=PATH dataset.cases=PATH syste
 system.path=PATH grader=heuristic|claude|none chunker.size=256 k=5 tracking=none.
 `raglab run --help` lists every config group and its choices.
 """
-
-
-def conf_dir() -> Path:
-    """The shipped configs: inside the installed package, or conf/ beside it in a checkout."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "conf", here.parent / "conf"):
-        if (candidate / "config.yaml").is_file():
-            return candidate
-    raise SystemExit("raglab: error: the shipped configs (conf/) are missing from the install")
-
-
-def _fail(message: str, code: int = 1) -> None:
-    print(f"raglab: error: {message}", file=sys.stderr, flush=True)
-    sys.exit(code)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,7 +53,9 @@ def _main(argv: list[str] | None) -> None:
 
         log_main(rest)
     else:
-        _fail(f"unknown command {cmd!r} (commands: run, validate, log; see raglab --help)", 2)
+        from raglab.commands.common import fail
+
+        fail(f"unknown command {cmd!r} (commands: run, validate, log; see raglab --help)", 2)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from raglab.cli import conf_dir
+from raglab.commands.common import conf_dir
 from raglab.config import parse_run_config
 from raglab.errors import ConfigError
 

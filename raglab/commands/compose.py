@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raglab.cli import _fail, conf_dir
+from raglab.commands.common import conf_dir, fail
 
 
 def compose(overrides: list[str]) -> Any:
@@ -17,4 +17,4 @@ def compose(overrides: list[str]) -> Any:
         with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
             return hydra_compose(config_name="config", overrides=overrides)
     except (HydraException, OmegaConfBaseException) as e:
-        _fail(" ".join(str(e).split()))
+        fail(" ".join(str(e).split()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from raglab.cli import _fail, conf_dir
+from raglab.commands.common import conf_dir, fail
 
 
 def _run_name(cfg, overrides: list[str]) -> str:
@@ -32,13 +32,13 @@ def task(dict_cfg) -> None:
     try:
         resolved = OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True)
     except MissingMandatoryValue as e:
-        _fail(f"config {e.full_key}: missing value (set it with {e.full_key}=...)")
+        fail(f"config {e.full_key}: missing value (set it with {e.full_key}=...)")
     except OmegaConfBaseException as e:
-        _fail(" ".join(str(e).split()))
+        fail(" ".join(str(e).split()))
     try:
         cfg = parse_run_config(resolved)
     except UserError as e:
-        _fail(str(e))
+        fail(str(e))
     public = redact(resolved)
     run_dir = Path(hc.runtime.output_dir).resolve()
     sweep_dir = str(Path(hc.sweep.dir).resolve()) if hc.mode == RunMode.MULTIRUN else None
@@ -50,7 +50,7 @@ def task(dict_cfg) -> None:
         tracker.finished(run_dir)
     except UserError as e:
         tracker.failed(str(e))
-        _fail(str(e))
+        fail(str(e))
     except KeyboardInterrupt:
         tracker.killed()
         print(f"raglab: interrupted; records kept in {run_dir / 'records.jsonl'}; "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from raglab.cli import _fail
+from raglab.commands.common import fail
 
 HELP = """usage: raglab validate [overrides]
 
@@ -35,11 +35,11 @@ def main(argv: list[str]) -> None:
     try:
         dcfg = DatasetCfg.model_validate(data)
     except ValidationError as e:
-        _fail(str(config_error(e, data, "dataset")))
+        fail(str(config_error(e, data, "dataset")))
     try:
         ds = load_dataset(dcfg.corpus, dcfg.cases, dcfg.labels, dcfg.fuzzy_threshold)
     except UserError as e:
-        _fail(str(e))
+        fail(str(e))
     for w in ds.warnings:
         print(w, file=sys.stderr)
     for q in ds.quarantined:

@@ -20,7 +20,7 @@ import asyncio
 import re
 from typing import Any
 
-from raglab.graders.client import LLMRequest
+from raglab.llm.client import LLMRequest
 
 USER_SPLIT = re.compile(r"^=== USER ===[ \t]*\n", re.M)
 PLACEHOLDER = re.compile(r"\{(question|answer|claims|passages|nuggets|max_claims)\}")

@@ -22,49 +22,24 @@ from typing import Any
 
 from rapidfuzz import fuzz
 
-from raglab.data.textnorm import normalize
-from raglab.systems.lexical import NUMBER, STOPWORDS, content_terms
-from raglab.text.answers import NON_CLAIM, answer_sentences, asserted_clauses, strip_citations
+from raglab.text.answers import answer_sentences, claims_of, strip_citations
+from raglab.text.lexical import NUMBER, STOPWORDS, content_terms
+from raglab.text.normalize import normalize
 from raglab.text.sentences import split_sentences
 
 __all__ = ["HeuristicGrader", "context_windows", "decompose", "judge_nugget",
            "judge_relevance", "split_sentences", "strip_citations", "verify_claim"]
 
-_HEDGE_PREFIX = re.compile(
-    r"^(i think|i believe|it seems( that)?|it appears( that)?|probably|perhaps|maybe|"
-    r"in short|overall|basically|to summari[sz]e|based on the (documents|passages|context)),?\s+",
-    re.I)
 _NEGATION = re.compile(r"\b(not|no|never|cannot|can't|won't|isn't|aren't|doesn't|don't|"
                        r"didn't|without|none|nor)\b", re.I)
 _ENTITY = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z0-9]+(?:\s+[A-Z][a-zA-Z0-9]+)*)")
-# a short direct answer is a claim although it has few content terms ("Yes.", "Not possible.")
-_POLAR = re.compile(r"^(yes|no|yeah|yep|nope|correct|incorrect|true|false|never|always|"
-                    r"(not\s+)?possible)\b", re.I)
-
-
-def _is_claim(clause: str) -> bool:
-    n = len(content_terms(clause))
-    return n >= 2 or bool(_POLAR.match(clause)) or (n == 1 and _negated(clause))
 
 
 def decompose(answer: str, max_claims: int, drop_hedges: bool) -> list[str]:
-    """Claims of an answer: its sentences (headings apart) and ';'-clauses, without citation
-    markers, refusal clauses and, with ``drop_hedges``, greetings and hedges."""
-    claims: list[str] = []
-    for s in answer_sentences(answer):
-        sent = s.text.lstrip("#*-• ").strip()
-        if s.heading or not sent:
-            continue
-        if drop_hedges and NON_CLAIM.match(sent):
-            continue
-        for part in asserted_clauses(sent):
-            if drop_hedges:
-                part = _HEDGE_PREFIX.sub("", part)
-            for clause in re.split(r";\s+", part):
-                clause = clause.strip(" ;")
-                if _is_claim(clause):
-                    claims.append(clause)
-    return claims[:max_claims]
+    """Claims of an answer (raglab.text.answers.claims_of): its sentences and ';'-clauses,
+    headings, citation markers and refusal clauses apart; with ``drop_hedges`` greetings and
+    hedges too."""
+    return claims_of(answer, max_claims, drop_hedges)
 
 
 def _numbers(text: str) -> set[str]:

@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from raglab.graders.heuristic import decompose
+from raglab.cache import StageCache, content_key
 from raglab.graders.spec import FAMILY_PROMPTS, prompt_hash
-from raglab.runner.stagecache import StageCache, content_key
-from raglab.text.answers import answer_sentences, citations_of
+from raglab.llm.client import LLMCallError
+from raglab.text.answers import answer_sentences, citations_of, factual_sentences
 
-
-class GraderCallError(Exception):
-    """A grader call that still failed after its retries."""
+#: a grader call that still failed after its retries (the LLM client's error)
+GraderCallError = LLMCallError
 
 
 class Grading:
@@ -68,12 +67,12 @@ class Grading:
         return [self._verdict("correctness", "claim", item=c, label=lab, evidence=ev, index=i)
                 for i, (c, (lab, ev)) in enumerate(zip(ref_claims, res))]
 
-    async def grade(self, case: Any, output: dict[str, Any]) -> tuple[list[dict], list[int]]:
-        """Verdicts for one case and the indices of its answer's factual sentences (of
-        :func:`raglab.text.answers.answer_sentences`, the split citations index)."""
+    async def grade(self, case: Any, output: dict[str, Any]) -> tuple[list[dict], int]:
+        """Verdicts for one case and the number of factual sentences of its answer (of
+        :func:`raglab.text.answers.answer_sentences`, the one split citations index)."""
         answer = output.get("answer")
         if answer is None:
-            return [], []
+            return [], 0
         q = case.question
         context = [h.get("text") or "" for h in output.get("context", [])]
         verdicts: list[dict] = []
@@ -82,10 +81,10 @@ class Grading:
             lambda claims: [self._verdict("faithfulness", "decomposition", claims=list(claims))])
         verdicts += dec
         if dec[0]["error"]:
-            return verdicts, []
+            return verdicts, 0
         claims = dec[0]["claims"]
         if not claims:
-            return verdicts, []  # an abstention: scored by the abstention metrics
+            return verdicts, 0  # an abstention: scored by the abstention metrics
 
         def claim_verdicts(family: str, items: list[str]):
             return lambda res: [self._verdict(family, "claim", item=c, label=lab, evidence=ev,
@@ -112,8 +111,7 @@ class Grading:
                                            index=i, vital=case.nuggets[i].vital)
                              for i, (t, (lab, ev)) in enumerate(zip(texts, res))]))
         sentences = answer_sentences(answer)
-        factual = [i for i, s in enumerate(sentences) if not s.heading and _is_factual(s.text)]
-        is_factual = set(factual)
+        is_factual = set(factual_sentences(answer))
         # one verification per (factual sentence, cited passage) pair
         pairs = sorted({(c["sentence"], p) for c in citations_of(output)
                         for p in c.get("context", [])
@@ -128,10 +126,4 @@ class Grading:
                     sentence=si, passage=pi)]))
         for part in await asyncio.gather(*jobs):
             verdicts += part
-        return verdicts, factual
-
-
-def _is_factual(sentence: str) -> bool:
-    """A sentence with at least one claim (the offline decomposition, for every grader)."""
-    return bool(decompose(sentence, 1, True))
-
+        return verdicts, len(is_factual)

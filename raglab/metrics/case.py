@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from raglab.data.textnorm import count_tokens
+from raglab.text.normalize import count_tokens
 from raglab.metrics import generation as gen
 from raglab.metrics.retrieval import context_metrics, ranked_list_metrics, stage_metric_names
-from raglab.text.answers import citations_of
+from raglab.text.answers import citations_of, factual_sentences
 
 
 
@@ -69,7 +69,7 @@ def case_metrics(record: dict[str, Any], cutoffs: Sequence[int], k: int,
     citations = citations_of(out)
     n_ctx = len(out.get("context") or [])
     cited = {c["sentence"] for c in citations if any(0 <= p < n_ctx for p in c["context"])}
-    m.update(gen.citation_metrics(verdicts, record.get("factual_sentences"), cited,
+    m.update(gen.citation_metrics(verdicts, factual_sentences(answer), cited,
                                   bool(citations)))
     m["correctness"] = gen.correctness(verdicts, bool(abst), gold["answerable"],
                                        gold["has_reference"])

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from raglab.data.schema import MUST_NOT_CONTAIN_KINDS
-from raglab.data.textnorm import contains_normalized, normalize
 from raglab.text.answers import declines
+from raglab.text.normalize import contains_normalized, normalize
 
 NUGGET_WEIGHTS = {"YES": 1.0, "PARTIAL": 0.5, "NO": 0.0}
 RELEVANCE_SCORES = {"ANSWERS_AS_ASKED": 1.0, "ADDS_UNNEEDED": 0.5, "DIFFERENT_QUESTION": 0.0}

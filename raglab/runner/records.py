@@ -10,7 +10,7 @@ from typing import Any
 from raglab.data.dataset import Dataset
 from raglab.data.io import read_jsonl_tolerant, write_jsonl
 from raglab.data.schema import Case, may_see
-from raglab.metrics.relevance import GoldItem, judge_hits
+from raglab.metrics.judging import GoldItem, judge_hits
 
 
 def gold_summary(case: Case) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from raglab.metrics.aggregate import aggregate
 from raglab.metrics.case import case_metrics, metric_names
 from raglab.runner.progress import Progress
 from raglab.runner.records import RecordWriter, gold_summary, judge_output
-from raglab.runner.stagecache import StageCache, content_key
+from raglab.cache import StageCache, content_key
 from raglab.systems.base import SystemRequest, WorkCounter
 from raglab.systems.registry import build_system
 
@@ -89,7 +89,7 @@ class Run:
                              versions: dict[str, str]) -> dict[str, Any]:
         cfg = self.cfg
         if self._needs_llm():
-            from raglab.graders.client import get_client
+            from raglab.llm.client import get_client
 
             self.llm = get_client(cfg, self.cache, self.work)
         system = build_system(cfg, ds, self.cache, self.work, self.llm)
@@ -164,8 +164,7 @@ class Run:
             if grading is not None and output.get("answer") is not None:
                 verdicts, factual = await grading.grade(case, output)
                 record["verdicts"] = verdicts
-                record["factual_sentences"] = factual
-                record["n_factual_sentences"] = len(factual)
+                record["n_factual_sentences"] = factual
                 record["graded"] = True
                 errs = [v for v in verdicts if v.get("error")]
                 if errs:

@@ -1,6 +1,6 @@
 """Chunkers: split a document into chunks that keep ``doc_id`` and character offsets.
 
-Tokens are whitespace-separated words (raglab.data.textnorm.count_tokens).
+Tokens are whitespace-separated words (raglab.text.normalize.count_tokens).
 """
 
 from __future__ import annotations
@@ -9,10 +9,9 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from raglab.data.textnorm import WHITESPACE_TOKEN
+from raglab.text.normalize import WHITESPACE_TOKEN
+from raglab.text.sentences import append_trimmed, sentence_spans
 from raglab.config import FixedChunkerCfg, RecursiveChunkerCfg, SentenceChunkerCfg
-from raglab.text.sentences import append_trimmed as _append_trimmed
-from raglab.text.sentences import sentence_spans
 
 
 @dataclass(frozen=True)
@@ -65,9 +64,9 @@ def _paragraphs(text: str, s: int, e: int) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     pos = s
     for m in re.finditer(r"\n\s*\n", text[s:e]):
-        _append_trimmed(text, pos, s + m.start(), out)
+        append_trimmed(text, pos, s + m.start(), out)
         pos = s + m.end()
-    _append_trimmed(text, pos, e, out)
+    append_trimmed(text, pos, e, out)
     return out
 
 

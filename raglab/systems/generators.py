@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from raglab.systems.lexical import content_terms, coverage
 from raglab.text.answers import parse_citations
+from raglab.text.lexical import content_terms, coverage
 from raglab.text.sentences import segments
 
 
@@ -43,7 +43,7 @@ def generate_extractive(question: str, context_texts: list[str], cfg: Any) -> di
 def generate_anthropic(question: str, context_texts: list[str], cfg: Any, prompt: Any,
                        llm: Any) -> dict[str, Any]:
     """Claude through the one LLM client (cached, retried, usage and latency recorded)."""
-    from raglab.graders.client import LLMRequest
+    from raglab.llm.client import LLMRequest
 
     req = LLMRequest(model=cfg.model, system=prompt.system,
                      user=render_prompt(prompt.template, question, context_texts),

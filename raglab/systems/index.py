@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from raglab.data.schema import Document, User, matches_filters, may_see
-from raglab.runner.stagecache import StageCache, content_key
+from raglab.cache import StageCache, content_key
 from raglab.systems.chunkers import Chunk, chunk_document
 
 INDEX_VERSION = 1

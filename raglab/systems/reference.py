@@ -13,9 +13,9 @@ from typing import Any
 from raglab.config import RunCfg
 from raglab.data.dataset import Dataset
 from raglab.data.schema import SystemOutput
-from raglab.runner.stagecache import StageCache, content_key
+from raglab.cache import StageCache, content_key
 from raglab.systems.base import SystemRequest, WorkCounter
-from raglab.data.textnorm import count_tokens
+from raglab.text.normalize import count_tokens
 from raglab.systems.generators import generate_anthropic, generate_extractive
 from raglab.systems.index import build_or_load_index
 from raglab.systems.rerankers import RERANKERS

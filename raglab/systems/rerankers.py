@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from raglab.systems.lexical import content_terms, coverage
+from raglab.text.lexical import content_terms, coverage
 
 Scored = list[tuple[int, float, str]]  # (candidate position, score, text)
 

@@ -1,1 +1,1 @@
-"""Low-level text helpers shared by systems, graders, metrics and the runner."""
+"""Text helpers shared by every layer: normalisation, quote location, sentences, terms."""

@@ -18,9 +18,12 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from raglab.text.sentences import segments
+from raglab.text.lexical import content_terms
+from raglab.text.sentences import MARKER, segments, strip_citations
 
-MARKER = re.compile(r"[ \t]*\[\s*(\d{1,3}(?:\s*[,;\-\u2013]\s*\d{1,3})*)\s*\]")
+__all__ = ["AnswerSentence", "answer_sentences", "asserted_clauses", "citations_of",
+           "claims_of", "declines", "factual_sentences", "is_refusal", "parse_citations",
+           "strip_citations"]
 
 _SRC = r"(documents?|passages?|context|sources?|knowledge\s+base|articles?|information\s+provided)"
 REFUSAL = re.compile(
@@ -47,6 +50,15 @@ _FILLER = re.compile(r"^(sorry|unfortunately|i'?m sorry|i am sorry|apologies|i a
 _CLAUSE = re.compile(r"\s*[;,]\s*(?:(?:but|however|although|though|yet|while|whereas|and|so)"
                      r"\b,?\s*)?|\s+(?:but|however|although|though|yet|whereas)\b,?\s+", re.I)
 _WORD = re.compile(r"[^\W_]")
+_HEDGE_PREFIX = re.compile(
+    r"^(i think|i believe|it seems( that)?|it appears( that)?|probably|perhaps|maybe|"
+    r"in short|overall|basically|to summari[sz]e|based on the (documents|passages|context)),?\s+",
+    re.I)
+_NEGATION = re.compile(r"\b(not|no|never|cannot|can't|won't|isn't|aren't|doesn't|don't|"
+                       r"didn't|without|none|nor)\b", re.I)
+# a short direct answer is a claim although it has few content terms ("Yes.", "Not possible.")
+_POLAR = re.compile(r"^(yes|no|yeah|yep|nope|correct|incorrect|true|false|never|always|"
+                    r"(not\s+)?possible)\b", re.I)
 
 
 class AnswerSentence(NamedTuple):
@@ -68,11 +80,6 @@ def _refs(group: str) -> list[int]:
         else:
             out += [int(b) for b in bounds if b]
     return out
-
-
-def strip_citations(text: str) -> str:
-    """The text without its citation markers."""
-    return MARKER.sub("", text).strip()
 
 
 def _strip_markers(answer: str) -> tuple[str, list[tuple[int, list[int]]]]:
@@ -180,3 +187,42 @@ def declines(answer: str | None) -> bool:
         return False
     return not any(_WORD.search(c) for s in sents if not NON_CLAIM.match(s)
                    for c in asserted_clauses(s))
+
+
+# -- claims ---------------------------------------------------------------------------------
+
+def _is_claim(clause: str) -> bool:
+    n = len(content_terms(clause))
+    return n >= 2 or bool(_POLAR.match(clause)) or (n == 1 and bool(_NEGATION.search(clause)))
+
+
+def sentence_claims(sentence: str, drop_hedges: bool = True) -> list[str]:
+    """The claims of one (non-heading) sentence: its ';'-clauses with two or more content
+    terms (or a short direct answer: "Yes.", "Not possible."), refusal clauses apart; with
+    ``drop_hedges`` greetings and offers of help are no claims and hedges are cut off."""
+    sent = sentence.lstrip("#*-\u2022 ").strip()
+    if not sent or (drop_hedges and NON_CLAIM.match(sent)):
+        return []
+    out: list[str] = []
+    for part in asserted_clauses(sent):
+        if drop_hedges:
+            part = _HEDGE_PREFIX.sub("", part)
+        for clause in re.split(r";\s+", part):
+            clause = clause.strip(" ;")
+            if _is_claim(clause):
+                out.append(clause)
+    return out
+
+
+def claims_of(answer: str | None, max_claims: int, drop_hedges: bool) -> list[str]:
+    """The offline decomposition of an answer into claims, in order, at most ``max_claims``."""
+    claims = [c for s in answer_sentences(answer) if not s.heading
+              for c in sentence_claims(s.text, drop_hedges)]
+    return claims[:max_claims]
+
+
+def factual_sentences(answer: str | None) -> list[int]:
+    """Indices (of :func:`answer_sentences`) of the sentences that state at least one claim:
+    the denominator of citation coverage and the sentences whose citations are verified."""
+    return [i for i, s in enumerate(answer_sentences(answer))
+            if not s.heading and sentence_claims(s.text)]

@@ -1,10 +1,12 @@
-"""Sentence splitting shared by the chunkers, the generators, the graders and the metrics.
+"""Sentence splitting and citation markers, shared by the chunkers, the generators, the
+graders and the metrics.
 
 :func:`sentence_spans` is the document split (chunking, context sentences): a sentence ends
 after ``.!?:;`` (and any closing quote or bracket) followed by whitespace, at a blank line,
 and before a list item. :func:`segments` refines it for answers and passages: a markdown
 heading line (``# ...``) or a line that is bold only (``**Fees**``) is a segment of its own
-and never glued to the sentence below it.
+and never glued to the sentence below it. Citation markers are ``[n]``, ``[n, m]`` or
+``[n-m]`` (1-based passage numbers).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import re
 from typing import NamedTuple
 
 SENTENCE_END = re.compile(r"(?<=[.!?:;])[\"')\]]*\s+|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
+MARKER = re.compile(r"[ \t]*\[\s*(\d{1,3}(?:\s*[,;\-\u2013]\s*\d{1,3})*)\s*\]")
 HEADING_LINE = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+(?P<h>[^\n]*?)[ \t#]*"
                           r"|(?:\*\*|__)(?P<b>[^\n*_]+?)(?:\*\*|__)[ \t]*:?)[ \t]*$", re.M)
 
@@ -30,6 +33,7 @@ def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tu
 
 
 def append_trimmed(text: str, s: int, e: int, out: list[tuple[int, int]]) -> None:
+    """Append ``(s, e)`` to ``out`` with surrounding whitespace trimmed (nothing if empty)."""
     while s < e and text[s].isspace():
         s += 1
     while e > s and text[e - 1].isspace():
@@ -70,3 +74,8 @@ def _sentences(text: str, s: int, e: int) -> list[Segment]:
 def split_sentences(text: str) -> list[str]:
     """The texts of :func:`segments` (headings included, as sentences of their own)."""
     return [seg.text for seg in segments(text)]
+
+
+def strip_citations(text: str) -> str:
+    """``text`` without its citation markers."""
+    return MARKER.sub("", text).strip()

@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from raglab.graders.client import LLMClient, LLMRequest, cost_usd, get_client
+from raglab.llm.client import LLMClient, LLMRequest, cost_usd, get_client
 from raglab.graders.orchestrate import GraderCallError
-from raglab.runner.stagecache import StageCache
+from raglab.cache import StageCache
 from tests.graders.fake_anthropic import (
     TEST_KEY, bad_request, delay, fake_api, malformed, output, overloaded, rate_limited,
     server_error, truncated)

@@ -22,8 +22,7 @@ def _record(answer="An answer.", verdicts=(), answerable=True, grades=(1.0,), nu
             "output": {"answer": answer, "candidates": [], "context": [{"doc_id": "d", "text": "one two"}],
                        "citations": list(citations), "latency_ms": {"total": 3.0}, "usage": {}},
             "judgments": {"candidates": [], "context": [[]], "leaks": [], "unknown_docs": []},
-            "verdicts": list(verdicts), "factual_sentences": list(range(factual)),
-            "n_factual_sentences": factual}
+            "verdicts": list(verdicts), "n_factual_sentences": factual}
 
 
 def test_faithfulness_and_contradictions_apart():
@@ -62,7 +61,8 @@ def test_nugget_weights():
 
 def test_citations_only_when_the_output_cites():
     vs = [DEC2, v("citations", "SUPPORTED"), v("citations", "NOT_FOUND")]
-    m = case_metrics(_record(verdicts=vs, citations=[{"sentence": 0, "context": [0]}], factual=2),
+    m = case_metrics(_record(answer="Refunds take five days. Fees are waived on Pro plans.",
+                             verdicts=vs, citations=[{"sentence": 0, "context": [0]}], factual=2),
                      [1], 1, 1)
     assert m["citation_precision"] == 0.5 and m["citation_coverage"] == 0.5
     m2 = case_metrics(_record(verdicts=[DEC2]), [1], 1, 1)

@@ -15,7 +15,7 @@ from raglab.graders.heuristic import HeuristicGrader, decompose
 from raglab.graders.orchestrate import Grading
 from raglab.metrics import generation as gen
 from raglab.metrics.case import case_metrics
-from raglab.runner.stagecache import StageCache
+from raglab.cache import StageCache
 from raglab.systems.base import WorkCounter
 from raglab.systems.generators import generate_extractive
 from raglab.text.answers import answer_sentences, citations_of, parse_citations
@@ -87,8 +87,7 @@ def _grade(answer: str, citations=(), context=CONTEXT, answerable=True, referenc
               "output": output,
               "judgments": {"candidates": [], "context": [[] for _ in context], "leaks": [],
                             "unknown_docs": []},
-              "verdicts": verdicts, "factual_sentences": factual,
-              "n_factual_sentences": len(factual)}
+              "verdicts": verdicts, "n_factual_sentences": factual}
     return case_metrics(record, [1], 1, 1), verdicts
 
 

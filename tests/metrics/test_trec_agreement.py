@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from raglab.metrics.relevance import GoldItem, judge_hits
+from raglab.metrics.judging import GoldItem, judge_hits
 from raglab.metrics.retrieval import ranked_list_metrics
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
