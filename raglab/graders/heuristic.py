@@ -1,18 +1,22 @@
 """The offline, deterministic grader (no model, no key).
 
 What it does, and its limits (also in the README):
-- claims: the answer's sentences (and ';'-separated clauses), with citation markers,
-  greetings, hedges and refusal sentences dropped. Pronouns are NOT resolved.
+- claims: raglab.text.answers.claims_of: the answer's sentences (and ';'-separated
+  clauses), headings, citation markers, greetings, hedges and refusal clauses dropped (the
+  facts beside a refusal are kept; "Yes." is a claim). Pronouns are NOT resolved.
 - verification: each claim is aligned with the context sentence covering most of its
   content terms (light stemming; rapidfuzz token ratio breaks ties). Covered at
   ``support_threshold`` or above: SUPPORTED, unless a number, a negation or a capitalised
-  entity of the claim disagrees with that sentence (CONTRADICTED). Partly covered with such
-  a disagreement: CONTRADICTED. Otherwise NOT_FOUND. Paraphrases with other words are
-  missed (NOT_FOUND), and contradictions that need world knowledge are missed.
-- nuggets: term coverage of the nugget by the answer (YES / PARTIAL / NO thresholds); a
-  number of the nugget missing from the answer caps it at PARTIAL.
-- relevance: how much of the question the answer covers, and how many of its sentences
-  touch the question at all.
+  entity of the claim disagrees with that sentence (CONTRADICTED; entities are compared
+  word by word, so a heading glued to its sentence is no disagreement). Partly covered with
+  a number or negation disagreement: CONTRADICTED. Otherwise NOT_FOUND. Paraphrases with
+  other words are missed (NOT_FOUND), and contradictions that need world knowledge are
+  missed.
+- nuggets: term coverage of the nugget by the answer (YES / PARTIAL / NO thresholds); then
+  the answer sentence aligned with the nugget must agree in polarity and numbers (else NO);
+  a number of the nugget missing from the answer caps it at PARTIAL.
+- relevance: :func:`judge_relevance` (topic coverage, the asked slot, the question's own
+  numbers and names, off-question sentences).
 """
 
 from __future__ import annotations

@@ -224,3 +224,16 @@ def test_kind_rates_flow_through_case_metrics_and_the_catalog():
     for name in gen.MNC_KIND_METRICS.values():
         spec = spec_of(name)
         assert spec is not None and spec.family == "abstention" and spec.direction == "lower"
+def test_demo_entries_have_kinds_and_adversarial_slices():
+    cases = [json.loads(line) for line in (DEMO / "cases.jsonl").open(encoding="utf-8")]
+    kinds = set()
+    for c in cases:
+        for e in c["must_not_contain"]:
+            assert isinstance(e, dict) and e["kind"] in gen.MNC_KIND_METRICS, (c["id"], e)
+            kinds.add(e["kind"])
+    assert kinds == set(gen.MNC_KIND_METRICS)
+    values = {c["tags"].get("adversarial") for c in cases}
+    assert values == {"injection", "near_duplicate", "withdrawn_policy", "cross_section",
+                      "counter_common_knowledge", "none"}
+    inj = [c for c in cases if c["tags"]["adversarial"] == "injection"]
+    assert all(any(e["kind"] == "injection" for e in c["must_not_contain"]) for c in inj)
