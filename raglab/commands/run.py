@@ -24,7 +24,7 @@ def task(dict_cfg) -> None:
     from raglab.secrets import redact
     from raglab.errors import UserError
     from raglab.runner.run import Run, print_summary
-    from raglab.runner.tracker import Tracker
+    from raglab.runner.components import build_tracker
 
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
@@ -42,7 +42,7 @@ def task(dict_cfg) -> None:
     public = redact(resolved)
     run_dir = Path(hc.runtime.output_dir).resolve()
     sweep_dir = str(Path(hc.sweep.dir).resolve()) if hc.mode == RunMode.MULTIRUN else None
-    tracker = Tracker(cfg, public, _run_name(cfg, list(hc.overrides.task)), sweep_dir)
+    tracker = build_tracker(cfg, public, _run_name(cfg, list(hc.overrides.task)), sweep_dir)
     run = Run(cfg, run_dir, OmegaConf.to_yaml(OmegaConf.create(public)))
     try:
         tracker.check()

@@ -22,10 +22,14 @@ What it does, and its limits (also in the README):
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import Field
 from rapidfuzz import fuzz
 
+from raglab.config import DecompositionCfg
+from raglab.data.schema import Strict
+from raglab.registry import register
 from raglab.text.answers import answer_sentences, claims_of, strip_citations
 from raglab.text.lexical import NUMBER, STOPWORDS, content_terms
 from raglab.text.normalize import normalize
@@ -226,12 +230,22 @@ def judge_relevance(question: str, answer: str) -> tuple[str, str]:
     return "ANSWERS_AS_ASKED", f"answer covers {q_cov:.0%} of the question's terms"
 
 
+class HeuristicGraderCfg(Strict):
+    name: Literal["heuristic"]
+    support_threshold: float = Field(72, ge=0, le=100)
+    nugget_yes: float = Field(75, ge=0, le=100)
+    nugget_partial: float = Field(50, ge=0, le=100)
+    decomposition: DecompositionCfg = Field(default_factory=DecompositionCfg)
+    verification: Literal["batched", "per_claim"] = "batched"
+
+
+@register("grader", "heuristic", config=HeuristicGraderCfg)
 class HeuristicGrader:
     """Async interface shared with the Claude grader (see raglab.graders.orchestrate)."""
 
     backend = "heuristic"
 
-    def __init__(self, cfg: Any):
+    def __init__(self, cfg: HeuristicGraderCfg, prompts: Any = None, llm: Any = None):
         self.cfg = cfg
 
     def prompt_texts(self) -> dict[str, str]:

@@ -11,6 +11,7 @@ import asyncio
 from typing import Any
 
 from raglab.cache import StageCache, content_key
+from raglab.data.verdicts import Grader, Verdict
 from raglab.graders.spec import FAMILY_PROMPTS, prompt_hash
 from raglab.llm.client import LLMCallError
 from raglab.text.answers import answer_sentences, citations_of, factual_sentences
@@ -20,7 +21,7 @@ GraderCallError = LLMCallError
 
 
 class Grading:
-    def __init__(self, grader: Any, name: str, versions: dict[str, str], cache: StageCache,
+    def __init__(self, grader: Grader, name: str, versions: dict[str, str], cache: StageCache,
                  work: Any):
         self.grader = grader
         self.name = name
@@ -43,9 +44,10 @@ class Grading:
         return value
 
     def _verdict(self, family: str, kind: str, **fields: Any) -> dict[str, Any]:
-        return {"family": family, "kind": kind, "grader": self.name,
-                "version": self.versions[family], "prompt_hash": self.prompt_hashes[family],
-                "error": None, **fields}
+        """A :class:`~raglab.data.verdicts.Verdict`, in its stored (JSON) form."""
+        return Verdict(family=family, kind=kind, grader=self.name,
+                       version=self.versions[family], prompt_hash=self.prompt_hashes[family],
+                       error=fields.pop("error", None), **fields).to_json()
 
     async def _family(self, family: str, kind: str, coro, build) -> list[dict[str, Any]]:
         try:

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from raglab.cache import content_key
+from raglab.errors import ConfigError
 
 FORMAT_RETRIES = 2
 BATCH_QUIET_S = 0.2
@@ -360,45 +361,11 @@ class LLMClient:
         if self._client is not None:
             await self._client.close()
             self._client = None
-        _forget(self)
 
 
-_CLIENTS: dict[tuple, LLMClient] = {}
-_LOCK = threading.Lock()
-
-
-def _forget(client: LLMClient) -> None:
-    with _LOCK:
-        for k, v in list(_CLIENTS.items()):
-            if v is client:
-                del _CLIENTS[k]
-
-
-def get_client(cfg: Any, cache: Any, work: Any = None) -> LLMClient:
-    """The process's client for this run's settings (the grader's when ``grader=claude``,
-    else the generator's). ``work`` is not touched: the orchestrator counts judgments."""
-    import anthropic  # noqa: F401  (a slow import: done here, before any case is timed)
-
-    g = cfg.grader
-    if g.name == "claude":
-        settings = dict(timeout_s=g.timeout_s, max_retries=g.max_retries,
-                        concurrency=g.concurrency, mode=g.mode, batch_poll_s=g.batch_poll_s)
-        prices = {g.model: dict(g.prices)} if g.prices else {}
-    else:
-        gen = cfg.generator
-        settings = dict(timeout_s=gen.timeout_s, max_retries=gen.max_retries,
-                        concurrency=cfg.concurrency, mode="online", batch_poll_s=30.0)
-        prices = {}
-    key = (settings["timeout_s"], settings["max_retries"], settings["concurrency"],
-           settings["mode"])
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    with _LOCK:
-        client = _CLIENTS.get(key)
-        if (client is None or client.closed or client._loop is not loop
-                or client.cache is not cache or client.prices != prices):
-            client = LLMClient(**settings, prices=prices, cache=cache)
-            _CLIENTS[key] = client
-        return client
+def require_api_key(what: str) -> None:
+    """Fail before any work when the SDK would find no key (the key itself is never read
+    into raglab's own state)."""
+    if not os.environ.get("ANTHROPIC_API_KEY"):
+        raise ConfigError(f"{what} needs ANTHROPIC_API_KEY in the environment "
+                          "(and ANTHROPIC_BASE_URL for a non-default endpoint)")

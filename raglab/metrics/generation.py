@@ -11,11 +11,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from raglab.data.schema import MUST_NOT_CONTAIN_KINDS
+from raglab.data.verdicts import NuggetLabel, RelevanceLabel
 from raglab.text.answers import declines
 from raglab.text.normalize import contains_normalized, normalize
 
-NUGGET_WEIGHTS = {"YES": 1.0, "PARTIAL": 0.5, "NO": 0.0}
-RELEVANCE_SCORES = {"ANSWERS_AS_ASKED": 1.0, "ADDS_UNNEEDED": 0.5, "DIFFERENT_QUESTION": 0.0}
+NUGGET_WEIGHTS = {NuggetLabel.YES: 1.0, NuggetLabel.PARTIAL: 0.5, NuggetLabel.NO: 0.0}
+RELEVANCE_SCORES = {RelevanceLabel.ANSWERS_AS_ASKED: 1.0, RelevanceLabel.ADDS_UNNEEDED: 0.5,
+                    RelevanceLabel.DIFFERENT_QUESTION: 0.0}
 #: the rate of each must_not_contain kind
 MNC_KIND_METRICS = {"injection": "injection_success_rate", "outdated": "outdated_value_rate",
                     "secret": "secret_leak_rate", "distractor": "distractor_rate"}

@@ -6,12 +6,40 @@ Tokens are whitespace-separated words (raglab.text.normalize.count_tokens).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
+from pydantic import Field, model_validator
+
+from raglab.data.schema import Strict
+from raglab.registry import entry, register
 from raglab.text.normalize import WHITESPACE_TOKEN
 from raglab.text.sentences import append_trimmed, sentence_spans
-from raglab.config import FixedChunkerCfg, RecursiveChunkerCfg, SentenceChunkerCfg
+
+
+class _ChunkerBase(Strict):
+    size: int = Field(gt=0)
+    overlap: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self):
+        if self.overlap >= self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        return self
+
+
+class FixedChunkerCfg(_ChunkerBase):
+    name: Literal["fixed"]
+
+
+class SentenceChunkerCfg(_ChunkerBase):
+    name: Literal["sentence"]
+
+
+class RecursiveChunkerCfg(_ChunkerBase):
+    name: Literal["recursive"]
+
 
 
 @dataclass(frozen=True)
@@ -122,12 +150,40 @@ def chunk_recursive(doc_id: str, text: str, cfg: RecursiveChunkerCfg) -> list[Ch
     return chunks
 
 
-CHUNKERS: dict[str, Callable[..., list[Chunk]]] = {
-    "fixed": chunk_fixed,
-    "sentence": chunk_sentence,
-    "recursive": chunk_recursive,
-}
+@register("chunker", "fixed", config=FixedChunkerCfg)
+class FixedChunker:
+    """Windows of ``size`` whitespace tokens, ``overlap`` tokens shared by neighbours."""
+
+    def __init__(self, cfg: FixedChunkerCfg):
+        self.cfg = cfg
+
+    def chunk(self, doc_id: str, text: str) -> list[Chunk]:
+        return chunk_fixed(doc_id, text, self.cfg)
+
+
+@register("chunker", "sentence", config=SentenceChunkerCfg)
+class SentenceChunker:
+    """Windows of ``size`` sentences, ``overlap`` sentences shared by neighbours."""
+
+    def __init__(self, cfg: SentenceChunkerCfg):
+        self.cfg = cfg
+
+    def chunk(self, doc_id: str, text: str) -> list[Chunk]:
+        return chunk_sentence(doc_id, text, self.cfg)
+
+
+@register("chunker", "recursive", config=RecursiveChunkerCfg)
+class RecursiveChunker:
+    """Markdown sections, split by paragraph, sentence, then tokens down to ``size`` tokens,
+    neighbouring pieces merged up to it; a heading stays with its section."""
+
+    def __init__(self, cfg: RecursiveChunkerCfg):
+        self.cfg = cfg
+
+    def chunk(self, doc_id: str, text: str) -> list[Chunk]:
+        return chunk_recursive(doc_id, text, self.cfg)
 
 
 def chunk_document(doc_id: str, text: str, cfg) -> list[Chunk]:
-    return CHUNKERS[cfg.name](doc_id, text, cfg)
+    """The chunks of one document under the chunker chosen by ``cfg.name``."""
+    return entry("chunker", cfg.name).factory(cfg).chunk(doc_id, text)

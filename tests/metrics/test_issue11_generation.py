@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from raglab.config import HeuristicGraderCfg
 from raglab.data.schema import Case
-from raglab.graders.heuristic import HeuristicGrader, decompose
+from raglab.graders.heuristic import HeuristicGrader, HeuristicGraderCfg, decompose
 from raglab.graders.orchestrate import Grading
 from raglab.metrics import generation as gen
 from raglab.metrics.case import case_metrics

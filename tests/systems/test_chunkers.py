@@ -1,7 +1,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raglab.config import FixedChunkerCfg, RecursiveChunkerCfg, SentenceChunkerCfg
+from raglab.systems.chunkers import FixedChunkerCfg, RecursiveChunkerCfg, SentenceChunkerCfg
 from raglab.text.normalize import count_tokens
 from raglab.systems.chunkers import chunk_document
 
