@@ -114,20 +114,31 @@ def verify_claim(claim: str, windows: list[tuple[str, frozenset[str], str]],
     return "NOT_FOUND", sent
 
 
-def _aligned(terms: set[str], text: str) -> str:
-    """The sentence (or pair of adjacent sentences) of ``text`` covering most of ``terms``."""
-    best, best_cov = "", -1
-    for sent, s_terms, _ in context_windows([text]):
-        cov = len(terms & s_terms)
-        if cov > best_cov or (cov == best_cov and len(sent) < len(best)):
-            best, best_cov = sent, cov
-    return best
+_CLAUSE_SPLIT = re.compile(r"\s*[;,:]\s*|\s+(?:but|so|because|although|though|whereas|unless)"
+                           r"\s+", re.I)
+
+
+def _aligned_clauses(terms: set[str], text: str) -> tuple[list[str], int]:
+    """The clauses of ``text`` (its sentences cut at commas and conjunctions) that cover
+    most of ``terms``, and how many terms they cover."""
+    best: list[str] = []
+    best_cov = 0
+    for sent in split_sentences(text):
+        for clause in _CLAUSE_SPLIT.split(sent):
+            cov = len(terms & set(content_terms(clause)))
+            if cov > best_cov:
+                best, best_cov = [clause], cov
+            elif cov == best_cov and cov > 0:
+                best.append(clause)
+    return best, best_cov
 
 
 def judge_nugget(nugget: str, answer: str, yes: float, partial: float) -> tuple[str, str | None]:
-    """YES / PARTIAL / NO by term coverage of the nugget; then, against the answer sentence
-    aligned with the nugget: opposite polarity is NO, another number where the nugget has
-    one is NO, and a number of the nugget missing from the answer caps it at PARTIAL."""
+    """YES / PARTIAL / NO by term coverage of the nugget, then clause by clause: an answer
+    clause aligned with a clause of the nugget but of opposite polarity makes it NO when it
+    covers that clause (at ``yes``), else caps it at PARTIAL; another number where the
+    nugget has one (in the aligned clause) is NO; a number of the nugget missing from the
+    answer caps it at PARTIAL."""
     terms = set(content_terms(nugget))
     if not terms:
         return "NO", None
@@ -135,16 +146,25 @@ def judge_nugget(nugget: str, answer: str, yes: float, partial: float) -> tuple[
     cov = 100.0 * len(terms & set(content_terms(text))) / len(terms)
     if cov < partial:
         return "NO", None
-    sent = _aligned(terms, text)
-    if _negated(nugget) != _negated(sent):
-        return "NO", sent
-    nn = _numbers(nugget)
-    missing_number = bool(nn - _numbers(text))
-    if missing_number and _numbers(sent) and not nn & _numbers(sent):
-        return "NO", sent
-    if cov >= yes and not missing_number:
-        return "YES", sent
-    return "PARTIAL", sent
+    capped = False
+    for part in _CLAUSE_SPLIT.split(nugget):  # each clause of the nugget, its own polarity
+        p_terms = set(content_terms(part))
+        p_clauses, p_n = _aligned_clauses(p_terms, text)
+        if p_n and not any(_negated(c) == _negated(part) for c in p_clauses):
+            if 100.0 * p_n / len(p_terms) >= yes:
+                return "NO", p_clauses[0]
+            capped = True
+    clauses, n = _aligned_clauses(terms, text)
+    strong = 100.0 * n / len(terms) >= yes
+    evidence = clauses[0] if clauses else None
+    nn = _plain_numbers(nugget)
+    missing_number = bool(nn - _plain_numbers(text))
+    if missing_number and strong and any(_plain_numbers(c) and not nn & _plain_numbers(c)
+                                         for c in clauses):
+        return "NO", evidence
+    if cov >= yes and not missing_number and not capped:
+        return "YES", evidence
+    return "PARTIAL", evidence
 
 
 # What a question asks for, when it asks for a value: a quantity or a time.
@@ -189,7 +209,8 @@ def _names(text: str) -> set[str]:
 
 
 def _plain_numbers(text: str) -> set[str]:
-    return {n.replace(",", "") for n in _PLAIN_NUMBER.findall(text)}
+    """Standalone numbers (not the digits of a code such as T2), without leading zeros."""
+    return {n.replace(",", "").lstrip("0") or "0" for n in _PLAIN_NUMBER.findall(text)}
 
 
 def _other_subject(question: str, text: str, a_terms: set[str]) -> str | None:

@@ -101,6 +101,12 @@ def test_nugget_polarity_must_agree():
                   "Switching mid-term is prorated.") == "NO"
     assert nugget("Mid-term switches are not prorated",
                   "Mid-term switches are not prorated. [1]") == "YES"
+    # a negation in another clause of the answer's sentence does not flip the nugget
+    assert nugget("The drawer opens through the printer",
+                  "The drawer opens through the printer, so if the printer is offline the "
+                  "drawer will not open either.") == "YES"
+    assert nugget("Refunds themselves are free",
+                  "Refunds themselves are free, but the processing fee is not returned.") == "YES"
 
 
 # -- relevance ------------------------------------------------------------------------

@@ -236,3 +236,30 @@ def test_demo_entries_have_kinds_and_adversarial_slices():
                       "counter_common_knowledge", "none"}
     inj = [c for c in cases if c["tags"]["adversarial"] == "injection"]
     assert all(any(e["kind"] == "injection" for e in c["must_not_contain"]) for c in inj)
+
+
+def test_replay_answer_markers_are_cited_end_to_end(tiny, tmp_path):
+    """A replayed output with [n] markers and no citations is cited by its markers."""
+    from tests.conftest import run_cli, write_jsonl
+
+    corpus, cases = tiny
+    ctx = [{"doc_id": "kb/a", "text": "Refunds are paid back to the original card within 5 "
+                                      "business days."},
+           {"doc_id": "kb/a", "text": "Partial refunds are allowed."}]
+    outputs = [{"case_id": "t-1", "candidates": ctx, "context": ctx,
+                "answer": "Refunds are paid back to the original card within 5 business "
+                          "days. [1] Partial refunds are allowed. [2]"}]
+    replay = write_jsonl(tmp_path / "outputs.jsonl", outputs)
+    out = tmp_path / "run"
+    proc = run_cli("run", "tracking=none", f"hydra.run.dir={out}",
+                   f"cache_dir={tmp_path / 'cache'}", f"dataset.corpus={corpus}",
+                   f"dataset.cases={cases}", "dataset.labels=null", "system=replay",
+                   f"system.path={replay}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rec = next(json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()
+               if json.loads(x)["case_id"] == "t-1")
+    cites = sorted((v["sentence"], v["passage"]) for v in rec["verdicts"]
+                   if v["family"] == "citations")
+    assert cites == [(0, 0), (1, 1)]
+    assert rec["metrics"]["citation_precision"] == 1.0
+    assert rec["metrics"]["citation_coverage"] == 1.0
