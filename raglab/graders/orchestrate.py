@@ -12,7 +12,7 @@ from typing import Any
 
 from raglab.cache import StageCache, content_key
 from raglab.data.verdicts import Grader, Verdict
-from raglab.graders.spec import FAMILY_PROMPTS, prompt_hash
+from raglab.graders.spec import FAMILY_PROMPTS
 from raglab.llm.client import LLMCallError
 from raglab.text.answers import answer_sentences, citations_of, factual_sentences
 
@@ -29,7 +29,8 @@ class Grading:
         self.cache = cache
         self.work = work
         prompts = grader.prompt_texts()
-        self.prompt_hashes = {fam: prompt_hash("\n".join(prompts.get(p, "") for p in parts))
+        self.prompt_hashes = {fam: content_key("\n".join(prompts.get(p, "") for p in parts),
+                                               length=12)
                               for fam, parts in FAMILY_PROMPTS.items()}
 
     async def _cached(self, family: str, method: str, *args: Any) -> Any:

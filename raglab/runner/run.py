@@ -20,6 +20,8 @@ from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import family_versions
 from raglab.metrics.aggregate import aggregate
 from raglab.metrics.case import case_metrics, metric_names
+from raglab.metrics.catalog import HEADLINE
+from raglab.report.format import fmt
 from raglab.runner.progress import Progress
 from raglab.runner.records import RecordWriter, gold_summary, judge_output
 from raglab.cache import StageCache, content_key
@@ -169,7 +171,7 @@ class Run:
             "work": self.work.as_dict(),
             "dataset": {"name": cfg.dataset.name, "corpus_sha256": ds.corpus_hash,
                         "cases_sha256": ds.cases_hash},
-            "config_hash": content_key(self.resolved_yaml)[:16],
+            "config_hash": content_key(self.resolved_yaml, length=16),
         }
         if self.llm is not None:
             metrics["model_usage"] = self.llm.summary()
@@ -190,13 +192,9 @@ def summary_text(metrics: dict[str, Any], run_dir: Path) -> str:
         ("cases", metrics["n_cases"]), ("quarantined", metrics["n_quarantined"]),
         ("errors", metrics["errors"]),
     ]
-    keys = ["candidate.evidence_recall", "final.evidence_recall", "final.ndcg", "final.mrr",
-            "acl_leak_rate", "faithfulness", "contradicted_claim_rate", "citation_precision",
-            "correctness", "relevance", "vital_nugget_recall", "false_refusal_rate",
-            "false_answer_rate", "must_not_contain_rate", "latency_ms.total"]
-    for k in keys:
+    for k in (*HEADLINE, "latency_ms.total"):
         if k in o:
-            rows.append((k, "n/a" if o[k] is None else f"{o[k]:.3f}"))
+            rows.append((k, fmt(o[k])))
     w = max(len(str(r[0])) for r in rows)
     lines = [f"raglab run: {run_dir}"] + [f"  {str(k).ljust(w)}  {v}" for k, v in rows]
     lines.append("  work: " + json.dumps(metrics["work"]))
