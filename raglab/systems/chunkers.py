@@ -41,7 +41,6 @@ class RecursiveChunkerCfg(_ChunkerBase):
     name: Literal["recursive"]
 
 
-
 @dataclass(frozen=True)
 class Chunk:
     doc_id: str
