@@ -14,6 +14,8 @@ commands:
   validate [overrides]   check a dataset: schema, ids, gold quotes; writes quarantine.jsonl
   log RUN_DIR [--uri URI] [--experiment NAME]
                          log a finished run directory to MLflow (e.g. after an outage)
+  compare BASELINE CANDIDATE | SWEEP --baseline JOB
+                         paired per-slice comparison; writes compare.md/.html/.json
   calibrate [overrides]  the grader against human labels: kappa with intervals, confusion
                          matrices, leniency; `calibrate --versions` lists the records
   monitor TRAFFIC [--baseline B] [overrides]
@@ -33,6 +35,7 @@ COMMANDS = {
     "run": "raglab.commands.run",
     "validate": "raglab.commands.validate",
     "log": "raglab.commands.log",
+    "compare": "raglab.commands.compare",
     "calibrate": "raglab.commands.calibrate",
     "monitor": "raglab.commands.monitor",
     "cases": "raglab.commands.cases",

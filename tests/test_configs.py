@@ -14,13 +14,14 @@ REQUIRED = {"system/replay": ["system.path=x.jsonl"], "system/http": ["system.ur
             "system/python": ["system._target_=pkg.mod.make"]}
 
 
-#: groups of one command, composed by it with +GROUP=NAME (tested with that command)
-COMMAND_GROUPS = {"monitor"}
+# groups read by other commands, not composed into a run (each has its own schema test;
+# monitor is composed by raglab monitor with +monitor=NAME)
+NOT_RUN_GROUPS = {"compare", "gates", "monitor"}
 
 
 def _options():
     root = conf_dir()
-    for group in sorted(p for p in root.iterdir() if p.is_dir() and p.name not in COMMAND_GROUPS):
+    for group in sorted(p for p in root.iterdir() if p.is_dir() and p.name not in NOT_RUN_GROUPS):
         for f in sorted(group.glob("*.yaml")):
             yield group.name, f.stem
 
@@ -57,3 +58,12 @@ def test_configs_ship_inside_the_package_build():
 
     py = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
     assert py["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]["conf"] == "raglab/conf"
+
+
+def test_compare_config_validates():
+    import yaml
+
+    from raglab.report.compare_config import CompareCfg
+
+    data = yaml.safe_load((conf_dir() / "compare" / "default.yaml").read_text())
+    assert CompareCfg.model_validate(data).adjust == "holm"

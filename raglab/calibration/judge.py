@@ -42,8 +42,8 @@ async def judge_labels(grading: Grading, labels: list[LabelLine],
         except GraderCallError as e:
             errors.append(f"case {key[1]} ({key[0]}s, repeat {repeat}): {e}"[:500])
             return
-        for i, (label, _evidence) in zip(idx, res):
-            out[i][repeat] = label
+        for i, judged in zip(idx, res):  # [label, evidence, ...] per item
+            out[i][repeat] = judged[0]
 
     await asyncio.gather(*(one(k, idx, r) for k, idx in groups.items()
                            for r in range(grading.repeats)))

@@ -4,8 +4,9 @@ every reader (resume, aggregation, reports, comparisons).
 A record keeps the case's gold summary, the system output, which hits hold which evidence
 (``judgments``), the grader verdicts, the per-case metric values (``null`` where one does
 not apply) and the error, if any. Optional fields (``severity_one``,
-``n_factual_sentences``, ``contradicted_claims``, and with ``grader.repeats`` > 1
-``repeat_verdicts``, ``repeats``, ``repeat_variance``) are present only when they apply;
+``n_factual_sentences``, ``contradicted_claims``, ``grading_cost_usd``, and with
+``grader.repeats`` > 1 ``repeat_verdicts``, ``repeats``, ``repeat_variance``) are present
+only when they apply;
 unknown fields are kept, so records from a newer raglab still read.
 """
 
@@ -17,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from raglab.data.io import read_jsonl_tolerant
+from raglab.data.schema import Forbidden
 from raglab.data.verdicts import Verdict
 from raglab.errors import UserError
 
@@ -30,7 +32,8 @@ class GoldSummary(BaseModel):
     grades: list[Any] = Field(default_factory=list)  # graded relevance of each evidence item
     nuggets_vital: list[bool] = Field(default_factory=list)
     has_reference: bool = False
-    must_not_contain: list[str] = Field(default_factory=list)
+    # plain strings or {"text", "kind"} entries, as in the case
+    must_not_contain: list[str | Forbidden] = Field(default_factory=list)
 
 
 class CaseRecord(BaseModel):
@@ -48,6 +51,7 @@ class CaseRecord(BaseModel):
     severity_one: list[dict[str, Any]] | None = None  # ACL leaks (present when any)
     n_factual_sentences: int | None = None            # present when graded
     contradicted_claims: list[str] | None = None      # present when any
+    grading_cost_usd: float | None = None             # present when graded (None: unpriced)
     # grader.repeats > 1 (present then): the verdicts of repeats 1..N-1 (``verdicts`` holds
     # repeat 0's), the number of repeats, and each graded metric's variance over them
     repeat_verdicts: list[list[Verdict]] | None = None

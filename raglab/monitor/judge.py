@@ -33,7 +33,7 @@ async def judge_line(grading: Grading, line: TrafficLine, n: int) -> tuple[dict[
             for p in passages:  # a passage is precise when it supports a claim of the answer
                 res = await grading.ask("faithfulness", "verify", list(claims), [p],
                                         "context_precision")
-                supports += any(lab == "SUPPORTED" for lab, _ in res)
+                supports += any(r[0] == "SUPPORTED" for r in res)
         except GraderCallError:
             return m, True
         m["context_precision"] = supports / len(passages)
