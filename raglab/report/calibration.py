@@ -158,3 +158,23 @@ def lookup_run(run_dir: str | Path, versions: dict[str, str] | None = None) -> d
     except (OSError, yaml.YAMLError, AttributeError):
         cache_dir = ".raglab-cache"
     return lookup(versions, cache_dir)
+
+
+def version_lines(baseline: dict[str, str], candidate: dict[str, str],
+                  cache_dir: str | Path | None, tracked: Any = None) -> list[str]:
+    """Terminal lines of a comparison: each family's version(s) and their calibration."""
+    fams = list(dict.fromkeys([*candidate, *baseline]))
+    if not fams:
+        return []
+    tb = lookup(baseline, cache_dir, tracked)
+    tc = lookup(candidate, cache_dir, tracked) if candidate != baseline else tb
+    w = max(len(f) for f in fams)
+    out = ["  metric versions (calibration):"]
+    for f in fams:
+        vb, vc = baseline.get(f, "n/a"), candidate.get(f, "n/a")
+        if vb == vc:
+            out.append(f"    {f.ljust(w)}  {vc}  {tc.get(f, 'uncalibrated')}")
+        else:
+            out.append(f"    {f.ljust(w)}  baseline {vb} {tb.get(f, 'uncalibrated')}; "
+                       f"candidate {vc} {tc.get(f, 'uncalibrated')}")
+    return out
