@@ -54,9 +54,9 @@ def check_new_cases(path: Path, cases_path: Path, corpus_path: Path,
             problems.append(f"{where}: duplicate of case {keys[key]} (same normalised question "
                             "and filters)")
             continue
-        _, reason = _locate_case(case, corpus, fuzzy_threshold)
-        if reason is not None:
-            problems.append(f"{where}: {reason}")
+        _, problem = _locate_case(case, corpus, fuzzy_threshold)
+        if problem is not None:
+            problems.append(f"{where}: {getattr(problem, 'reason', problem)}")
             continue
         if case.answerable and not case.evidence:
             problems.append(f"{where}: answerable case without evidence (label its evidence "
