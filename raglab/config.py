@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from raglab.errors import ConfigError
+from raglab.metrics.diagnosis import DiagnosisCfg
 
 
 class _C(BaseModel):
@@ -241,6 +242,7 @@ class RunCfg(_C):
     metrics: MetricsCfg
     tracking: TrackingCfg
     compare: CompareCfg = Field(default_factory=CompareCfg)
+    diagnosis: DiagnosisCfg = Field(default_factory=DiagnosisCfg)
     k: int = Field(gt=0)
     candidate_depth: int = Field(gt=0)
     context_token_budget: int = Field(1500, gt=0)

@@ -55,5 +55,11 @@ def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) 
     return out
 
 
+def diagnosis_version(diagnosis_cfg: Any) -> str:
+    """The ``diagnosis`` entry of ``metric_versions``: raglab's diagnosis code version and
+    the thresholds of the ``diagnosis`` config section (raglab.metrics.diagnosis)."""
+    return short_hash(["diagnosis", CODE_VERSIONS["diagnosis"], diagnosis_cfg.model_dump()])
+
+
 def prompt_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]

@@ -12,4 +12,5 @@ CODE_VERSIONS = {
     "relevance": 1,
     "nuggets": 1,
     "abstention": 1,
+    "diagnosis": 1,  # failure attribution (raglab.metrics.diagnosis)
 }

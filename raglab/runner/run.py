@@ -17,9 +17,10 @@ from raglab.data.schema import SystemOutput
 from raglab.errors import UserError
 from raglab.graders.orchestrate import Grading
 from raglab.graders.registry import build_grader, preflight
-from raglab.graders.spec import family_versions
-from raglab.metrics.aggregate import aggregate
+from raglab.graders.spec import diagnosis_version, family_versions
+from raglab.metrics.aggregate import aggregate, diagnosis_counts
 from raglab.metrics.case import case_metrics, metric_names
+from raglab.metrics.diagnosis import diagnose
 from raglab.runner.progress import Progress
 from raglab.runner.records import RecordWriter, gold_summary, judge_output
 from raglab.runner.stagecache import StageCache, content_key
@@ -81,6 +82,7 @@ class Run:
         write_jsonl(self.run_dir / "quarantine.jsonl", [q.as_dict() for q in ds.quarantined])
         atomic_write_text(self.run_dir / "config.yaml", self.resolved_yaml)
         versions = family_versions(cfg.grader, prompts, cfg.metrics)
+        versions["diagnosis"] = diagnosis_version(cfg.diagnosis)
         if tracker is not None:
             tracker.started(ds, versions)
         return asyncio.run(self._execute_async(ds, prompts, versions))
@@ -175,6 +177,7 @@ class Run:
                 if bad:
                     record["contradicted_claims"] = bad
         record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
+        record["diagnosis"] = diagnose(record, cfg.diagnosis)
         return record
 
     def _finish(self, ds: Dataset, versions: dict[str, str]) -> dict[str, Any]:
@@ -189,6 +192,7 @@ class Run:
             "overall": agg["overall"], "slices": agg["slices"], "metric_versions": versions,
             "n_cases": len(records), "n_quarantined": len(ds.quarantined),
             "errors": sum(1 for r in records if r.get("error")),
+            "diagnoses": diagnosis_counts(records),
             "work": self.work.as_dict(),
             "dataset": {"name": cfg.dataset.name, "corpus_sha256": ds.corpus_hash,
                         "cases_sha256": ds.cases_hash},
@@ -222,6 +226,11 @@ def summary_text(metrics: dict[str, Any], run_dir: Path) -> str:
             rows.append((k, "n/a" if o[k] is None else f"{o[k]:.3f}"))
     w = max(len(str(r[0])) for r in rows)
     lines = [f"raglab run: {run_dir}"] + [f"  {str(k).ljust(w)}  {v}" for k, v in rows]
+    diag = metrics.get("diagnoses") or {}
+    causes = {c: n for c, n in (diag.get("overall") or {}).items() if n}
+    if diag:
+        lines.append(f"  failed cases: {diag.get('failed', 0)}" + (
+            " (" + ", ".join(f"{c} {n}" for c, n in causes.items()) + ")" if causes else ""))
     lines.append("  work: " + json.dumps(metrics["work"]))
     if "model_usage" in metrics:
         lines.append("  model usage: " + json.dumps(metrics["model_usage"]))
