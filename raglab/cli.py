@@ -15,6 +15,8 @@ commands:
   validate [overrides]   check a dataset: schema, ids, gold quotes; writes quarantine.jsonl
   log RUN_DIR [--uri URI] [--experiment NAME]
                          log a finished run directory to MLflow (e.g. after an outage)
+  compare BASELINE CANDIDATE | SWEEP --baseline JOB
+                         paired per-slice comparison; writes compare.md/.html/.json
 
 overrides are Hydra overrides, e.g. dataset.corpus=PATH dataset.cases=PATH system=replay
 system.path=PATH grader=heuristic|claude|none chunker.size=256 k=5 tracking=none.
@@ -67,8 +69,12 @@ def _main(argv: list[str] | None) -> None:
         from raglab.commands.log import main as log_main
 
         log_main(rest)
+    elif cmd == "compare":
+        from raglab.commands.compare import main as compare_main
+
+        compare_main(rest)
     else:
-        _fail(f"unknown command {cmd!r} (commands: run, validate, log; see raglab --help)", 2)
+        _fail(f"unknown command {cmd!r} (commands: run, validate, log, compare; see raglab --help)", 2)
 
 
 if __name__ == "__main__":

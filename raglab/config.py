@@ -225,9 +225,7 @@ class TrackingCfg(_C):
     experiment: str | None = None
 
 
-class CompareCfg(_C):
-    alpha: float = Field(0.05, gt=0, lt=1)
-    n_bootstrap: int = Field(2000, gt=0)
+from raglab.report.compare_config import CompareCfg  # noqa: E402  (schema lives with compare)
 
 
 class RunCfg(_C):
