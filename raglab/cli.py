@@ -17,6 +17,8 @@ commands:
                          log a finished run directory to MLflow (e.g. after an outage)
   compare BASELINE CANDIDATE | SWEEP --baseline JOB
                          paired per-slice comparison; writes compare.md/.html/.json
+  decide BASELINE CANDIDATE gates=NAME [--study DIR]
+                         apply a gate set; writes decision-DATE-NAME.md/.json; exit 0 GO, 1 NO-GO
 
 overrides are Hydra overrides, e.g. dataset.corpus=PATH dataset.cases=PATH system=replay
 system.path=PATH grader=heuristic|claude|none chunker.size=256 k=5 tracking=none.
@@ -73,8 +75,12 @@ def _main(argv: list[str] | None) -> None:
         from raglab.commands.compare import main as compare_main
 
         compare_main(rest)
+    elif cmd == "decide":
+        from raglab.commands.decide import main as decide_main
+
+        decide_main(rest)
     else:
-        _fail(f"unknown command {cmd!r} (commands: run, validate, log, compare; see raglab --help)", 2)
+        _fail(f"unknown command {cmd!r} (commands: run, validate, log, compare, decide; see raglab --help)", 2)
 
 
 if __name__ == "__main__":

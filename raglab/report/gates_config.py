@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
 
 from raglab.errors import UserError
 from raglab.metrics.catalog import spec_of
@@ -76,11 +77,17 @@ class Gate(_C):
     required: bool = False
     label: str | None = None
 
+    @field_validator("metric")
+    @classmethod
+    def _known(cls, metric: str) -> str:
+        if spec_of(metric) is None:
+            raise ValueError(f"unknown metric {metric!r} (see README \"Metrics\")")
+        return metric
+
     @model_validator(mode="after")
     def _consistent(self):
         spec = spec_of(self.metric)
-        if spec is None:
-            raise ValueError(f"unknown metric {self.metric!r} (see README \"Metrics\")")
+        assert spec is not None
         given = [b for b in _BOUNDS if getattr(self, b) is not None]
         if self.rule == "non_inferior" and self.margin is None:
             raise ValueError("rule non_inferior needs a margin")
