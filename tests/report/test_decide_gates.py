@@ -181,6 +181,11 @@ def test_metric_names_with_cutoffs_and_latency_stages_are_known():
         parse_gate_set({"gates": []}, "g.yaml")
 
 
+@pytest.mark.parametrize("name", sorted(p.stem for p in (conf_dir() / "gates").glob("*.yaml")))
+def test_every_shipped_gate_set_loads(name):
+    assert load_gate_set(name, [], conf_dir())[1].gates
+
+
 def test_shipped_gate_sets_load_and_overrides_apply(tmp_path):
     name, g, source = load_gate_set("default", [], conf_dir())
     assert name == "default" and source.endswith("gates/default.yaml") and g.confidence == 0.95
