@@ -66,7 +66,8 @@ def _mcnemar(b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
                  directions: Sequence[str], *, confidence: float = 0.95,
-                 n_resamples: int = 2000, seed: int = 0) -> list[PairedStat]:
+                 n_resamples: int = 2000, seed: int = 0,
+                 interval: str = "bca") -> list[PairedStat]:
     """Paired statistics of ``cand`` against ``base``, one ``PairedStat`` per column.
 
     ``base``, ``cand``: ``(n_cases, n_metrics)`` float arrays aligned on cases, NaN where
@@ -75,7 +76,8 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
     ``raglab.metrics.catalog``: ``binary`` columns (values 0/1) get an exact McNemar test,
     the others a sign-flip permutation test of the mean difference. The interval is a
     paired bootstrap of the mean difference, BCa where valid, percentile otherwise, and
-    equals ``[delta, delta]`` when every difference is the same. Deterministic: resamples
+    equals ``[delta, delta]`` when every difference is the same; ``interval="percentile"``
+    asks for the percentile interval throughout. Deterministic: resamples
     come from ``numpy.random.default_rng([seed, n, stream])`` for each distinct ``n``, so
     equal inputs give equal outputs, and a column's result does not depend on which other
     columns are in the table.
@@ -83,6 +85,8 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
     base, cand = _check(base, cand, kinds, directions)
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if interval not in ("bca", "percentile"):
+        raise ValueError(f"interval must be 'bca' or 'percentile', got {interval!r}")
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be positive, got {n_resamples}")
     m = base.shape[1]
@@ -111,7 +115,8 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
         degenerate = spread <= _TIE_RTOL * np.abs(D).max(axis=0)
 
         reps = bootstrap_means(D, n_resamples, np.random.default_rng([seed, n, 0]))
-        low, high, bca = bootstrap_interval(D, reps, confidence)
+        low, high, bca = bootstrap_interval(D, reps, confidence,
+                                            allow_bca=interval == "bca")
 
         binary = np.array([kinds[j] == "binary" for j in cols])
         p = np.empty(len(cols))

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 
-_CHUNK_CELLS = 2_000_000   # resample cells (rows x cases) generated at once: ~16 MB of int64
+_CHUNK_CELLS = 2_000_000   # resample cells (rows x cases) generated at once: ~8 MB of int32
+_MIN_CHUNK_ROWS = 128      # fewer rows make BLAS's threaded matrix product inefficient
 BCA_MIN_N = 10             # below this BCa's jackknife acceleration is too unstable: percentile
 _TIE_RTOL = 1e-9           # relative tolerance for comparing resampled sums with the observed
 
 
 def _chunks(n_resamples: int, n: int):
-    size = max(1, min(n_resamples, _CHUNK_CELLS // max(n, 1)))
+    size = max(1, min(n_resamples, max(_MIN_CHUNK_ROWS, _CHUNK_CELLS // max(n, 1))))
     for start in range(0, n_resamples, size):
         yield start, min(size, n_resamples - start)
 
@@ -37,8 +38,10 @@ def bootstrap_means(D: np.ndarray, n_resamples: int, rng: np.random.Generator) -
     n, k = D.shape
     out = np.empty((n_resamples, k))
     for start, c in _chunks(n_resamples, n):
-        idx = rng.integers(0, n, size=(c, n))
-        idx += (np.arange(c) * n)[:, None]
+        offsets = np.arange(c, dtype=np.int64) * n
+        dtype = np.int32 if c * n < 2 ** 31 else np.int64
+        idx = rng.integers(0, n, size=(c, n), dtype=dtype)
+        idx += offsets.astype(dtype)[:, None]
         counts = np.bincount(idx.ravel(), minlength=c * n).reshape(c, n)
         out[start:start + c] = counts.astype(np.float64) @ D
     out /= n
@@ -57,7 +60,8 @@ def _quantiles(sorted_reps: np.ndarray, q: np.ndarray) -> np.ndarray:
     return a + (h - lo) * (b - a)
 
 
-def bootstrap_interval(D: np.ndarray, reps: np.ndarray, confidence: float):
+def bootstrap_interval(D: np.ndarray, reps: np.ndarray, confidence: float,
+                       allow_bca: bool = True):
     """Intervals of each column's mean from its bootstrap replicates ``reps``.
 
     Returns ``(low, high, use_bca)``: BCa where valid, percentile otherwise. BCa is valid
@@ -92,7 +96,7 @@ def bootstrap_interval(D: np.ndarray, reps: np.ndarray, confidence: float):
         q_lo = ndtr(z0 + u_lo / den_lo)
         q_hi = ndtr(z0 + u_hi / den_hi)
     edge = 0.5 / B
-    valid = (n >= BCA_MIN_N) & np.isfinite(z0) & np.isfinite(a) & (den_lo > 0) & (den_hi > 0)
+    valid = allow_bca & (n >= BCA_MIN_N) & np.isfinite(z0) & np.isfinite(a) & (den_lo > 0) & (den_hi > 0)
     valid &= np.isfinite(q_lo) & np.isfinite(q_hi) & (q_lo >= edge) & (q_hi <= 1.0 - edge)
     q_lo = np.where(valid, q_lo, alpha)
     q_hi = np.where(valid, q_hi, 1.0 - alpha)
