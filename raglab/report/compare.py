@@ -9,7 +9,7 @@ Reads the runs' records only (DESIGN rule 1); renders nothing (see ``compare_ren
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from raglab.errors import UserError
@@ -192,10 +192,11 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
     groups: list[tuple[tuple[str, str] | None, Any]] = [(None, np.arange(len(ids)))]
     groups += [(key, np.asarray(idx)) for key, idx in _slice_groups(baseline, ids).items()]
     rows, info, slices = [], [], []
-    for key, idx in groups:
+    tables = [paired_table(B[idx], C[idx], kinds, directions, confidence=cfg.confidence,
+                           n_resamples=cfg.n_bootstrap, seed=cfg.seed) for _, idx in groups]
+    _refine_floor_pvalues(tables, groups, B, C, kinds, directions, cfg)
+    for (key, idx), stats in zip(groups, tables):
         b, c = B[idx], C[idx]
-        stats = paired_table(b, c, kinds, directions, confidence=cfg.confidence,
-                             n_resamples=cfg.n_bootstrap, seed=cfg.seed)
         both = ~np.isnan(b) & ~np.isnan(c)
         with np.errstate(invalid="ignore", divide="ignore"):
             cnt = both.sum(axis=0)
@@ -220,15 +221,18 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
                          "kind": metrics[name]["kind"], "small": small,
                          "slice_n": int(len(idx)), "test": st.test, "ci_method": st.ci_method,
                          "significant": False})
-    family = [i for i, r in enumerate(rows) if r["comparable"] and r["p_value"] is not None]
+    family = []
+    for i, r in enumerate(rows):
+        if not r["comparable"] or r["p_value"] is None:
+            continue
+        if r["wins"] + r["losses"] == 0:   # every paired difference is zero: cannot reject
+            r["p_adjusted"] = 1.0
+            continue
+        family.append(i)
     adjusted = adjust_pvalues([rows[i]["p_value"] for i in family], cfg.adjust)
     for i, p in zip(family, adjusted):
         rows[i]["p_adjusted"] = p
         info[i]["significant"] = p is not None and p < cfg.alpha
-    if unpaired:
-        warnings.append(f"{len(unpaired)} metrics are reported by one run only and not "
-                        f"compared: {', '.join(unpaired[:8])}" + (", ..." if len(unpaired) > 8
-                                                                  else ""))
     settings = {"confidence": cfg.confidence, "n_bootstrap": cfg.n_bootstrap, "seed": cfg.seed,
                 "adjust": cfg.adjust, "adjust_name": ADJUST_NAMES[cfg.adjust],
                 "alpha": cfg.alpha, "min_slice_n": cfg.min_slice_n, "n_cases": len(ids),
@@ -242,6 +246,41 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
 
 
 ADJUST_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
+REFINE_WORK = 4e9        # case x resample budget for refining floor p-values
+
+
+def _refine_floor_pvalues(tables, groups, B, C, kinds, directions, cfg) -> None:
+    """A Monte Carlo permutation p-value cannot go below 1/(resamples + 1), which after an
+    adjustment over m tests can never reach alpha when m/alpha > resamples. Columns at that
+    floor are tested again with enough sign flips (about 10 m/alpha, within a work budget),
+    so a clear difference can survive the adjustment. Exact tests are left alone."""
+    import math
+
+    m = sum(1 for t in tables for st in t if st.p_value is not None and st.wins + st.losses)
+    floor = 1.5 / (cfg.n_bootstrap + 1)
+    want = math.ceil(10 * m / cfg.alpha)
+    if want <= cfg.n_bootstrap:
+        return
+    todo = [(g, j) for g, t in enumerate(tables) for j, st in enumerate(t)
+            if st.test == "permutation" and st.p_value is not None and st.p_value <= floor]
+    if not todo:
+        return
+    from raglab.stats import paired_table
+
+    work = sum(tables[g][j].n for g, j in todo)
+    n_res = int(max(cfg.n_bootstrap, min(want, REFINE_WORK / max(work, 1))))
+    if n_res <= cfg.n_bootstrap:
+        return
+    by_group: dict[int, list[int]] = defaultdict(list)
+    for g, j in todo:
+        by_group[g].append(j)
+    for g, cols in by_group.items():
+        idx = groups[g][1]
+        again = paired_table(B[idx][:, cols], C[idx][:, cols], [kinds[j] for j in cols],
+                             [directions[j] for j in cols], confidence=cfg.confidence,
+                             n_resamples=n_res, seed=cfg.seed)
+        for j, st in zip(cols, again):
+            tables[g][j] = replace(tables[g][j], p_value=st.p_value)
 
 
 # ---- flipped cases and diagnoses ------------------------------------------------------------

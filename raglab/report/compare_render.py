@@ -59,8 +59,14 @@ def _wtl(r: dict) -> str:
     return f"{r['wins']}/{r['ties']}/{r['losses']}"
 
 
+def mean(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v:.3f}" if abs(v) < 1000 else f"{v:.0f}"
+
+
 def _row_cells(r: dict, info: dict) -> list[Any]:
-    return [_fmt(r["baseline"]), _fmt(r["candidate"]), signed(r["delta"]), interval(r),
+    return [mean(r["baseline"]), mean(r["candidate"]), signed(r["delta"]), interval(r),
             pval(r["p_value"]), pval(r["p_adjusted"]), r["n"], _wtl(r), verdict(r, info)]
 
 
@@ -76,12 +82,15 @@ def method_lines(comp) -> list[str]:
         "candidate wins, ties and loses by the metric's direction.",
         f"Intervals: paired bootstrap, {s['confidence']:.0%}, BCa where valid, percentile "
         f"otherwise ({s['n_bootstrap']} resamples, seed {s['seed']}). p-values: paired "
-        "permutation test; exact McNemar for pass/fail metrics.",
+        "sign-flip permutation test (p-values at the resampling floor are tested again with "
+        "more sign flips); exact McNemar for pass/fail metrics.",
         f"p adj.: {s['adjust_name']} adjustment across the metric x slice family "
-        f"({s['family_size']} tests); better/worse marks a difference significant at "
+        f"({s['family_size']} tests; a row whose paired differences are all zero cannot "
+        "reject and has p adj. 1); better/worse marks a difference significant at "
         f"{s['alpha']:g} after adjustment. Slices under {s['min_slice_n']} cases are marked "
         "small.",
-    ]
+    ] + ([f"Not compared (reported by one run only, e.g. a cutoff beyond the other run's k): "
+          f"{', '.join(s['unpaired_metrics'])}."] if s.get("unpaired_metrics") else [])
 
 
 def _sections(comp) -> list[tuple[str, list[str], list[list[Any]]]]:
@@ -325,7 +334,7 @@ def render_terminal(comp) -> str:
     rows = []
     for m in headline_names(comp):
         r, i = comp.row(m), comp.info(m)
-        rows.append([m, _fmt(r["baseline"]), _fmt(r["candidate"]), signed(r["delta"]),
+        rows.append([m, mean(r["baseline"]), mean(r["candidate"]), signed(r["delta"]),
                      interval(r), pval(r["p_adjusted"]), str(r["n"]), verdict(r, i)])
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
     for row in [head, *rows]:
