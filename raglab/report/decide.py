@@ -365,7 +365,8 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
             continue
         any_flip = True
         lines += [f"### {metric}: {n_bad} pass→fail, {n_good} fail→pass "
-                  f"(pass: {'≥' if f.get('direction') != 'lower' else '≤'} {f.get('threshold')})",
+                  f"(pass: {'≤' if f.get('direction') == 'lower' else '≥'} "
+                  f"{f.get('threshold')})",
                   ""]
         for way, title in (("pass_to_fail", "pass→fail"), ("fail_to_pass", "fail→pass")):
             cases = (f.get(way) or [])[:max_cases]

@@ -161,7 +161,7 @@ def test_counts_overall_per_slice_and_in_mlflow_keys():
     assert counts["primary"] == dict.fromkeys(CAUSES, 0) | {
         "retrieval": 1, "generation": 1, "hallucinated_answer": 1}
     billing = counts["slices"]["intent"]["billing"]
-    assert billing["retrieval"] == 1 and billing["access_control"] == 1 and billing["generation"] == 0
+    assert (billing["retrieval"], billing["access_control"], billing["generation"]) == (1, 1, 0)
     assert counts["slices"]["answerable"]["no"]["hallucinated_answer"] == 1
     assert counts["slices"]["answerable"]["yes"]["hallucinated_answer"] == 0
     assert diagnosis_counts([rec()])["failed"] == 0  # records without a diagnosis: passed
@@ -203,7 +203,8 @@ def test_every_run_record_has_a_diagnosis_and_metrics_json_counts(tmp_path, tiny
                    "system.enforce_acl=false", "diagnosis.min_faithfulness=0.9",
                    f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'c'}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    recs = {r["case_id"]: r for r in map(json.loads, (out / "records.jsonl").read_text().splitlines())}
+    lines = (out / "records.jsonl").read_text().splitlines()
+    recs = {r["case_id"]: r for r in map(json.loads, lines)}
     assert all("diagnosis" in r for r in recs.values())
     # the unanswerable t-3 is answered from the staff-only document it may not see
     assert recs["t-3"]["diagnosis"] == {"primary": "hallucinated_answer",
@@ -211,6 +212,7 @@ def test_every_run_record_has_a_diagnosis_and_metrics_json_counts(tmp_path, tiny
     m = json.loads((out / "metrics.json").read_text())
     assert m["diagnoses"]["overall"]["access_control"] == 1
     assert m["diagnoses"]["slices"]["answerable"]["no"]["hallucinated_answer"] == 1
-    assert m["metric_versions"]["diagnosis"] == diagnosis_version(DiagnosisCfg(min_faithfulness=0.9))
+    expected = diagnosis_version(DiagnosisCfg(min_faithfulness=0.9))
+    assert m["metric_versions"]["diagnosis"] == expected
     assert "failed cases: " in proc.stdout
     assert "## Failure attribution" in (out / "report.md").read_text()

@@ -155,13 +155,15 @@ def test_run_means_reads_both_runs_metrics_json():
 
 
 @pytest.mark.parametrize("gate,message", [
-    ({"metric": "faithfullness", "rule": "bound", "max": 1}, "gates[0].metric: unknown metric 'faithfullness'"),
+    ({"metric": "faithfullness", "rule": "bound", "max": 1},
+     "gates[0].metric: unknown metric 'faithfullness'"),
     ({"metric": "faithfulness", "rule": "non_inferior"}, "needs a margin"),
     ({"metric": "faithfulness", "rule": "bound"}, "needs at least one of max, min"),
     ({"metric": "faithfulness", "rule": "not_worse", "margin": 0.1}, "margin applies to rule"),
     ({"metric": "faithfulness", "rule": "not_worse", "max": 1}, "max applies to rule bound"),
     ({"metric": "final.context_tokens", "rule": "not_worse"}, "no better direction"),
-    ({"metric": "faithfulness", "rule": "bound", "max": 1, "color": "red"}, "gates[0].color: unknown key"),
+    ({"metric": "faithfulness", "rule": "bound", "max": 1, "color": "red"},
+     "gates[0].color: unknown key"),
     ({"metric": "faithfulness", "rule": "maybe"}, "gates[0].rule"),
     ({"metric": "final.mrr@5", "rule": "bound", "min": 0.1}, "unknown metric 'final.mrr@5'"),
 ])
