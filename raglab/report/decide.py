@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from raglab.metrics.diagnosis import CAUSES
 from raglab.report.gates_config import Gate, GateSet
 from raglab.stats import PairedStat, non_inferior, significantly_worse
 
@@ -210,6 +211,11 @@ def _run_info(src: Any) -> dict[str, Any]:
             "config": src.config}
 
 
+def _cause_rank(cause: str) -> tuple[int, str]:
+    order = ("passed", *CAUSES)
+    return (order.index(cause), "") if cause in order else (len(order), cause)
+
+
 def _diagnoses(comp: Any, gates: GateSet) -> dict[str, Any]:
     """Diagnosis counts of both runs, overall and on the critical slices, with the change."""
     d = comp.diagnoses or {}
@@ -218,7 +224,7 @@ def _diagnoses(comp: Any, gates: GateSet) -> dict[str, Any]:
         b, c = roles.get("baseline") or {}, roles.get("candidate") or {}
         return {cause: {"baseline": int(b.get(cause, 0)), "candidate": int(c.get(cause, 0)),
                         "change": int(c.get(cause, 0)) - int(b.get(cause, 0))}
-                for cause in dict.fromkeys([*b, *c])}
+                for cause in sorted(dict.fromkeys([*b, *c]), key=_cause_rank)}
 
     slices = []
     for ref in gates.critical_slices:
