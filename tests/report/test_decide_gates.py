@@ -211,3 +211,32 @@ def test_shipped_gate_sets_load_and_overrides_apply(tmp_path):
     bad.write_text("gates: [unclosed\n")
     with pytest.raises(UserError, match="bad.yaml"):
         load_gate_set(str(bad), [], conf_dir())
+
+
+def test_record_of_runs_without_diagnoses_or_flips_renders(tmp_path):
+    from raglab.report.compare import Comparison, RunSource
+    from raglab.report.decide import build_record, render_record
+
+    def src(label, cfg, ds):
+        return RunSource(label, tmp_path / label, label, cfg,
+                         {"dataset": ds, "n_cases": 2, "errors": 0,
+                          "metric_versions": {"nuggets": "n1"}}, [])
+
+    b = src("b", {"k": 3, "system": {"name": "reference"}}, {"cases_sha256": "c1"})
+    c = src("c", {"k": 5, "system": {"name": "reference"}, "extra": None},
+            {"cases_sha256": "c2"})
+    comp = Comparison(b, c, [row("vital_nugget_recall", ci=(-0.5, 0.1))], {}, {}, {}, [], {})
+    g = gates({**NI, "slices": "critical"}, critical=[{"key": "intent", "value": "x"}])
+    res = evaluate_gates(comp.rows, g)
+    rec = build_record(comp, g, "g", "g.yaml", res, name="g", date="2026-01-02",
+                       question=None)
+    assert rec["decision"] == NO_GO and rec["counts"] == {PASS: 0, FAIL: 1, NA: 1}
+    assert rec["config_diff"] == [{"key": "extra", "baseline": None, "candidate": "null"},
+                                  {"key": "k", "baseline": "3", "candidate": "5"}]
+    assert any("different cases files" in w for w in rec["warnings"])
+    assert any("critical slice intent=x" in w for w in rec["warnings"])
+    md = render_record(rec)
+    assert md.startswith("# Decision: NO-GO (g, 2026-01-02)")
+    assert "**Question.** (none given)" in md and "| extra | (absent) | null |" in md
+    assert "(no case flipped on the headline metrics)" in md
+    assert "| vital_nugget_recall non_inferior | overall | CI low > -0.02 |" in md
