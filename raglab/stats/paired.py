@@ -13,6 +13,7 @@ from raglab.stats.resample import bootstrap_interval, bootstrap_means, signflip_
 KINDS = ("share", "binary", "rank", "count", "latency", "cost")
 DIRECTIONS = ("higher", "lower", "none")
 _TIE_RTOL = 1e-12   # |cand - base| <= this x max(|cand|, |base|) is a tie (and a zero diff)
+_P_FLOOR = float(np.finfo(np.float64).tiny)   # a p-value that underflows reads as this, not 0
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,12 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
         raise ValueError(f"n_resamples must be positive, got {n_resamples}")
     m = base.shape[1]
     ok = np.isfinite(base) & np.isfinite(cand)
-    diffs = np.where(ok, cand - base, 0.0)
+    for j in (j for j in range(m) if kinds[j] == "binary"):
+        values = np.concatenate([base[ok[:, j], j], cand[ok[:, j], j]])
+        if not np.isin(values, (0.0, 1.0)).all():
+            raise ValueError(f"column {j} is binary but holds values other than 0/1")
+    with np.errstate(invalid="ignore"):
+        diffs = np.where(ok, cand - base, 0.0)
     scale = np.maximum(np.abs(np.where(ok, base, 0.0)), np.abs(np.where(ok, cand, 0.0)))
     zero = ok & (np.abs(diffs) <= _TIE_RTOL * scale)
     diffs = np.where(zero, 0.0, diffs)
@@ -128,11 +134,6 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
             bcols = [j for j, is_b in zip(cols, binary) if is_b]
             b_vals = np.stack([base[ok[:, j], j] for j in bcols], axis=1)
             c_vals = np.stack([cand[ok[:, j], j] for j in bcols], axis=1)
-            for arr in (b_vals, c_vals):
-                bad = ~np.isin(arr, (0.0, 1.0))
-                if bad.any():
-                    j = bcols[int(np.nonzero(bad.any(axis=0))[0][0])]
-                    raise ValueError(f"column {j} is binary but holds values other than 0/1")
             lost = ((b_vals == 1) & (c_vals == 0)).sum(axis=0)
             gained = ((b_vals == 0) & (c_vals == 1)).sum(axis=0)
             p[binary] = _mcnemar(lost, gained)
@@ -151,6 +152,6 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
             else:
                 test = "permutation-exact" if exact else "permutation"
             better, worse = (neg[j], pos[j]) if directions[j] == "lower" else (pos[j], neg[j])
-            results[j] = PairedStat(d, lo, hi, float(p[i]), n, int(better), int(ties[j]),
+            results[j] = PairedStat(d, lo, hi, max(float(p[i]), _P_FLOOR), n, int(better), int(ties[j]),
                                     int(worse), method, test)
     return results

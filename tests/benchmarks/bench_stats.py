@@ -9,11 +9,18 @@ as ``raglab compare`` does. Then, on a small case, the same interval and p-value
 against ``scipy.stats.bootstrap`` and ``scipy.stats.permutation_test``.
 
     python tests/benchmarks/bench_stats.py [--cases 20000] [--metrics 150] [--resamples 2000]
+    python tests/benchmarks/bench_stats.py --coverage   # BCa vs percentile coverage by n
+
+``--coverage`` measures, over 4,000 simulated data sets per cell, how often the BCa and the
+percentile intervals miss the true difference on each side, for the share-like metric of
+tests/stats/test_simulations.py and a skewed latency-like one (lognormal baseline, the
+candidate a lognormal factor of it).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -67,6 +74,7 @@ def make_runs(n_cases: int, n_metrics: int, seed: int = 7):
 
 def bench_table(n_cases: int, n_metrics: int, n_resamples: int) -> None:
     base, cand, kinds, directions, tags = make_runs(n_cases, n_metrics)
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     overall = paired_table(base, cand, kinds, directions, n_resamples=n_resamples)
     t_overall = time.perf_counter() - t0
@@ -79,10 +87,12 @@ def bench_table(n_cases: int, n_metrics: int, n_resamples: int) -> None:
                                      n_resamples=n_resamples))
     t_slices = time.perf_counter() - t1
     total = t_overall + t_slices
+    cpu = time.process_time() - cpu0
     print(f"paired_table: {n_cases} cases x {n_metrics} metrics, {n_resamples} resamples")
     print(f"  overall              {t_overall:7.2f} s")
     print(f"  {TAG_KEYS * TAG_VALUES} slices            {t_slices:7.2f} s")
-    print(f"  total ({rows} rows)  {total:7.2f} s")
+    print(f"  total ({rows} rows)  {total:7.2f} s   (CPU time, all threads: {cpu:.1f} s; "
+          f"load average {os.getloadavg()[0]:.1f})")
 
 
 def bench_scipy(n: int = 200, n_resamples: int = 2000, repeats: int = 5) -> None:
@@ -126,12 +136,48 @@ def bench_scipy(n: int = 200, n_resamples: int = 2000, repeats: int = 5) -> None
           f"ratio {theirs_k / ours_k:5.1f}x")
 
 
+def coverage_table(sizes=(50, 150, 400), sets: int = 4000) -> None:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stats"))
+    from test_simulations import _share_pairs
+
+    mu, s1, m2, s2 = 6.0, 0.8, 0.05, 0.3
+    latency_truth = float(np.exp(mu + s1 ** 2 / 2) * (np.exp(m2 + s2 ** 2 / 2) - 1))
+
+    def make(kind, rng, n, k):
+        if kind == "share":
+            return _share_pairs(rng, n, k, power=0.85)
+        b = rng.lognormal(mu, s1, (n, k))
+        return b, b * rng.lognormal(m2, s2, (n, k)), latency_truth
+
+    print("metric   n    interval    truth<low truth>high coverage")
+    for kind in ("share", "latency"):
+        for n in sizes:
+            for interval in ("bca", "percentile"):
+                low = high = 0
+                for seed in range(4):
+                    b, c, truth = make(kind, np.random.default_rng(seed), n, sets // 4)
+                    for st in paired_table(b, c, [kind] * b.shape[1], ["higher"] * b.shape[1],
+                                           seed=seed, interval=interval):
+                        low += truth < st.ci_low
+                        high += truth > st.ci_high
+                print(f"{kind:8s} {n:4d} {interval:11s} {low / sets:9.4f} {high / sets:10.4f} "
+                      f"{1 - (low + high) / sets:8.4f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=20000)
     ap.add_argument("--metrics", type=int, default=150)
     ap.add_argument("--resamples", type=int, default=2000)
+    ap.add_argument("--coverage", action="store_true",
+                    help="print the BCa/percentile coverage table instead")
     args = ap.parse_args()
+    if args.coverage:
+        coverage_table()
+        return
     bench_table(args.cases, args.metrics, args.resamples)
     bench_scipy(n_resamples=args.resamples)
 
