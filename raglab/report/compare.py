@@ -9,7 +9,7 @@ Reads the runs' records only (DESIGN rule 1); renders nothing (see ``compare_ren
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from raglab.errors import UserError
@@ -46,15 +46,23 @@ class Comparison:
     metrics: dict = field(default_factory=dict)          # name -> {family, direction, kind}
     _index: dict | None = field(default=None, repr=False)
 
-    def row(self, metric: str, slice: tuple[str, str] | None = None) -> dict | None:
+    def _position(self, metric: str, slice: tuple[str, str] | None) -> int | None:
         if self._index is None:
             self._index = {(r["metric"], None if r["slice"] is None else
-                            (r["slice"]["key"], r["slice"]["value"])): r for r in self.rows}
+                            (r["slice"]["key"], r["slice"]["value"])): i
+                           for i, r in enumerate(self.rows)}
         return self._index.get((metric, None if slice is None else tuple(slice)))
 
+    def row(self, metric: str, slice: tuple[str, str] | None = None) -> dict | None:
+        """The row of ``metric`` overall (``slice`` None) or in slice ``(key, value)``."""
+        i = self._position(metric, slice)
+        return None if i is None else self.rows[i]
+
     def info(self, metric: str, slice: tuple[str, str] | None = None) -> dict | None:
-        r = self.row(metric, slice)
-        return None if r is None else self.row_info[self.rows.index(r)]
+        """That row's extra facts: family, direction, kind, small, slice_n, test,
+        ci_method, significant (after adjustment)."""
+        i = self._position(metric, slice)
+        return None if i is None else self.row_info[i]
 
     def to_json(self) -> dict:
         def run(src: RunSource) -> dict:
@@ -97,6 +105,11 @@ def _check_versions(b: RunSource, c: RunSource, families: set[str], allow: bool,
     bad = sorted(f for f in families if vb.get(f) != vc.get(f))
     versions = {"baseline": vb, "candidate": vc,
                 "mismatched": {f: {"baseline": vb.get(f), "candidate": vc.get(f)} for f in bad}}
+    db, dc = vb.get("diagnosis"), vc.get("diagnosis")
+    if db is not None and dc is not None and db != dc:
+        warnings.append(f"the runs were diagnosed under different thresholds (diagnosis "
+                        f"version: baseline {db}, candidate {dc}): their diagnosis counts "
+                        "are not comparable")
     if bad:
         what = "; ".join(f"{f}: baseline {vb.get(f)}, candidate {vc.get(f)}" for f in bad)
         if not allow:
@@ -134,17 +147,20 @@ def _metric_names(b: RunSource, c: RunSource, ids: list[str]) -> tuple[list[str]
 
 
 def _matrix(src: RunSource, ids: list[str], names: list[str]):
+    """``(len(ids), len(names))`` floats; NaN where a metric does not apply (None)."""
     import numpy as np
 
-    col = {n: j for j, n in enumerate(names)}
-    out = np.full((len(ids), len(names)), np.nan)
     by = src.by_id()
-    for i, cid in enumerate(ids):
-        for k, v in by[cid]["metrics"].items():
-            j = col.get(k)
-            if j is not None and v is not None and not isinstance(v, bool | str):
-                out[i, j] = v
-    return out
+    rows = [[m.get(n) for n in names] for m in (by[cid]["metrics"] for cid in ids)]
+    try:
+        return np.array(rows, dtype=float)   # None becomes NaN
+    except (TypeError, ValueError):          # a non-numeric value somewhere: cell by cell
+        out = np.full((len(ids), len(names)), np.nan)
+        for i, row in enumerate(rows):
+            for j, v in enumerate(row):
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    out[i, j] = v
+        return out
 
 
 def _slice_groups(b: RunSource, ids: list[str]) -> dict[tuple[str, str], list[int]]:
@@ -194,7 +210,6 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
     rows, info, slices = [], [], []
     tables = [paired_table(B[idx], C[idx], kinds, directions, confidence=cfg.confidence,
                            n_resamples=cfg.n_bootstrap, seed=cfg.seed) for _, idx in groups]
-    _refine_floor_pvalues(tables, groups, B, C, kinds, directions, cfg)
     for (key, idx), stats in zip(groups, tables):
         b, c = B[idx], C[idx]
         both = ~np.isnan(b) & ~np.isnan(c)
@@ -246,41 +261,6 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
 
 
 ADJUST_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
-REFINE_WORK = 4e9        # case x resample budget for refining floor p-values
-
-
-def _refine_floor_pvalues(tables, groups, B, C, kinds, directions, cfg) -> None:
-    """A Monte Carlo permutation p-value cannot go below 1/(resamples + 1), which after an
-    adjustment over m tests can never reach alpha when m/alpha > resamples. Columns at that
-    floor are tested again with enough sign flips (about 10 m/alpha, within a work budget),
-    so a clear difference can survive the adjustment. Exact tests are left alone."""
-    import math
-
-    m = sum(1 for t in tables for st in t if st.p_value is not None and st.wins + st.losses)
-    floor = 1.5 / (cfg.n_bootstrap + 1)
-    want = math.ceil(10 * m / cfg.alpha)
-    if want <= cfg.n_bootstrap:
-        return
-    todo = [(g, j) for g, t in enumerate(tables) for j, st in enumerate(t)
-            if st.test == "permutation" and st.p_value is not None and st.p_value <= floor]
-    if not todo:
-        return
-    from raglab.stats import paired_table
-
-    work = sum(tables[g][j].n for g, j in todo)
-    n_res = int(max(cfg.n_bootstrap, min(want, REFINE_WORK / max(work, 1))))
-    if n_res <= cfg.n_bootstrap:
-        return
-    by_group: dict[int, list[int]] = defaultdict(list)
-    for g, j in todo:
-        by_group[g].append(j)
-    for g, cols in by_group.items():
-        idx = groups[g][1]
-        again = paired_table(B[idx][:, cols], C[idx][:, cols], [kinds[j] for j in cols],
-                             [directions[j] for j in cols], confidence=cfg.confidence,
-                             n_resamples=n_res, seed=cfg.seed)
-        for j, st in zip(cols, again):
-            tables[g][j] = replace(tables[g][j], p_value=st.p_value)
 
 
 # ---- flipped cases and diagnoses ------------------------------------------------------------

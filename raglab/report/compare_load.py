@@ -61,7 +61,14 @@ class RunSource:
         from raglab.data.dataset import resolve_path
 
         path = resolve_path(str(cases))
-        return path if path.is_absolute() else Path.cwd() / path
+        if path.is_absolute():
+            return path
+        # relative to where the run was started: the cwd, or a directory above the run's
+        bases = [Path.cwd()]
+        for d in (self.origin_dir, self.run_dir if self.mlflow_run_id is None else None):
+            if d is not None:
+                bases += list(d.parents)[:4]
+        return next((b / path for b in bases if (b / path).is_file()), Path.cwd() / path)
 
 
 def _read_yaml(path: Path) -> dict:

@@ -82,8 +82,8 @@ def method_lines(comp) -> list[str]:
         "candidate wins, ties and loses by the metric's direction.",
         f"Intervals: paired bootstrap, {s['confidence']:.0%}, BCa where valid, percentile "
         f"otherwise ({s['n_bootstrap']} resamples, seed {s['seed']}). p-values: paired "
-        "sign-flip permutation test (p-values at the resampling floor are tested again with "
-        "more sign flips); exact McNemar for pass/fail metrics.",
+        "sign-flip permutation test (tails beyond the resamples' resolution from a saddlepoint "
+        "approximation of the same distribution); exact McNemar for pass/fail metrics.",
         f"p adj.: {s['adjust_name']} adjustment across the metric x slice family "
         f"({s['family_size']} tests; a row whose paired differences are all zero cannot "
         "reject and has p adj. 1); better/worse marks a difference significant at "
@@ -212,11 +212,16 @@ def plot_slice_deltas(comp, metric: str) -> str | None:
     pts = overall + rest
     fig = _figure(7, max(2.0, 0.28 * len(pts) + 1.2))
     ax = fig.add_subplot(1, 1, 1)
-    for y, (r, i) in enumerate(pts):
+    groups: dict[tuple[str, bool], list[int]] = {}
+    for y, (r, i) in enumerate(pts):   # one errorbar call per colour (fast with many slices)
         color = {"better": "tab:green", "worse": "tab:red"}.get(verdict(r, i), "tab:gray")
-        ax.errorbar([r["delta"]], [y], xerr=[[r["delta"] - r["ci_low"]],
-                                             [r["ci_high"] - r["delta"]]],
-                    fmt="o", color=color, capsize=3, alpha=0.5 if i["small"] else 1.0)
+        groups.setdefault((color, bool(i["small"])), []).append(y)
+    for (color, small), ys in groups.items():
+        d = [pts[y][0]["delta"] for y in ys]
+        lo = [pts[y][0]["delta"] - pts[y][0]["ci_low"] for y in ys]
+        hi = [pts[y][0]["ci_high"] - pts[y][0]["delta"] for y in ys]
+        ax.errorbar(d, ys, xerr=[lo, hi], fmt="o", color=color, capsize=3,
+                    alpha=0.45 if small else 1.0, linestyle="none")
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(pts)))
     ax.set_yticklabels([f"{slice_name(r, i)} (n={r['n']})" for r, i in pts], fontsize=8)
@@ -227,33 +232,46 @@ def plot_slice_deltas(comp, metric: str) -> str | None:
     return _png(fig)
 
 
-def plot_recall(comp) -> str | None:
-    """Evidence recall at every cutoff, both stages, both runs (paired means)."""
+def _recall_series(comp) -> dict[tuple[str, str], list[tuple[int, float]]]:
+    """(stage, role) -> [(cutoff, recall)]: each run's own curve (its metrics.json), so a
+    cutoff beyond the other run's k is drawn too; paired means when metrics.json is gone."""
     series: dict[tuple[str, str], list[tuple[int, float]]] = {}
-    for r in comp.rows:
-        m = _RECALL_AT.match(r["metric"])
-        if r["slice"] is None and m:
-            for role in ("baseline", "candidate"):
-                if r[role] is not None:
-                    series.setdefault((m.group(1), role), []).append((int(m.group(2)), r[role]))
+    for role in ("baseline", "candidate"):
+        overall = (getattr(comp, role).metrics or {}).get("overall") or {}
+        pairs = [(k, v) for k, v in overall.items() if v is not None]
+        if not pairs:
+            pairs = [(r["metric"], r[role]) for r in comp.rows
+                     if r["slice"] is None and r[role] is not None]
+        for name, v in pairs:
+            m = _RECALL_AT.match(str(name))
+            if m and isinstance(v, int | float):
+                series.setdefault((m.group(1), role), []).append((int(m.group(2)), float(v)))
+    return series
+
+
+def plot_recall(comp) -> str | None:
+    """Evidence recall at every cutoff, both stages, both runs."""
+    series = _recall_series(comp)
     if not series:
         return None
     fig = _figure(6.5, 4)
     ax = fig.add_subplot(1, 1, 1)
     cutoffs: set[int] = set()
-    styles = {"baseline": "--", "candidate": "-"}
+    colors = {"baseline": "tab:gray", "candidate": "tab:blue"}
+    styles = {"candidate": ("--", "s"), "final": ("-", "o")}
     for (stage, role), pts in sorted(series.items()):
         xs, ys = zip(*sorted(pts))
         cutoffs.update(xs)
-        label = getattr(comp, role).label
-        ax.plot(xs, ys, styles[role], marker="o", label=f"{stage}, {role} ({label})"[:60],
-                color="tab:blue" if stage == "candidate" else "tab:orange")
+        line, marker = styles[stage]
+        label = f"{role} ({getattr(comp, role).label}), {stage}"
+        ax.plot(xs, ys, line, marker=marker, color=colors[role], label=label[:70],
+                alpha=0.85, markersize=6 if role == "baseline" else 4)
     ax.set_xscale("log")
     ax.set_xticks(sorted(cutoffs))
     ax.set_xticklabels([str(c) for c in sorted(cutoffs)])
     ax.minorticks_off()
     ax.set_ylim(0, 1.05)
-    ax.set_xlabel("cutoff k")
+    ax.set_xlabel("cutoff k (candidate: before reranking; final: reached the generator)")
     ax.set_ylabel("evidence recall@k")
     ax.set_title("Evidence recall by cutoff: both stages, both runs")
     ax.grid(True, alpha=0.3)

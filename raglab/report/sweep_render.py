@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from raglab.report.compare_render import _png, html_page, html_table, img, pval
+from raglab.report.compare_render import _png, html_page, html_table, img, mean, pval
 from raglab.report.run_report import _figure, _fmt, _md_escape, _table
 
 MARK = "*"
@@ -90,7 +90,7 @@ def render_sweep_md(sc) -> str:
     lines.append("")
     for metric in sc.cells:
         header, text, _ = grid(sc, metric)
-        lines += [f"## {metric} (baseline {_fmt(_base_value(sc, metric))})", ""]
+        lines += [f"## {metric} (baseline {mean(_base_value(sc, metric))})", ""]
         lines += _table(header, text) + [""]
     lines += _failing_md(sc)
     return "\n".join(lines)
@@ -152,7 +152,7 @@ def render_sweep_html(sc) -> str:
     body += ["<h2>Jobs</h2>", html_table(["job", "name"], [[j.number, j.name] for j in sc.jobs])]
     for metric in sc.cells:
         header, text, _ = grid(sc, metric)
-        body.append(f"<h2>{e(metric)} (baseline {e(_fmt(_base_value(sc, metric)))})</h2>")
+        body.append(f"<h2>{e(metric)} (baseline {e(mean(_base_value(sc, metric)))})</h2>")
         body.append(html_table(header, text, "sweep"))
         b64 = heatmap(sc, metric)
         if b64:
@@ -172,7 +172,7 @@ def render_sweep_terminal(sc, metrics: list[str]) -> str:
             continue
         header, text, _ = grid(sc, metric)
         widths = [max(len(str(x)) for x in col) for col in zip(header, *text)]
-        lines.append(f"{metric} (baseline {_fmt(_base_value(sc, metric))}):")
+        lines.append(f"{metric} (baseline {mean(_base_value(sc, metric))}):")
         for row in [header, *text]:
             lines.append("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
     lines.append(f"  {MARK}: significant after adjustment; {len(sc.always_failing)} cases fail "

@@ -193,3 +193,12 @@ def test_swept_keys_and_find_job():
     assert find_job(jobs, "k=3,chunker.size=64").number == "0"
     with pytest.raises(UserError, match="names no job"):
         find_job(jobs, "k=9")
+
+
+def test_different_diagnosis_versions_warn():
+    b, c = pair()
+    b.metrics["metric_versions"] = {**VERSIONS, "diagnosis": "d1"}
+    c.metrics["metric_versions"] = {**VERSIONS, "diagnosis": "d2"}
+    comp = compare_runs(b, c, CompareCfg(n_bootstrap=100))
+    assert any("diagnosis version: baseline d1, candidate d2" in w for w in comp.warnings)
+    assert all(r["comparable"] for r in comp.rows)
