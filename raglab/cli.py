@@ -80,7 +80,8 @@ def _main(argv: list[str] | None) -> None:
 
         decide_main(rest)
     else:
-        _fail(f"unknown command {cmd!r} (commands: run, validate, log, compare, decide; see raglab --help)", 2)
+        _fail(f"unknown command {cmd!r} (commands: run, validate, log, compare, decide; "
+              "see raglab --help)", 2)
 
 
 if __name__ == "__main__":

@@ -305,7 +305,8 @@ def flipped_cases(b: RunSource, c: RunSource, ids: list[str], cfg: CompareCfg) -
             entry[f"n_{way}"] = len(lst)
             entry[way] = [{
                 "case_id": x, "question": qs.get(x),
-                "baseline": bid[x]["metrics"].get(metric), "candidate": cid[x]["metrics"].get(metric),
+                "baseline": bid[x]["metrics"].get(metric),
+                "candidate": cid[x]["metrics"].get(metric),
                 "baseline_answer": _answer(bid[x]), "candidate_answer": _answer(cid[x]),
                 "baseline_diagnosis": diagnosis_of(bid[x]),
                 "candidate_diagnosis": diagnosis_of(cid[x]),

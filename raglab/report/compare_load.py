@@ -85,7 +85,9 @@ def _read_yaml(path: Path) -> dict:
 
 def _read_records(path: Path) -> list[dict]:
     if not path.is_file():
-        raise UserError(f"not a raglab run directory: {path.name} is missing",
+        hint = (" (a sweep directory: compare it with SWEEP --baseline JOB)"
+                if (path.parent / "multirun.yaml").is_file() else "")
+        raise UserError(f"not a raglab run directory: {path.name} is missing{hint}",
                         file=str(path.parent))
     rows = read_jsonl_tolerant(path)
     for i, r in enumerate(rows, 1):

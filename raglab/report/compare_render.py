@@ -152,7 +152,9 @@ def _flip_tables(comp) -> list[tuple[str, list[str], list[list[Any]]]]:
                      _fmt(x["candidate"]), x["baseline_answer"] or "(no answer)",
                      x["candidate_answer"] or "(no answer)", _diag_text(x["baseline_diagnosis"]),
                      _diag_text(x["candidate_diagnosis"])] for x in cases]
-            out.append((f"{metric}: {n} cases {title} (threshold {f['threshold']:g}{shown})",
+            cases_word = "case" if n == 1 else "cases"
+            out.append((f"{metric}: {n} {cases_word} {title} "
+                        f"(threshold {f['threshold']:g}{shown})",
                         ["case", "question", "baseline", "candidate", "baseline answer",
                          "candidate answer", "baseline diagnosis", "candidate diagnosis"], rows))
     return out

@@ -150,11 +150,10 @@ def load_sweep(ref: str, tracking_uri: str) -> tuple[list[Job], list[str]]:
         keys = swept_keys(_read_yaml(path / "multirun.yaml"))
         sources = [(p.name, load_dir(str(p), p)) for p in subdirs]
     elif MLFLOW_ID.match(ref):
+        from raglab.report.compare_load import _temp_dir
         from raglab.tracking.mlflow_store import child_runs, read_run
 
-        import tempfile
-
-        parent = read_run(ref, tracking_uri, Path(tempfile.mkdtemp(prefix="raglab-sweep-")))
+        parent = read_run(ref, tracking_uri, _temp_dir())
         children = child_runs(ref, tracking_uri)
         if not children:
             raise UserError(f"MLflow run {ref} has no child runs: not a sweep's parent run")

@@ -7,6 +7,7 @@ import html
 from typing import Any
 
 from raglab.report.compare_render import _png, html_page, html_table, img, mean, pval
+from raglab.report.compare import ADJUST_NAMES
 from raglab.report.run_report import _figure, _fmt, _md_escape, _table
 
 MARK = "*"
@@ -74,7 +75,7 @@ def intro(sc) -> list[str]:
     return [f"Every job is compared with the baseline job {sc.baseline.name} on paired cases. "
             "Each cell is the candidate minus the baseline (overall) with its "
             f"{s['confidence']:.0%} paired bootstrap interval; {MARK} marks a difference "
-            f"significant at {s['alpha']:g} after {'Holm' if s['adjust'] == 'holm' else 'Benjamini-Hochberg'} "
+            f"significant at {s['alpha']:g} after {ADJUST_NAMES[s['adjust']]} "
             f"adjustment across every cell of these tables ({s['family_size']} tests).",
             "Per-slice rows of every job are in compare.json (comparisons)."]
 
@@ -119,7 +120,8 @@ def heatmap(sc, metric: str) -> str | None:
         data = np.where(np.isnan(data), 0.0, data)
     direction = next((c["direction"] for row in vals for _, c in row if c), "higher")
     sign = -1.0 if direction == "lower" else 1.0
-    lim = float(np.nanmax(np.abs(data))) or 1.0
+    # colour scale: at least +-0.05, so a negligible difference is not drawn as a strong one
+    lim = max(float(np.nanmax(np.abs(data))), 0.05)
     fig = _figure(1.6 + 1.3 * data.shape[1], 1.2 + 0.5 * data.shape[0])
     ax = fig.add_subplot(1, 1, 1)
     ax.imshow(sign * data, cmap="RdYlGn", vmin=-lim, vmax=lim, aspect="auto")

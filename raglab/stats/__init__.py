@@ -27,6 +27,11 @@ Methods (``paired_table``):
   exact enumeration of the ``2**n`` sign vectors when ``2**n <= n_resamples``
   (``permutation-exact``), else ``n_resamples`` random sign vectors with the
   ``(b + 1) / (m + 1)`` correction (``permutation``), which keeps the p-value valid.
+  Where fewer than 10 random sign vectors reach the observed sum (p below the Monte Carlo
+  resolution, which a Holm family of hundreds of rows needs), the tail of the same
+  permutation distribution is computed: enumerated up to n = 20, else by its saddlepoint
+  approximation (``resample.saddlepoint_tail``). p-values are never 0: an underflow reads
+  as the smallest positive double.
 - Multiplicity (``adjust_pvalues``): Holm's step-down adjustment across the metric x slice
   family by default (family-wise error control under any dependence), Benjamini-Hochberg
   on request (false discovery rate).

@@ -88,6 +88,8 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     if interval not in ("bca", "percentile"):
         raise ValueError(f"interval must be 'bca' or 'percentile', got {interval!r}")
+    if not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be positive, got {n_resamples}")
     m = base.shape[1]

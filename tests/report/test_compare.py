@@ -202,3 +202,50 @@ def test_different_diagnosis_versions_warn():
     comp = compare_runs(b, c, CompareCfg(n_bootstrap=100))
     assert any("diagnosis version: baseline d1, candidate d2" in w for w in comp.warnings)
     assert all(r["comparable"] for r in comp.rows)
+
+
+def _sweep(params_list, names):
+    from raglab.report.sweep import SweepComparison
+    jobs = [Job(",".join(f"{k}={v}" for k, v in p.items()), str(i), p, None)
+            for i, p in enumerate(params_list)]
+    sc = SweepComparison("sw", names, jobs[0], jobs)
+    sc.cells["faithfulness"] = {
+        j.name: {"baseline": 0.5, "candidate": 0.6, "delta": 0.1 * i, "ci_low": 0.0,
+                 "ci_high": 0.2 * i, "p_value": 0.01, "p_adjusted": 0.02, "n": 10,
+                 "comparable": True, "significant": i == 2, "direction": "higher"}
+        for i, j in enumerate(jobs) if i}
+    return sc
+
+
+def test_sweep_grid_two_params_rows_by_columns():
+    from raglab.report.sweep_render import grid
+    sc = _sweep([{"k": "3", "size": "64"}, {"k": "3", "size": "128"},
+                 {"k": "10", "size": "64"}, {"k": "10", "size": "128"}], ["k", "size"])
+    header, text, _ = grid(sc, "faithfulness")
+    assert header == ["k \\ size", "64", "128"]      # numeric order, not text order
+    assert text[0] == ["3", "baseline", "+0.100 [+0.000, +0.200]"]
+    assert text[1] == ["10", "+0.200 [+0.000, +0.400] *", "+0.300 [+0.000, +0.600]"]
+
+
+def test_sweep_grid_one_row_per_job_beyond_two_params():
+    from raglab.report.sweep_render import grid
+    sc = _sweep([{"a": "1", "b": "x", "c": "p"}, {"a": "2", "b": "x", "c": "p"},
+                 {"a": "2", "b": "y", "c": "q"}], ["a", "b", "c"])
+    header, text, _ = grid(sc, "faithfulness")
+    assert header == ["a", "b", "c", "delta [CI]"]
+    assert text == [["1", "x", "p", "baseline"], ["2", "x", "p", "+0.100 [+0.000, +0.200]"],
+                    ["2", "y", "q", "+0.200 [+0.000, +0.400] *"]]
+
+
+def test_questions_from_the_dataset_and_tolerated_when_gone(tmp_path):
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"id": "u", "question": "Is it?"}) + "\n")
+    b = source("b", [rec("u", {"false_answer_rate": 0.0}, answerable=False)])
+    c = source("c", [rec("u", {"false_answer_rate": 1.0}, answerable=False)])
+    c.config = {"dataset": {"cases": str(cases)}}
+    comp = compare_runs(b, c, CompareCfg(n_bootstrap=100))
+    assert comp.flipped["false_answer_rate"]["pass_to_fail"][0]["question"] == "Is it?"
+    cases.unlink()
+    comp = compare_runs(b, c, CompareCfg(n_bootstrap=100))
+    assert comp.flipped["false_answer_rate"]["pass_to_fail"][0]["question"] is None
+    assert "(question not found)" in render_md(comp)

@@ -169,7 +169,8 @@ def test_help_is_fast_and_light(runs):
     import sys
     code = ("import sys\nfrom raglab.cli import main\ntry:\n main(['compare','--help'])\n"
             "except SystemExit:\n pass\n"
-            "heavy=[m for m in ('numpy','mlflow','matplotlib','scipy','hydra') if m in sys.modules]\n"
+            "heavy=[m for m in ('numpy','mlflow','matplotlib','scipy','hydra')\n"
+            "       if m in sys.modules]\n"
             "print('HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "HEAVY []" in out.stdout, out.stdout + out.stderr

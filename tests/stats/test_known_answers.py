@@ -323,6 +323,12 @@ def test_bad_input_is_refused():
         paired_table(ones, ones, ["share"], ["up"])
     with pytest.raises(ValueError, match="1 metric columns but 2 kinds"):
         paired_table(ones, ones, ["share", "share"], ["higher"])
+    with pytest.raises(ValueError, match="seed must be a non-negative integer"):
+        paired_table(ones, ones, ["share"], ["higher"], seed=-1)
+    with pytest.raises(ValueError, match="interval must be"):
+        paired_table(ones, ones, ["share"], ["higher"], interval="basic")
+    with pytest.raises(ValueError, match="confidence"):
+        paired_table(ones, ones, ["share"], ["higher"], confidence=95)
     with pytest.raises(ValueError, match="column 0 is binary"):
         paired_table(ones * 0.5, ones, ["binary"], ["higher"])
 
