@@ -248,7 +248,7 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
                             f"({db.get(what)} and {dc.get(what)})")
     vb = b["metric_versions"].get("diagnosis")
     vc = c["metric_versions"].get("diagnosis")
-    if vb != vc:
+    if vb != vc and not any("diagnos" in w for w in warnings):  # compare may have said so
         warnings.append(f"diagnosis versions differ (baseline {vb}, candidate {vc}): the "
                         "diagnoses were made with different thresholds or code")
     have = {(str(s["key"]), str(s["value"])) for s in getattr(comp, "slices", None) or []}

@@ -240,3 +240,10 @@ def test_record_of_runs_without_diagnoses_or_flips_renders(tmp_path):
     assert "**Question.** (none given)" in md and "| extra | (absent) | null |" in md
     assert "(no case flipped on the headline metrics)" in md
     assert "| vital_nugget_recall non_inferior | overall | CI low > -0.02 |" in md
+    # diagnosis versions: one warning, whether compare gave it already or not
+    c.metrics["metric_versions"]["diagnosis"] = "d2"
+    rec = build_record(comp, g, "g", "g.yaml", res, name="g", date="d", question="q")
+    assert sum("diagnos" in w for w in rec["warnings"]) == 1
+    comp.warnings.append("the runs were diagnosed under different thresholds (...)")
+    rec = build_record(comp, g, "g", "g.yaml", res, name="g", date="d", question="q")
+    assert sum("diagnos" in w for w in rec["warnings"]) == 1
