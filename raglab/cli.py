@@ -4,7 +4,6 @@ happen only inside the subcommand that needs them, so ``raglab --help`` is fast.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 USAGE = """usage: raglab COMMAND [ARGS]
 
@@ -26,18 +25,14 @@ system.path=PATH grader=heuristic|claude|none chunker.size=256 k=5 tracking=none
 """
 
 
-def conf_dir() -> Path:
-    """The shipped configs: inside the installed package, or conf/ beside it in a checkout."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "conf", here.parent / "conf"):
-        if (candidate / "config.yaml").is_file():
-            return candidate
-    raise SystemExit("raglab: error: the shipped configs (conf/) are missing from the install")
-
-
-def _fail(message: str, code: int = 1) -> None:
-    print(f"raglab: error: {message}", file=sys.stderr, flush=True)
-    sys.exit(code)
+#: command -> the module whose ``main(argv)`` runs it (imported only when used)
+COMMANDS = {
+    "run": "raglab.commands.run",
+    "validate": "raglab.commands.validate",
+    "log": "raglab.commands.log",
+    "compare": "raglab.commands.compare",
+    "decide": "raglab.commands.decide",
+}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -59,29 +54,14 @@ def _main(argv: list[str] | None) -> None:
         print(f"raglab {__version__}")
         return
     cmd, rest = argv[0], argv[1:]
-    if cmd == "run":
-        from raglab.commands.run import main as run_main
+    module = COMMANDS.get(cmd)
+    if module is None:
+        from raglab.commands.common import fail
 
-        run_main(rest)
-    elif cmd == "validate":
-        from raglab.commands.validate import main as validate_main
+        fail(f"unknown command {cmd!r} (commands: {', '.join(COMMANDS)}; see raglab --help)", 2)
+    import importlib
 
-        validate_main(rest)
-    elif cmd == "log":
-        from raglab.commands.log import main as log_main
-
-        log_main(rest)
-    elif cmd == "compare":
-        from raglab.commands.compare import main as compare_main
-
-        compare_main(rest)
-    elif cmd == "decide":
-        from raglab.commands.decide import main as decide_main
-
-        decide_main(rest)
-    else:
-        _fail(f"unknown command {cmd!r} (commands: run, validate, log, compare, decide; "
-              "see raglab --help)", 2)
+    importlib.import_module(module).main(rest)
 
 
 if __name__ == "__main__":

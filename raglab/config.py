@@ -1,22 +1,31 @@
-"""Typed schemas of every config group (nouns only). One schema per group choice, selected
-by its ``name`` (a discriminated union), so a typo fails with the valid choices."""
+"""Typed schemas of the run configuration (nouns only).
+
+The sections every run has (dataset, prompt, metrics, the top-level keys) are declared
+here. The component groups (system, chunker, embedder, reranker, generator, grader,
+tracking) are declared by the code that implements each choice, registered in
+:mod:`raglab.registry`; :func:`run_model` assembles them into one model whose group fields
+are discriminated unions on ``name``, so a typo fails with the valid choices.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, create_model, model_validator
 
+from raglab import registry
+from raglab.data.io import first_problem
+from raglab.data.schema import Strict
 from raglab.errors import ConfigError
 from raglab.metrics.diagnosis import DiagnosisCfg
 
+#: the config groups that map to code (one registered class per choice)
+COMPONENT_GROUPS = ("system", "chunker", "embedder", "reranker", "generator", "grader",
+                    "tracking")
 
-class _C(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-
-# ---- dataset ---------------------------------------------------------------------------
-class DatasetCfg(_C):
+# ---- dataset -----------------------------------------------------------------------------
+class DatasetCfg(Strict):
     name: str = "custom"
     corpus: str
     cases: str
@@ -24,118 +33,8 @@ class DatasetCfg(_C):
     fuzzy_threshold: float = Field(90.0, ge=0, le=100)
 
 
-# ---- system ----------------------------------------------------------------------------
-class ReferenceSystemCfg(_C):
-    name: Literal["reference"]
-    enforce_acl: bool = True
-
-
-class ReplaySystemCfg(_C):
-    name: Literal["replay"]
-    path: str
-
-
-class HttpSystemCfg(_C):
-    name: Literal["http"]
-    url: str
-    connect_timeout_s: float = Field(5.0, gt=0)
-    read_timeout_s: float = Field(60.0, gt=0)
-    retries: int = Field(3, ge=0)
-    backoff_s: float = Field(0.5, ge=0)
-    concurrency: int = Field(4, ge=1)
-    headers: dict[str, str] = Field(default_factory=dict)
-
-    @model_validator(mode="after")
-    def _http_url(self):
-        if not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"url {self.url!r} must start with http:// or https://")
-        return self
-
-
-class PythonSystemCfg(_C):
-    name: Literal["python"]
-    target: str = Field(alias="_target_")
-    options: dict[str, Any] = Field(default_factory=dict)
-
-
-SystemCfg = Annotated[ReferenceSystemCfg | ReplaySystemCfg | HttpSystemCfg | PythonSystemCfg,
-                      Field(discriminator="name")]
-
-
-# ---- chunker ---------------------------------------------------------------------------
-class _ChunkerBase(_C):
-    size: int = Field(gt=0)
-    overlap: int = Field(0, ge=0)
-
-    @model_validator(mode="after")
-    def _overlap_below_size(self):
-        if self.overlap >= self.size:
-            raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
-        return self
-
-
-class FixedChunkerCfg(_ChunkerBase):
-    name: Literal["fixed"]
-
-
-class SentenceChunkerCfg(_ChunkerBase):
-    name: Literal["sentence"]
-
-
-class RecursiveChunkerCfg(_ChunkerBase):
-    name: Literal["recursive"]
-
-
-ChunkerCfg = Annotated[FixedChunkerCfg | SentenceChunkerCfg | RecursiveChunkerCfg,
-                       Field(discriminator="name")]
-
-
-# ---- embedder --------------------------------------------------------------------------
-class Bm25Cfg(_C):
-    name: Literal["bm25"]
-    k1: float = Field(1.5, gt=0)
-    b: float = Field(0.75, ge=0, le=1)
-
-
-class DenseCfg(_C):
-    name: Literal["dense"]
-    model: str = "all-MiniLM-L6-v2"
-    batch_size: int = Field(64, gt=0)
-
-
-class HybridCfg(_C):
-    name: Literal["hybrid"]
-    model: str = "all-MiniLM-L6-v2"
-    batch_size: int = Field(64, gt=0)
-    k1: float = Field(1.5, gt=0)
-    b: float = Field(0.75, ge=0, le=1)
-    rrf_k: int = Field(60, gt=0)
-
-
-EmbedderCfg = Annotated[Bm25Cfg | DenseCfg | HybridCfg, Field(discriminator="name")]
-
-
-# ---- reranker --------------------------------------------------------------------------
-class NoRerankCfg(_C):
-    name: Literal["none"]
-
-
-class LexicalRerankCfg(_C):
-    name: Literal["lexical"]
-    weight: float = Field(0.5, ge=0, le=1)
-
-
-class DenseRerankCfg(_C):
-    name: Literal["dense"]
-    model: str = "all-MiniLM-L6-v2"
-
-
-RerankerCfg = Annotated[NoRerankCfg | LexicalRerankCfg | DenseRerankCfg,
-                        Field(discriminator="name")]
-
-
-# ---- prompt / generator ----------------------------------------------------------------
-class PromptCfg(_C):
+# ---- prompt ------------------------------------------------------------------------------
+class PromptCfg(Strict):
     name: str
     system: str = ""
     template: str
@@ -148,65 +47,14 @@ class PromptCfg(_C):
         return self
 
 
-class ExtractiveGenCfg(_C):
-    name: Literal["extractive"]
-    max_sentences: int = Field(2, gt=0)
-    min_score: float = Field(0.35, ge=0, le=1)
-    refusal: str
-
-
-class AnthropicGenCfg(_C):
-    name: Literal["anthropic"]
-    model: str = Field(min_length=1)
-    max_tokens: int = Field(512, gt=0)
-    timeout_s: float = Field(60.0, gt=0)
-    max_retries: int = Field(4, ge=0)
-    refusal: str
-
-
-GeneratorCfg = Annotated[ExtractiveGenCfg | AnthropicGenCfg, Field(discriminator="name")]
-
-
-# ---- grader ----------------------------------------------------------------------------
-class DecompositionCfg(_C):
+# ---- shared by the graders (heuristic, claude) -------------------------------------------
+class DecompositionCfg(Strict):
     max_claims: int = Field(12, gt=0)
     drop_hedges: bool = True
 
 
-class HeuristicGraderCfg(_C):
-    name: Literal["heuristic"]
-    support_threshold: float = Field(72, ge=0, le=100)
-    nugget_yes: float = Field(75, ge=0, le=100)
-    nugget_partial: float = Field(50, ge=0, le=100)
-    decomposition: DecompositionCfg = Field(default_factory=DecompositionCfg)
-    verification: Literal["batched", "per_claim"] = "batched"
-
-
-class ClaudeGraderCfg(_C):
-    name: Literal["claude"]
-    model: str = Field(min_length=1)
-    max_tokens: int = Field(2048, gt=0)
-    prompts: str
-    decomposition: DecompositionCfg = Field(default_factory=DecompositionCfg)
-    verification: Literal["batched", "per_claim"] = "batched"
-    concurrency: int = Field(8, ge=1)
-    timeout_s: float = Field(60.0, gt=0)
-    max_retries: int = Field(5, ge=0)
-    mode: Literal["online", "batch"] = "online"
-    batch_poll_s: float = Field(30.0, gt=0)
-    prices: dict[str, float] = Field(default_factory=dict)
-
-
-class NoGraderCfg(_C):
-    name: Literal["none"]
-
-
-GraderCfg = Annotated[HeuristicGraderCfg | ClaudeGraderCfg | NoGraderCfg,
-                      Field(discriminator="name")]
-
-
-# ---- metrics / tracking / compare ------------------------------------------------------
-class MetricsCfg(_C):
+# ---- metrics -----------------------------------------------------------------------------
+class MetricsCfg(Strict):
     cutoffs: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 20, 50, 100])
     straddle_min_fraction: float = Field(0.5, gt=0, le=1)
     fuzzy_threshold: float = Field(90.0, ge=0, le=100)
@@ -219,27 +67,19 @@ class MetricsCfg(_C):
         return self
 
 
-class TrackingCfg(_C):
-    name: Literal["mlflow", "none"]
-    uri: str | None = None
-    experiment: str | None = None
+class RunCfg(Strict):
+    """The whole run. Component sections are typed by :func:`run_model`'s subclass."""
 
-
-from raglab.report.compare_config import CompareCfg  # noqa: E402  (schema lives with compare)
-
-
-class RunCfg(_C):
     dataset: DatasetCfg
-    system: SystemCfg
-    chunker: ChunkerCfg
-    embedder: EmbedderCfg
-    reranker: RerankerCfg
+    system: Any
+    chunker: Any
+    embedder: Any
+    reranker: Any
     prompt: PromptCfg
-    generator: GeneratorCfg
-    grader: GraderCfg
+    generator: Any
+    grader: Any
     metrics: MetricsCfg
-    tracking: TrackingCfg
-    compare: CompareCfg = Field(default_factory=CompareCfg)
+    tracking: Any
     diagnosis: DiagnosisCfg = Field(default_factory=DiagnosisCfg)
     k: int = Field(gt=0)
     candidate_depth: int = Field(gt=0)
@@ -248,6 +88,7 @@ class RunCfg(_C):
     concurrency: int = Field(4, ge=1)
     run_name: str | None = None
     progress: Literal["auto", "bar", "plain", "off"] = "auto"
+    plugins: list[str] = Field(default_factory=list)
     experiment: Any = None
 
     @model_validator(mode="after")
@@ -270,31 +111,52 @@ class RunCfg(_C):
         }
 
 
+
+_MODEL: tuple[int, type[RunCfg]] | None = None
+
+
+def _choice_type(group: str) -> Any:
+    cfgs = [e.config for _, e in sorted(registry.entries(group).items())]
+    if len(cfgs) == 1:
+        return cfgs[0]
+    return Annotated[Union[tuple(cfgs)], Field(discriminator="name")]
+
+
+def run_model() -> type[RunCfg]:
+    """RunCfg with each component group typed as the union of its registered schemas."""
+    global _MODEL
+    for group in COMPONENT_GROUPS:
+        registry.entries(group)  # import the group's modules (they register themselves)
+    gen = registry.generation()
+    if _MODEL is None or _MODEL[0] != gen:
+        fields = {g: (_choice_type(g), ...) for g in COMPONENT_GROUPS}
+        _MODEL = (gen, create_model("RunCfg", __base__=RunCfg, **fields))
+    return _MODEL[1]
+
+
 def parse_run_config(data: dict[str, Any]) -> RunCfg:
     """Validate a composed configuration; one clear ConfigError on the first problem."""
     data = {k: v for k, v in data.items() if k != "hydra"}
+    plugins = data.get("plugins") or []
+    if isinstance(plugins, list):
+        registry.import_plugins(str(p) for p in plugins)
     try:
-        return RunCfg.model_validate(data)
+        return run_model().model_validate(data)
     except ValidationError as e:
         raise config_error(e, data) from None
 
 
+def parse_section(model: type[Strict], data: Any, prefix: str) -> Any:
+    """One config section (``prefix``: its path), with the same one-line errors."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise config_error(e, data if isinstance(data, dict) else {}, prefix) from None
+
+
 def config_error(e: ValidationError, data: dict[str, Any], prefix: str = "") -> ConfigError:
     """One line for the first problem of a config section (``prefix``: its path)."""
-    err = e.errors()[0]
-    parts = [str(p) for p in err["loc"]]
-    # drop the union tag pydantic inserts (system.replay.path -> system.path)
-    if len(parts) >= 2 and isinstance(data.get(parts[0]), dict) \
-            and parts[1] == data[parts[0]].get("name"):
-        del parts[1]
-    loc = ".".join([prefix, *parts] if prefix else parts)
-    msg = err["msg"]
-    if err["type"] == "union_tag_invalid":
-        msg = (f"unknown choice {err['input'].get('name')!r} "
-               f"(valid: {err['ctx']['expected_tags']})")
-    elif err["type"] == "extra_forbidden":
-        msg = "unknown key"
-    elif err["type"] == "missing":
-        msg = "missing value"
+    p = first_problem(e, data=data)
+    msg = {"unknown": "unknown key", "missing": "missing value"}.get(p.kind, p.msg)
+    loc = ".".join(part for part in (prefix, p.loc) if part)
     return ConfigError(f"config {loc}: {msg}" if loc else f"config: {msg}")
-

@@ -6,7 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from raglab.cli import conf_dir
+from raglab.commands.common import conf_dir
 from raglab.config import parse_run_config
 from raglab.errors import ConfigError
 
@@ -15,8 +15,8 @@ REQUIRED = {"system/replay": ["system.path=x.jsonl"], "system/http": ["system.ur
 
 
 # groups that are not part of a run's config (each is tested with its own command's tests:
-# gates in tests/report/test_decide_gates.py)
-NOT_RUN_GROUPS = {"gates"}
+# gates in tests/report/test_decide_gates.py, compare in tests/report/test_compare*.py)
+NOT_RUN_GROUPS = {"gates", "compare"}
 
 
 def _options():

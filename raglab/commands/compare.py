@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from raglab.cli import _fail, conf_dir
+from raglab.commands.common import conf_dir
+from raglab.commands.common import fail as _fail
 
 DESCRIPTION = """Paired, per-slice comparison of a candidate run with a baseline run (run
 directories or MLflow run ids), or of every job of a sweep (a Hydra multirun directory or an

@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from raglab.cli import _fail, conf_dir
+from raglab.commands.common import conf_dir
+from raglab.commands.common import fail as _fail
 
 DESCRIPTION = """Compare a candidate run with a baseline run (run directories or MLflow run
 ids) and apply a predeclared gate set (conf/gates/NAME.yaml, or gates=PATH.yaml; change one

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from raglab.cli import _fail
+from raglab.commands.common import fail
 
 
 def main(argv: list[str]) -> None:
@@ -18,17 +18,17 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--run-name", default=None, help="run name (default: the directory name)")
     args = ap.parse_args(argv)
     run_dir = args.run_dir.resolve()
-    for name in ("metrics.json", "config.yaml", "records.jsonl"):
-        if not (run_dir / name).is_file():
-            _fail(f"{run_dir}: not a finished run directory ({name} is missing)")
     from raglab.errors import UserError
     from raglab.tracking.mlflow_store import check_tracking, log_run_dir, ui_command
 
-    try:
+    try:  # the one place a user's mistake ends this command
+        for name in ("metrics.json", "config.yaml", "records.jsonl"):
+            if not (run_dir / name).is_file():
+                raise UserError(f"{run_dir}: not a finished run directory ({name} is missing)")
         check_tracking(args.uri)
         run_id = log_run_dir(run_dir, args.uri, args.experiment,
                              run_name=args.run_name or run_dir.name)
     except UserError as e:
-        _fail(str(e))
+        fail(str(e))
     print(f"logged {run_dir} as MLflow run {run_id} (experiment {args.experiment!r})")
     print(f"view it with:\n  {ui_command(args.uri)}")

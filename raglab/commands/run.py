@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from raglab.cli import _fail, conf_dir
+from raglab.commands.common import conf_dir, fail
 
 
 def _run_name(cfg, overrides: list[str]) -> str:
@@ -19,45 +19,46 @@ def task(dict_cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
     from omegaconf import OmegaConf
-
-    from raglab.config import parse_run_config
-    from raglab.secrets import redact
-    from raglab.errors import UserError
-    from raglab.runner.run import Run, print_summary
-    from raglab.runner.tracker import Tracker
-
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
+    from raglab.config import parse_run_config
+    from raglab.errors import ConfigError, UserError
+    from raglab.runner.components import build_tracker
+    from raglab.runner.run import Run, print_summary
+    from raglab.secrets import redact
+
     hc = HydraConfig.get()
-    try:
-        resolved = OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True)
-    except MissingMandatoryValue as e:
-        _fail(f"config {e.full_key}: missing value (set it with {e.full_key}=...)")
-    except OmegaConfBaseException as e:
-        _fail(" ".join(str(e).split()))
-    try:
-        cfg = parse_run_config(resolved)
-    except UserError as e:
-        _fail(str(e))
-    public = redact(resolved)
     run_dir = Path(hc.runtime.output_dir).resolve()
-    sweep_dir = str(Path(hc.sweep.dir).resolve()) if hc.mode == RunMode.MULTIRUN else None
-    tracker = Tracker(cfg, public, _run_name(cfg, list(hc.overrides.task)), sweep_dir)
-    run = Run(cfg, run_dir, OmegaConf.to_yaml(OmegaConf.create(public)))
+    tracker = None
     try:
+        try:
+            resolved = OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True)
+        except MissingMandatoryValue as e:
+            raise ConfigError(f"config {e.full_key}: missing value "
+                              f"(set it with {e.full_key}=...)") from None
+        except OmegaConfBaseException as e:
+            raise ConfigError(" ".join(str(e).split())) from None
+        cfg = parse_run_config(resolved)
+        public = redact(resolved)
+        sweep_dir = str(Path(hc.sweep.dir).resolve()) if hc.mode == RunMode.MULTIRUN else None
+        tracker = build_tracker(cfg, public, _run_name(cfg, list(hc.overrides.task)), sweep_dir)
+        run = Run(cfg, run_dir, OmegaConf.to_yaml(OmegaConf.create(public)))
         tracker.check()
         metrics = run.execute(tracker)
         tracker.finished(run_dir)
-    except UserError as e:
-        tracker.failed(str(e))
-        _fail(str(e))
+    except UserError as e:  # the one place a user's mistake ends this command
+        if tracker is not None:
+            tracker.failed(str(e))
+        fail(str(e))
     except KeyboardInterrupt:
-        tracker.killed()
+        if tracker is not None:
+            tracker.killed()
         print(f"raglab: interrupted; records kept in {run_dir / 'records.jsonl'}; "
               "run again with the same hydra.run.dir to resume", file=sys.stderr)
         sys.exit(130)
     except Exception as e:
-        tracker.failed(f"{type(e).__name__}: {e}")
+        if tracker is not None:
+            tracker.failed(f"{type(e).__name__}: {e}")
         raise
     print_summary(metrics, run_dir)
     where = tracker.where()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from raglab.data.io import read_models
 from raglab.data.schema import Case, Document, HumanLabel, matches_filters, may_see
-from raglab.data.textnorm import Location, locate_quote
+from raglab.text.normalize import Location, locate_quote
 from raglab.errors import UserError
 
 PKG_PREFIX = "pkg://"

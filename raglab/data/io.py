@@ -7,7 +7,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -19,26 +19,52 @@ MAX_LINE_BYTES = 16 * 1024 * 1024
 _ID_FIELDS = ("id", "case_id", "doc_id")
 
 
-def _describe_validation_error(err: ValidationError, model: type[BaseModel]) -> str:
+class Problem(NamedTuple):
+    """The first problem of a pydantic ValidationError, in words."""
+
+    loc: str    # dotted path (a discriminated union's tag left out: system.path)
+    kind: str   # "unknown" (a field the schema lacks), "missing", "choice", "value"
+    msg: str    # the message ("unknown choice 'x' (valid: 'a', 'b')" for a bad choice)
+    valid: str  # for "unknown": the valid field names, comma-separated
+
+
+def first_problem(err: ValidationError, model: type[BaseModel] | None = None,
+                  data: Any = None) -> Problem:
+    """The one reader of validation errors (data files and configs render it)."""
     first = err.errors()[0]
-    loc = ".".join(str(p) for p in first["loc"])
+    raw = list(first["loc"])
+    parts = [str(p) for p in raw]
+    # drop the union tag pydantic inserts (system.replay.path -> system.path)
+    if len(parts) >= 2 and isinstance(data, dict) and isinstance(data.get(parts[0]), dict) \
+            and parts[1] == data[parts[0]].get("name"):
+        del parts[1]
+        del raw[1]
     kind = first["type"]
+    if kind == "union_tag_invalid":
+        name = first["input"].get("name") if isinstance(first["input"], dict) else None
+        return Problem(".".join(parts), "choice",
+                       f"unknown choice {name!r} (valid: {first['ctx']['expected_tags']})", "")
     if kind == "extra_forbidden":
         owner: Any = model
-        for part in first["loc"][:-1]:
+        for part in raw[:-1]:
             field = getattr(owner, "model_fields", {}).get(str(part))
             if field is None:
                 break
-            ann = field.annotation
-            owner = _model_in(ann) or owner
+            owner = _model_in(field.annotation) or owner
         valid = ", ".join(getattr(owner, "model_fields", {}).keys())
-        return f"unknown field '{loc}' (valid fields: {valid})"
+        return Problem(".".join(parts), "unknown", first["msg"], valid)
     if kind == "missing":
-        return f"missing field '{loc}'"
-    msg = first["msg"]
-    if loc:
-        return f"field '{loc}': {msg}"
-    return msg
+        return Problem(".".join(parts), "missing", first["msg"], "")
+    return Problem(".".join(parts), "value", first["msg"], "")
+
+
+def _describe_validation_error(err: ValidationError, model: type[BaseModel]) -> str:
+    p = first_problem(err, model)
+    if p.kind == "unknown":
+        return f"unknown field '{p.loc}' (valid fields: {p.valid})"
+    if p.kind == "missing":
+        return f"missing field '{p.loc}'"
+    return f"field '{p.loc}': {p.msg}" if p.loc else p.msg
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
@@ -183,3 +209,18 @@ def read_run_metrics(run_dir: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object")
     return data
+
+
+def read_run_config(run_dir: str | Path) -> dict[str, Any]:
+    """A run directory's config.yaml as a dict ({} when absent); UserError when it is not
+    valid YAML."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
+    return data if isinstance(data, dict) else {}

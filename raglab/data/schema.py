@@ -9,14 +9,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS
+
 FilterValue = str | int | float | bool | list[str | int | float | bool]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False, str_strip_whitespace=False)
+class Strict(BaseModel):
+    """The one base of raglab's typed inputs (data files and config sections): an unknown
+    field is an error."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-class Document(_Strict):
+class Document(Strict):
     doc_id: str = Field(min_length=1)
     text: str
     title: str | None = None
@@ -24,12 +29,12 @@ class Document(_Strict):
     acl: list[str] | None = None
 
 
-class User(_Strict):
+class User(Strict):
     id: str = Field(min_length=1)
     groups: list[str] = Field(default_factory=list)
 
 
-class Evidence(_Strict):
+class Evidence(Strict):
     doc_id: str = Field(min_length=1)
     quote: str | None = None
     start: int | None = Field(default=None, ge=0)
@@ -48,12 +53,12 @@ class Evidence(_Strict):
         return self
 
 
-class Nugget(_Strict):
+class Nugget(Strict):
     text: str = Field(min_length=1)
     vital: bool = False
 
 
-class Case(_Strict):
+class Case(Strict):
     id: str = Field(min_length=1)
     question: str = Field(min_length=1)
     filters: dict[str, FilterValue] = Field(default_factory=dict)
@@ -74,7 +79,7 @@ class Case(_Strict):
         return v
 
 
-class Hit(_Strict):
+class Hit(Strict):
     """One retrieved item: a chunk (with offsets) or a whole document."""
 
     doc_id: str = Field(min_length=1)
@@ -85,12 +90,12 @@ class Hit(_Strict):
     metadata: dict[str, Any] | None = None
 
 
-class Citation(_Strict):
+class Citation(Strict):
     sentence: int = Field(ge=0)
     context: list[int] = Field(default_factory=list)
 
 
-class SystemOutput(_Strict):
+class SystemOutput(Strict):
     case_id: str = Field(min_length=1)
     candidates: list[Hit] = Field(default_factory=list)
     context: list[Hit] = Field(default_factory=list)
@@ -100,11 +105,7 @@ class SystemOutput(_Strict):
     usage: dict[str, float] = Field(default_factory=dict)
 
 
-CLAIM_LABELS = ("SUPPORTED", "CONTRADICTED", "NOT_FOUND")
-NUGGET_LABELS = ("YES", "PARTIAL", "NO")
-
-
-class HumanLabel(_Strict):
+class HumanLabel(Strict):
     case_id: str = Field(min_length=1)
     kind: Literal["claim", "nugget"]
     answer: str

@@ -11,22 +11,29 @@ The passages go in the system prompt with ``cache_control``, so the calls of
 ``verification: per_claim`` (one call per claim, same system prompt) reuse the cached
 prefix. Every structured output is validated strictly (one item per claim or nugget, each
 index once, labels from the allowed set); an output that fails is asked for again by the
-client, then becomes a :class:`~raglab.graders.orchestrate.GraderCallError`.
+client, then becomes a :class:`~raglab.llm.client.LLMCallError`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
-from raglab.graders.client import LLMRequest
+from pydantic import Field
 
+from raglab.config import DecompositionCfg
+from raglab.data.dataset import resolve_path
+from raglab.data.schema import Strict
+from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS, RELEVANCE_LABELS
+from raglab.errors import ConfigError
+from raglab.llm.client import LLMRequest, require_api_key
+from raglab.registry import register
+
+PROMPT_NAMES = ("decompose", "verify", "nuggets", "relevance")
 USER_SPLIT = re.compile(r"^=== USER ===[ \t]*\n", re.M)
 PLACEHOLDER = re.compile(r"\{(question|answer|claims|passages|nuggets|max_claims)\}")
-CLAIM_LABELS = ("SUPPORTED", "CONTRADICTED", "NOT_FOUND")
-NUGGET_LABELS = ("YES", "PARTIAL", "NO")
-RELEVANCE_LABELS = ("ANSWERS_AS_ASKED", "ADDS_UNNEEDED", "DIFFERENT_QUESTION")
 
 
 def _obj(properties: dict[str, Any]) -> dict[str, Any]:
@@ -113,10 +120,59 @@ def parse_relevance(parsed: dict) -> list[str]:
     return [label, " ".join(why.split())]
 
 
+def load_prompts(directory: str) -> dict[str, str]:
+    """The grader's prompt templates (text files ``NAME.txt``) from a folder."""
+    d = Path(resolve_path(directory))
+    if not d.is_dir():
+        raise ConfigError(f"config grader.prompts: {d} is not a folder of prompt templates")
+    out = {}
+    for name in PROMPT_NAMES:
+        p = d / f"{name}.txt"
+        if not p.is_file():
+            raise ConfigError(f"config grader.prompts: {p} is missing")
+        out[name] = p.read_text(encoding="utf-8")
+    return out
+
+
+class ClaudeGraderCfg(Strict):
+    name: Literal["claude"]
+    model: str = Field(min_length=1)
+    max_tokens: int = Field(2048, gt=0)
+    prompts: str
+    decomposition: DecompositionCfg = Field(default_factory=DecompositionCfg)
+    verification: Literal["batched", "per_claim"] = "batched"
+    concurrency: int = Field(8, ge=1)
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(5, ge=0)
+    mode: Literal["online", "batch"] = "online"
+    batch_poll_s: float = Field(30.0, gt=0)
+    prices: dict[str, float] = Field(default_factory=dict)
+
+
+@register("grader", "claude", config=ClaudeGraderCfg)
 class ClaudeGrader:
     """The Claude grader; same async interface as the heuristic one."""
 
     backend = "anthropic"
+    uses_llm = True
+
+    @staticmethod
+    def preflight(run_cfg: Any) -> None:
+        require_api_key("grader=claude")
+        load_prompts(run_cfg.grader.prompts)
+
+    @staticmethod
+    def load_prompts(cfg: ClaudeGraderCfg) -> dict[str, str]:
+        """The prompt texts this grader's metric versions depend on."""
+        return load_prompts(cfg.prompts)
+
+    @staticmethod
+    def llm_settings(cfg: ClaudeGraderCfg, run_cfg: Any) -> dict[str, Any]:
+        """The LLM client settings of a run graded by Claude (they win over the
+        generator's: one client per run)."""
+        return dict(timeout_s=cfg.timeout_s, max_retries=cfg.max_retries,
+                    concurrency=cfg.concurrency, mode=cfg.mode, batch_poll_s=cfg.batch_poll_s,
+                    prices={cfg.model: dict(cfg.prices)} if cfg.prices else {})
 
     def __init__(self, cfg: Any, prompts: dict[str, str], llm: Any):
         self.cfg = cfg

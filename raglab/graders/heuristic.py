@@ -18,16 +18,19 @@ What it does, and its limits (also in the README):
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import Field
 from rapidfuzz import fuzz
 
-from raglab.data.textnorm import normalize
+from raglab.config import DecompositionCfg
+from raglab.data.schema import Strict
+from raglab.registry import register
+from raglab.text.normalize import normalize
 from raglab.metrics.generation import is_refusal_text
-from raglab.systems.chunkers import sentence_spans
-from raglab.systems.lexical import NUMBER, content_terms
+from raglab.text.lexical import NUMBER, content_terms
+from raglab.text.sentences import split_sentences, strip_citations
 
-_CITATION = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 _HEDGE_PREFIX = re.compile(
     r"^(i think|i believe|it seems( that)?|it appears( that)?|probably|perhaps|maybe|"
     r"in short|overall|basically|to summari[sz]e|based on the (documents|passages|context)),?\s+",
@@ -38,14 +41,6 @@ _NON_CLAIM = re.compile(
 _NEGATION = re.compile(r"\b(not|no|never|cannot|can't|won't|isn't|aren't|doesn't|don't|"
                        r"didn't|without|none|nor)\b", re.I)
 _ENTITY = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z0-9]+(?:\s+[A-Z][a-zA-Z0-9]+)*)")
-
-
-def split_sentences(text: str) -> list[str]:
-    return [" ".join(text[s:e].split()) for s, e in sentence_spans(text)]
-
-
-def strip_citations(text: str) -> str:
-    return _CITATION.sub("", text).strip()
 
 
 def decompose(answer: str, max_claims: int, drop_hedges: bool) -> list[str]:
@@ -152,12 +147,22 @@ def judge_relevance(question: str, answer: str) -> tuple[str, str]:
     return "ANSWERS_AS_ASKED", f"answer covers {q_cov:.0%} of the question's terms"
 
 
+class HeuristicGraderCfg(Strict):
+    name: Literal["heuristic"]
+    support_threshold: float = Field(72, ge=0, le=100)
+    nugget_yes: float = Field(75, ge=0, le=100)
+    nugget_partial: float = Field(50, ge=0, le=100)
+    decomposition: DecompositionCfg = Field(default_factory=DecompositionCfg)
+    verification: Literal["batched", "per_claim"] = "batched"
+
+
+@register("grader", "heuristic", config=HeuristicGraderCfg)
 class HeuristicGrader:
     """Async interface shared with the Claude grader (see raglab.graders.orchestrate)."""
 
     backend = "heuristic"
 
-    def __init__(self, cfg: Any):
+    def __init__(self, cfg: HeuristicGraderCfg, prompts: Any = None, llm: Any = None):
         self.cfg = cfg
 
     def prompt_texts(self) -> dict[str, str]:

@@ -7,44 +7,19 @@ lazily and used through its Agg canvas (no pyplot, no global backend switch).
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from raglab.data.io import atomic_write_text, read_run_metrics
-
-HEADLINE = [
-    "candidate.evidence_recall", "final.evidence_recall", "final.mrr", "final.ndcg",
-    "final.context_precision", "acl_leak_rate", "faithfulness", "contradicted_claim_rate",
-    "citation_precision", "citation_coverage", "correctness", "relevance",
-    "vital_nugget_recall", "nugget_recall", "all_vital_present", "false_refusal_rate",
-    "false_answer_rate", "must_not_contain_rate", "error_rate", "cost_usd_per_query",
-]
+from raglab.data.io import atomic_write_text, read_run_config, read_run_metrics
+from raglab.errors import UserError
+from raglab.metrics.catalog import HEADLINE
+from raglab.report.format import fmt, num
 SLICE_METRICS = ["final.evidence_recall", "faithfulness", "vital_nugget_recall",
                  "false_refusal_rate", "false_answer_rate", "acl_leak_rate"]
 MAX_PLOTTED_SLICES = 40
 _RECALL_AT = re.compile(r"^(candidate|final)\.evidence_recall@(\d+)$")
-
-
-def _num(value: Any) -> float | None:
-    if value is None or isinstance(value, (str, bool)):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) or math.isinf(f) else f
-
-
-def _fmt(value: Any) -> str:
-    f = _num(value)
-    if f is None:
-        return "n/a"
-    if f == int(f) and abs(f) >= 1:
-        return str(int(f))
-    return f"{f:.4g}" if abs(f) >= 1e-3 or f == 0 else f"{f:.2e}"
 
 
 def _md_escape(text: Any) -> str:
@@ -69,14 +44,10 @@ def _write_atomic(path: Path, data: str | bytes) -> None:
 
 def _load(run_dir: Path) -> tuple[dict, dict]:
     metrics = read_run_metrics(run_dir)
-    cfg: dict = {}
-    if (run_dir / "config.yaml").is_file():
-        import yaml
-        try:
-            loaded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
-            cfg = loaded if isinstance(loaded, dict) else {}
-        except yaml.YAMLError:
-            cfg = {}
+    try:
+        cfg = read_run_config(run_dir)
+    except UserError:  # the report needs only metrics.json; a broken config names no k
+        cfg = {}
     return metrics, cfg
 
 
@@ -84,7 +55,8 @@ def _headline_names(overall: Mapping[str, Any], cfg: Mapping[str, Any]) -> list[
     names = list(HEADLINE)
     k = cfg.get("k")
     if isinstance(k, int):  # the recall/ndcg at the configured k, when reported
-        names[2:2] = [f"final.evidence_recall@{k}", f"final.ndcg@{k}"]
+        at = names.index("final.evidence_recall") + 1
+        names[at:at] = [f"final.evidence_recall@{k}", f"final.ndcg@{k}"]
     return [n for n in names if n in overall]
 
 
@@ -103,12 +75,12 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
     title = cfg.get("run_name") or run_dir.name
     lines = [f"# raglab run report: {_md_escape(title)}", ""]
     lines += [f"- dataset: {_md_escape(ds.get('name', 'n/a'))}",
-              f"- cases scored: {_fmt(m.get('n_cases'))}",
-              f"- cases quarantined: {_fmt(m.get('n_quarantined'))}",
-              f"- cases with errors: {_fmt(m.get('errors'))}", ""]
+              f"- cases scored: {fmt(m.get('n_cases'))}",
+              f"- cases quarantined: {fmt(m.get('n_quarantined'))}",
+              f"- cases with errors: {fmt(m.get('errors'))}", ""]
     head = _headline_names(overall, cfg)
     lines += ["## Headline metrics", ""]
-    lines += _table(["metric", "value"], [[n, _fmt(overall.get(n))] for n in head]) \
+    lines += _table(["metric", "value"], [[n, fmt(overall.get(n))] for n in head]) \
         if head else ["(no headline metric in this run)"]
     lines += [""]
     lines += _diagnosis_lines(m.get("diagnoses"))
@@ -122,20 +94,20 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
     work = m.get("work") or {}
     if work:
         lines += ["## Work done by this run (not taken from a cache)", ""]
-        lines += _table(["counter", "count"], [[k, _fmt(v)] for k, v in work.items()])
+        lines += _table(["counter", "count"], [[k, fmt(v)] for k, v in work.items()])
         lines += [""]
     rows = _slice_rows(m.get("slices") or {})
     cols = [c for c in SLICE_METRICS if any(c in mets for _, _, mets in rows)]
     if rows:
         lines += ["## Slices", ""]
         lines += _table(["tag", "value", "n", *cols],
-                        [[k, v, _fmt(mets.get("n")), *(_fmt(mets.get(c)) for c in cols)]
+                        [[k, v, fmt(mets.get("n")), *(fmt(mets.get(c)) for c in cols)]
                          for k, v, mets in rows])
         lines += [""]
     rest = sorted(n for n in overall if n not in head)
     if rest:
         lines += ["## All other metrics", ""]
-        lines += _table(["metric", "value"], [[n, _fmt(overall.get(n))] for n in rest])
+        lines += _table(["metric", "value"], [[n, fmt(overall.get(n))] for n in rest])
         lines += [""]
     lines += ["Metrics that do not apply to any case are shown as n/a.", ""]
     return "\n".join(lines)
@@ -148,20 +120,20 @@ def _diagnosis_lines(diag: Any) -> list[str]:
     overall = diag.get("overall") or {}
     primary = diag.get("primary") or {}
     lines = ["## Failure attribution", "",
-             f"Cases with a diagnosis: {_fmt(diag.get('failed', 0))}. A case counts once per "
+             f"Cases with a diagnosis: {fmt(diag.get('failed', 0))}. A case counts once per "
              "cause it has; `primary` counts it once, under its first cause.", ""]
     causes = [c for c in overall if overall.get(c) or primary.get(c)]
     if not causes:
         return lines + ["(no case failed a check)", ""]
     lines += _table(["cause", "cases", "primary"],
-                    [[c, _fmt(overall.get(c)), _fmt(primary.get(c, 0))] for c in causes])
+                    [[c, fmt(overall.get(c)), fmt(primary.get(c, 0))] for c in causes])
     lines += [""]
     rows = [(k, v, counts) for k, v, counts in _slice_rows(diag.get("slices") or {})
             if any((counts or {}).get(c) for c in causes)]
     if rows:
         lines += ["### By slice", ""]
         lines += _table(["tag", "value", *causes],
-                        [[k, v, *(_fmt(counts.get(c, 0)) for c in causes)]
+                        [[k, v, *(fmt(counts.get(c, 0)) for c in causes)]
                          for k, v, counts in rows])
         lines += [""]
     return lines
@@ -187,7 +159,7 @@ def plot_recall_at_k(overall: Mapping[str, Any], path: Path) -> bool:
     series: dict[str, list[tuple[int, float]]] = {}
     for name, value in overall.items():
         match = _RECALL_AT.match(str(name))
-        v = _num(value)
+        v = num(value)
         if match and v is not None:
             series.setdefault(match.group(1), []).append((int(match.group(2)), v))
     if not series:
@@ -220,23 +192,23 @@ def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
     """Horizontal bars of headline metrics by slice; False (nothing written) when no data."""
     rows = _slice_rows(slices)
     cols = [c for c in SLICE_METRICS
-            if any(_num(mets.get(c)) is not None for _, _, mets in rows)]
+            if any(num(mets.get(c)) is not None for _, _, mets in rows)]
     if not cols:
         return False
-    rows = [r for r in rows if any(_num(r[2].get(c)) is not None for c in cols)]
+    rows = [r for r in rows if any(num(r[2].get(c)) is not None for c in cols)]
     if len(rows) > MAX_PLOTTED_SLICES:  # keep the largest slices, in their sorted order
-        keep = sorted(rows, key=lambda r: -(_num(r[2].get("n")) or 0))[:MAX_PLOTTED_SLICES]
+        keep = sorted(rows, key=lambda r: -(num(r[2].get("n")) or 0))[:MAX_PLOTTED_SLICES]
         rows = [r for r in rows if r in keep]
     bar = 0.8 / len(cols)
     fig = _figure(8, min(30.0, max(2.5, 0.18 * len(rows) * len(cols) + 1.5)))
     ax = fig.add_subplot(1, 1, 1)
     for j, col in enumerate(cols):
         ys = [i + (j - (len(cols) - 1) / 2) * bar for i in range(len(rows))]
-        xs = [_num(mets.get(col)) or 0.0 for _, _, mets in rows]
+        xs = [num(mets.get(col)) or 0.0 for _, _, mets in rows]
         ax.barh(ys, xs, height=bar, label=col)
     labels = []
     for k, v, mets in rows:
-        n = _num(mets.get("n"))
+        n = num(mets.get("n"))
         labels.append(f"{k}={v}" + (f" (n={int(n)})" if n is not None else ""))
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels(labels)

@@ -13,19 +13,21 @@ from typing import Any
 from raglab.config import RunCfg
 from raglab.data.dataset import Dataset, load_dataset
 from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
+from raglab.data.record import CaseRecord, read_records
 from raglab.data.schema import SystemOutput
 from raglab.errors import UserError
 from raglab.graders.orchestrate import Grading
-from raglab.graders.registry import build_grader, preflight
 from raglab.graders.spec import diagnosis_version, family_versions
 from raglab.metrics.aggregate import aggregate, diagnosis_counts
 from raglab.metrics.case import case_metrics, metric_names
+from raglab.metrics.catalog import HEADLINE
 from raglab.metrics.diagnosis import diagnose
+from raglab.report.format import fmt
 from raglab.runner.progress import Progress
 from raglab.runner.records import RecordWriter, gold_summary, judge_output
-from raglab.runner.stagecache import StageCache, content_key
+from raglab.cache import StageCache, content_key
+from raglab.runner.components import build_grader, build_system, llm_client, preflight
 from raglab.systems.base import SystemRequest, WorkCounter
-from raglab.systems.registry import build_system
 
 CASE_TIMEOUT_S = 600.0
 
@@ -37,27 +39,12 @@ class Run:
         self.resolved_yaml = resolved_yaml
         self.work = WorkCounter()
         self.cache = StageCache(cfg.cache_dir)
-        self.dataset: Dataset | None = None
         self.llm: Any = None
 
     # -- before any work ------------------------------------------------------------------
     def preflight(self) -> dict[str, str]:
         cfg = self.cfg
         prompts = preflight(cfg)
-        if cfg.generator.name == "anthropic" and cfg.system.name == "reference":
-            from raglab.graders.registry import require_api_key
-
-            require_api_key("generator=anthropic")
-        if cfg.system.name == "reference" and (
-                cfg.embedder.name != "bm25" or cfg.reranker.name == "dense"):
-            from raglab.systems.embeddings import check_available
-
-            check_available()
-        if cfg.system.name == "replay":
-            from raglab.data.dataset import resolve_path
-            from raglab.data.io import check_readable_file
-
-            check_readable_file(resolve_path(cfg.system.path), "replay file")
         self.run_dir.mkdir(parents=True, exist_ok=True)
         cfg_file = self.run_dir / "config.yaml"
         if cfg_file.exists() and cfg_file.read_text(encoding="utf-8") != self.resolved_yaml:
@@ -65,17 +52,12 @@ class Run:
                             "choose another hydra.run.dir", file=str(cfg_file))
         return prompts
 
-    def _needs_llm(self) -> bool:
-        return self.cfg.grader.name == "claude" or (
-            self.cfg.system.name == "reference" and self.cfg.generator.name == "anthropic")
-
     # -- the run --------------------------------------------------------------------------
     def execute(self, tracker: Any = None) -> dict[str, Any]:
         cfg = self.cfg
         prompts = self.preflight()
         ds = load_dataset(cfg.dataset.corpus, cfg.dataset.cases, None,
                           cfg.dataset.fuzzy_threshold)
-        self.dataset = ds
         if not ds.cases:
             raise UserError("no usable case: every case is quarantined "
                             f"(see {self.run_dir / 'quarantine.jsonl'})", file=str(ds.cases_path))
@@ -90,16 +72,13 @@ class Run:
     async def _execute_async(self, ds: Dataset, prompts: dict[str, str],
                              versions: dict[str, str]) -> dict[str, Any]:
         cfg = self.cfg
-        if self._needs_llm():
-            from raglab.graders.client import get_client
-
-            self.llm = get_client(cfg, self.cache, self.work)
+        self.llm = llm_client(cfg, self.cache)
         system = build_system(cfg, ds, self.cache, self.work, self.llm)
         grader = build_grader(cfg, prompts, self.llm)
         grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work) \
             if grader is not None else None
         writer = RecordWriter(self.run_dir / "records.jsonl")
-        done = {r["case_id"] for r in writer.load()}
+        done = {r.case_id for r in writer.load()}
         todo = [c for c in ds.cases if c.id not in done]
         sections = cfg.system_sections()
         loop = asyncio.get_running_loop()
@@ -107,7 +86,7 @@ class Run:
         slots = asyncio.Semaphore(cfg.concurrency)
         progress = Progress(len(ds.cases), len(done), cfg.progress)
 
-        async def one(case) -> dict[str, Any]:
+        async def one(case) -> CaseRecord:
             return await self._case(case, sections, system, grading, ds, loop, pool, slots)
 
         tasks: list[asyncio.Task] = []
@@ -130,7 +109,7 @@ class Run:
         return self._finish(ds, versions)
 
     async def _case(self, case, sections, system, grading, ds, loop, pool,
-                    slots) -> dict[str, Any]:
+                    slots) -> CaseRecord:
         """One case. ``slots`` bounds concurrent system calls only; grading concurrency is
         bounded by the grader's client (so a Message Batches job can gather every case)."""
         cfg = self.cfg
@@ -178,14 +157,12 @@ class Run:
                     record["contradicted_claims"] = bad
         record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
         record["diagnosis"] = diagnose(record, cfg.diagnosis)
-        return record
+        return CaseRecord.model_validate(record)
 
     def _finish(self, ds: Dataset, versions: dict[str, str]) -> dict[str, Any]:
-        from raglab.data.io import read_jsonl_tolerant
-
         cfg = self.cfg
-        by_id = {r["case_id"]: r for r in read_jsonl_tolerant(self.run_dir / "records.jsonl")}
-        records = [by_id[c.id] for c in ds.cases if c.id in by_id]
+        by_id = {r.case_id: r for r in read_records(self.run_dir / "records.jsonl")}
+        records = [by_id[c.id].to_json() for c in ds.cases if c.id in by_id]
         names = metric_names(cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
         agg = aggregate(records, names)
         metrics = {
@@ -196,7 +173,7 @@ class Run:
             "work": self.work.as_dict(),
             "dataset": {"name": cfg.dataset.name, "corpus_sha256": ds.corpus_hash,
                         "cases_sha256": ds.cases_hash},
-            "config_hash": content_key(self.resolved_yaml)[:16],
+            "config_hash": content_key(self.resolved_yaml, length=16),
         }
         if self.llm is not None:
             metrics["model_usage"] = self.llm.summary()
@@ -217,13 +194,9 @@ def summary_text(metrics: dict[str, Any], run_dir: Path) -> str:
         ("cases", metrics["n_cases"]), ("quarantined", metrics["n_quarantined"]),
         ("errors", metrics["errors"]),
     ]
-    keys = ["candidate.evidence_recall", "final.evidence_recall", "final.ndcg", "final.mrr",
-            "acl_leak_rate", "faithfulness", "contradicted_claim_rate", "citation_precision",
-            "correctness", "relevance", "vital_nugget_recall", "false_refusal_rate",
-            "false_answer_rate", "must_not_contain_rate", "latency_ms.total"]
-    for k in keys:
+    for k in (*HEADLINE, "latency_ms.total"):
         if k in o:
-            rows.append((k, "n/a" if o[k] is None else f"{o[k]:.3f}"))
+            rows.append((k, fmt(o[k])))
     w = max(len(str(r[0])) for r in rows)
     lines = [f"raglab run: {run_dir}"] + [f"  {str(k).ljust(w)}  {v}" for k, v in rows]
     diag = metrics.get("diagnoses") or {}

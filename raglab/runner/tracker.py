@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from raglab import __version__
+from raglab.data.schema import Strict
+from raglab.registry import register
+
+
+class MlflowTrackingCfg(Strict):
+    name: Literal["mlflow"]
+    uri: str | None = None
+    experiment: str | None = None
+
+
+class NoTrackingCfg(Strict):
+    name: Literal["none"]
+    uri: str | None = None
+    experiment: str | None = None
 
 
 def git_commit(cwd: Path) -> str | None:
@@ -18,8 +32,9 @@ def git_commit(cwd: Path) -> str | None:
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
 
 
-class Tracker:
-    """Creates the MLflow run when the run starts, fills it when the run ends."""
+@register("tracking", "none", config=NoTrackingCfg)
+class NoTracker:
+    """``tracking=none``: the run directory is the only record."""
 
     def __init__(self, cfg: Any, resolved: dict[str, Any], run_name: str,
                  sweep_dir: str | None):
@@ -29,19 +44,36 @@ class Tracker:
         self.sweep_dir = sweep_dir
         self.run: Any = None
 
-    @property
-    def enabled(self) -> bool:
-        return self.cfg.tracking.name == "mlflow"
-
     def check(self) -> None:
-        if self.enabled:
-            from raglab.tracking.mlflow_store import check_tracking
-
-            check_tracking(self.cfg.tracking.uri)
+        """Fail before any work when the tracking backend is unusable."""
 
     def started(self, dataset: Any, versions: dict[str, str]) -> None:
-        if not self.enabled:
-            return
+        """The run started (its dataset is loaded and its metric versions known)."""
+
+    def finished(self, run_dir: Path) -> None:
+        """The run finished and wrote ``run_dir``."""
+
+    def killed(self) -> None:
+        """The run was interrupted."""
+
+    def failed(self, message: str) -> None:
+        """The run failed with ``message``."""
+
+    def where(self) -> str | None:
+        """Where to look at the tracked run, for the summary (None: nowhere)."""
+        return None
+
+
+@register("tracking", "mlflow", config=MlflowTrackingCfg)
+class MlflowTracker(NoTracker):
+    """Creates the MLflow run when the run starts, fills it when the run ends."""
+
+    def check(self) -> None:
+        from raglab.tracking.mlflow_store import check_tracking
+
+        check_tracking(self.cfg.tracking.uri)
+
+    def started(self, dataset: Any, versions: dict[str, str]) -> None:
         from raglab.tracking.keys import flatten_config
         from raglab.tracking.mlflow_store import MlflowRun
 

@@ -1,5 +1,8 @@
 """The adapter protocol between raglab and a system under test (SUT).
 
+Adapters (``system`` group) are registered with :func:`raglab.registry.register` and made
+from ``(run config, dataset, stage cache, work counter, LLM client or None)``.
+
 A system receives one case (question, filters, user) plus the run's configuration sections
 and returns a :class:`~raglab.data.schema.SystemOutput`. Example (README "Adapters")::
 

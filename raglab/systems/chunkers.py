@@ -1,18 +1,44 @@
 """Chunkers: split a document into chunks that keep ``doc_id`` and character offsets.
 
-Tokens are whitespace-separated words (raglab.data.textnorm.count_tokens).
+Tokens are whitespace-separated words (raglab.text.normalize.count_tokens).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
-from raglab.data.textnorm import WHITESPACE_TOKEN
-from raglab.config import FixedChunkerCfg, RecursiveChunkerCfg, SentenceChunkerCfg
+from pydantic import Field, model_validator
 
-_SENTENCE_END = re.compile(r"(?<=[.!?:;])[\"')\]]*\s+|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
+from raglab.data.schema import Strict
+from raglab.registry import entry, register
+from raglab.text.normalize import WHITESPACE_TOKEN
+from raglab.text.sentences import append_trimmed, sentence_spans
+
+
+class _ChunkerBase(Strict):
+    size: int = Field(gt=0)
+    overlap: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self):
+        if self.overlap >= self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        return self
+
+
+class FixedChunkerCfg(_ChunkerBase):
+    name: Literal["fixed"]
+
+
+class SentenceChunkerCfg(_ChunkerBase):
+    name: Literal["sentence"]
+
+
+class RecursiveChunkerCfg(_ChunkerBase):
+    name: Literal["recursive"]
 
 
 @dataclass(frozen=True)
@@ -26,27 +52,6 @@ class Chunk:
 def token_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
     end = len(text) if end is None else end
     return [(start + m.start(), start + m.end()) for m in WHITESPACE_TOKEN.finditer(text[start:end])]
-
-
-def sentence_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
-    """Sentence spans (trimmed) within text[start:end]."""
-    end = len(text) if end is None else end
-    out: list[tuple[int, int]] = []
-    pos = start
-    for m in _SENTENCE_END.finditer(text, start, end):
-        _append_trimmed(text, pos, m.start(), out)
-        pos = m.end()
-    _append_trimmed(text, pos, end, out)
-    return out
-
-
-def _append_trimmed(text: str, s: int, e: int, out: list[tuple[int, int]]) -> None:
-    while s < e and text[s].isspace():
-        s += 1
-    while e > s and text[e - 1].isspace():
-        e -= 1
-    if e > s:
-        out.append((s, e))
 
 
 def _windows(spans: list[tuple[int, int]], size: int, overlap: int) -> Iterable[tuple[int, int]]:
@@ -86,9 +91,9 @@ def _paragraphs(text: str, s: int, e: int) -> list[tuple[int, int]]:
     out: list[tuple[int, int]] = []
     pos = s
     for m in re.finditer(r"\n\s*\n", text[s:e]):
-        _append_trimmed(text, pos, s + m.start(), out)
+        append_trimmed(text, pos, s + m.start(), out)
         pos = s + m.end()
-    _append_trimmed(text, pos, e, out)
+    append_trimmed(text, pos, e, out)
     return out
 
 
@@ -144,12 +149,40 @@ def chunk_recursive(doc_id: str, text: str, cfg: RecursiveChunkerCfg) -> list[Ch
     return chunks
 
 
-CHUNKERS: dict[str, Callable[..., list[Chunk]]] = {
-    "fixed": chunk_fixed,
-    "sentence": chunk_sentence,
-    "recursive": chunk_recursive,
-}
+@register("chunker", "fixed", config=FixedChunkerCfg)
+class FixedChunker:
+    """Windows of ``size`` whitespace tokens, ``overlap`` tokens shared by neighbours."""
+
+    def __init__(self, cfg: FixedChunkerCfg):
+        self.cfg = cfg
+
+    def chunk(self, doc_id: str, text: str) -> list[Chunk]:
+        return chunk_fixed(doc_id, text, self.cfg)
+
+
+@register("chunker", "sentence", config=SentenceChunkerCfg)
+class SentenceChunker:
+    """Windows of ``size`` sentences, ``overlap`` sentences shared by neighbours."""
+
+    def __init__(self, cfg: SentenceChunkerCfg):
+        self.cfg = cfg
+
+    def chunk(self, doc_id: str, text: str) -> list[Chunk]:
+        return chunk_sentence(doc_id, text, self.cfg)
+
+
+@register("chunker", "recursive", config=RecursiveChunkerCfg)
+class RecursiveChunker:
+    """Markdown sections, split by paragraph, sentence, then tokens down to ``size`` tokens,
+    neighbouring pieces merged up to it; a heading stays with its section."""
+
+    def __init__(self, cfg: RecursiveChunkerCfg):
+        self.cfg = cfg
+
+    def chunk(self, doc_id: str, text: str) -> list[Chunk]:
+        return chunk_recursive(doc_id, text, self.cfg)
 
 
 def chunk_document(doc_id: str, text: str, cfg) -> list[Chunk]:
-    return CHUNKERS[cfg.name](doc_id, text, cfg)
+    """The chunks of one document under the chunker chosen by ``cfg.name``."""
+    return entry("chunker", cfg.name).factory(cfg).chunk(doc_id, text)

@@ -1,15 +1,37 @@
-"""Generators of the reference pipeline: ``extractive`` (offline) and ``anthropic`` (Claude)."""
+"""Generators of the reference pipeline (``generator`` group): ``extractive`` (offline) and
+``anthropic`` (Claude). A generator is made from ``(its config, the prompt config, the LLM
+client or None)`` and has ``generate(question, context_texts) -> dict`` with ``answer``,
+``citations``, ``usage`` (and optionally ``latency_ms``, ``cached``)."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
-from raglab.data.schema import Citation
-from raglab.systems.chunkers import sentence_spans
-from raglab.systems.lexical import content_terms, coverage
+from pydantic import Field
+
+from raglab.data.schema import Citation, Strict
+from raglab.registry import register
+from raglab.text.sentences import sentence_spans
+from raglab.text.lexical import content_terms, coverage
 
 _CITE = re.compile(r"\[(\d+)\]")
+
+
+class ExtractiveGenCfg(Strict):
+    name: Literal["extractive"]
+    max_sentences: int = Field(2, gt=0)
+    min_score: float = Field(0.35, ge=0, le=1)
+    refusal: str
+
+
+class AnthropicGenCfg(Strict):
+    name: Literal["anthropic"]
+    model: str = Field(min_length=1)
+    max_tokens: int = Field(512, gt=0)
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(4, ge=0)
+    refusal: str
 
 
 def render_prompt(template: str, question: str, context_texts: list[str]) -> str:
@@ -59,7 +81,7 @@ def citations_from_answer(answer: str, n_context: int) -> list[dict[str, Any]]:
 def generate_anthropic(question: str, context_texts: list[str], cfg: Any, prompt: Any,
                        llm: Any) -> dict[str, Any]:
     """Claude through the one LLM client (cached, retried, usage and latency recorded)."""
-    from raglab.graders.client import LLMRequest
+    from raglab.llm.client import LLMRequest
 
     req = LLMRequest(model=cfg.model, system=prompt.system,
                      user=render_prompt(prompt.template, question, context_texts),
@@ -68,3 +90,44 @@ def generate_anthropic(question: str, context_texts: list[str], cfg: Any, prompt
     answer = resp.text.strip()
     return {"answer": answer, "citations": citations_from_answer(answer, len(context_texts)),
             "usage": resp.usage_dict(), "cached": resp.cached, "latency_ms": resp.latency_ms}
+
+
+@register("generator", "extractive", config=ExtractiveGenCfg)
+class ExtractiveGenerator:
+    """Offline: the context sentences covering most of the question (no model)."""
+
+    uses_llm = False
+
+    def __init__(self, cfg: ExtractiveGenCfg, prompt: Any = None, llm: Any = None):
+        self.cfg = cfg
+
+    def generate(self, question: str, context_texts: list[str]) -> dict[str, Any]:
+        return generate_extractive(question, context_texts, self.cfg)
+
+
+@register("generator", "anthropic", config=AnthropicGenCfg)
+class AnthropicGenerator:
+    """Claude, prompted with ``prompt``, through the run's LLM client."""
+
+    uses_llm = True
+
+    def __init__(self, cfg: AnthropicGenCfg, prompt: Any, llm: Any):
+        self.cfg = cfg
+        self.prompt = prompt
+        self.llm = llm
+
+    @staticmethod
+    def preflight(run_cfg: Any) -> None:
+        from raglab.llm.client import require_api_key
+
+        require_api_key("generator=anthropic")
+
+    @staticmethod
+    def llm_settings(cfg: AnthropicGenCfg, run_cfg: Any) -> dict[str, Any]:
+        """The LLM client settings when the generator is the only model user."""
+        return dict(timeout_s=cfg.timeout_s, max_retries=cfg.max_retries,
+                    concurrency=run_cfg.concurrency, mode="online", batch_poll_s=30.0,
+                    prices={})
+
+    def generate(self, question: str, context_texts: list[str]) -> dict[str, Any]:
+        return generate_anthropic(question, context_texts, self.cfg, self.prompt, self.llm)

@@ -16,8 +16,12 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any, Literal
 
-from raglab.data.schema import SystemOutput
+from pydantic import Field, model_validator
+
+from raglab.data.schema import Strict, SystemOutput
+from raglab.registry import register
 from raglab.systems.base import SystemRequest
 
 
@@ -25,10 +29,29 @@ class HttpSystemError(RuntimeError):
     pass
 
 
+class HttpSystemCfg(Strict):
+    name: Literal["http"]
+    url: str
+    connect_timeout_s: float = Field(5.0, gt=0)
+    read_timeout_s: float = Field(60.0, gt=0)
+    retries: int = Field(3, ge=0)
+    backoff_s: float = Field(0.5, ge=0)
+    concurrency: int = Field(4, ge=1)
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _http_url(self):
+        if not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url {self.url!r} must start with http:// or https://")
+        return self
+
+
+@register("system", "http", config=HttpSystemCfg)
 class HttpSystem:
-    def __init__(self, cfg):
+    def __init__(self, run_cfg: Any, *_: Any):
         import requests
 
+        cfg: HttpSystemCfg = run_cfg.system
         self.cfg = cfg
         self._session = requests.Session()
         self._slots = threading.BoundedSemaphore(cfg.concurrency)

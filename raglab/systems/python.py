@@ -3,8 +3,25 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any, Literal
 
+from pydantic import Field
+
+from raglab.data.schema import Strict
 from raglab.errors import ConfigError
+from raglab.registry import register
+
+
+class PythonSystemCfg(Strict):
+    name: Literal["python"]
+    target: str = Field(alias="_target_")
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+@register("system", "python", config=PythonSystemCfg)
+def build_python_system(run_cfg: Any, *_: Any):
+    """The user's system, from ``system._target_`` and ``system.options``."""
+    return load_python_system(run_cfg.system.target, run_cfg.system.options)
 
 
 def load_python_system(target: str, options: dict):

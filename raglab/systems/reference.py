@@ -8,22 +8,61 @@ context, prompt and generator.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal
 
+from raglab import registry
+from raglab.cache import StageCache, content_key
 from raglab.config import RunCfg
 from raglab.data.dataset import Dataset
-from raglab.data.schema import SystemOutput
-from raglab.runner.stagecache import StageCache, content_key
+from raglab.data.schema import Strict, SystemOutput
+from raglab.registry import register
 from raglab.systems.base import SystemRequest, WorkCounter
-from raglab.data.textnorm import count_tokens
-from raglab.systems.generators import generate_anthropic, generate_extractive
-from raglab.systems.index import build_or_load_index
-from raglab.systems.rerankers import RERANKERS
+from raglab.systems.index.store import build_or_load_index
+from raglab.text.normalize import count_tokens
 
 GENERATION_VERSION = 1
+#: the groups the reference pipeline is built from (in pipeline order)
+PIPELINE_GROUPS = ("chunker", "embedder", "reranker", "generator")
 
 
+class ReferenceSystemCfg(Strict):
+    name: Literal["reference"]
+    enforce_acl: bool = True
+
+
+def context_within_budget(reranked: list[tuple[int, float, str]], k: int,
+                          budget: int) -> list[tuple[int, float, str]]:
+    """The first ``k`` reranked candidates that fit the context token budget, in order; a
+    candidate too long for what is left is skipped (a shorter later one may still fit)."""
+    out = []
+    for cand in reranked:
+        if len(out) >= k:
+            break
+        n = count_tokens(cand[2])
+        if n > budget:
+            continue
+        budget -= n
+        out.append(cand)
+    return out
+
+
+@register("system", "reference", config=ReferenceSystemCfg)
 class ReferenceSystem:
+    @staticmethod
+    def preflight(cfg: RunCfg) -> None:
+        """Each pipeline component's own checks (keys, optional extras)."""
+        for group in PIPELINE_GROUPS:
+            check = registry.hook(group, getattr(cfg, group).name, "preflight")
+            if check is not None:
+                check(cfg)
+
+    @staticmethod
+    def llm_owner(cfg: RunCfg) -> tuple[str, Any] | None:
+        """The component that calls a model, if any: ``(group, its config)``."""
+        if registry.hook("generator", cfg.generator.name, "uses_llm", False):
+            return "generator", cfg.generator
+        return None
+
     def __init__(self, cfg: RunCfg, dataset: Dataset, cache: StageCache, work: WorkCounter,
                  llm: Any = None):
         self.cfg = cfg
@@ -34,6 +73,8 @@ class ReferenceSystem:
         self.enforce_acl = cfg.system.enforce_acl
         self.index = build_or_load_index(dataset.corpus, dataset.corpus_hash, cfg.chunker,
                                          cfg.embedder, cache, work)
+        self.reranker = registry.build("reranker", cfg.reranker)
+        self.generator = registry.build("generator", cfg.generator, cfg.prompt, llm)
 
     def _retrieve(self, req: SystemRequest) -> dict[str, Any]:
         groups = sorted(req.user.groups) if req.user else None
@@ -59,10 +100,7 @@ class ReferenceSystem:
         if hit is not None:
             return hit
         t0 = time.perf_counter()
-        if g.name == "extractive":
-            value = generate_extractive(question, context_texts, g)
-        else:
-            value = generate_anthropic(question, context_texts, g, p, self.llm)
+        value = self.generator.generate(question, context_texts)
         value.setdefault("latency_ms", (time.perf_counter() - t0) * 1000)
         self.cache.put("generate", key, value)
         self.work.add("generations")
@@ -73,16 +111,11 @@ class ReferenceSystem:
         chunks = self.index.chunks
         cands = [(i, s, chunks[ci].text) for i, (ci, s) in enumerate(r["ranked"])]
         t0 = time.perf_counter()
-        reranked = RERANKERS[self.cfg.reranker.name](req.question, cands, self.cfg.reranker)
+        reranked = self.reranker.rerank(req.question, cands)
         rerank_ms = (time.perf_counter() - t0) * 1000
-        context, budget = [], self.cfg.context_token_budget
-        for pos, score, text in reranked:
-            if len(context) >= self.cfg.k:
-                break
-            n = count_tokens(text)
-            if n > budget:
-                continue
-            budget -= n
+        context = []
+        for pos, score, _ in context_within_budget(reranked, self.cfg.k,
+                                                   self.cfg.context_token_budget):
             ch = chunks[r["ranked"][pos][0]]
             context.append({"doc_id": ch.doc_id, "text": ch.text, "score": round(score, 6),
                             "start": ch.start, "end": ch.end})

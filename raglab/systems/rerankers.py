@@ -1,42 +1,82 @@
-"""Rerankers: reorder the candidates before the final context is cut to ``k``."""
+"""Rerankers (``reranker`` group): reorder the candidates before the final context is cut
+to ``k``. A reranker is made from its config section and has
+``rerank(question, candidates) -> candidates`` over ``(position, score, text)`` triples."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Literal
 
-from raglab.systems.lexical import content_terms, coverage
+from pydantic import Field
+
+from raglab.data.schema import Strict
+from raglab.registry import register
+from raglab.text.lexical import content_terms, coverage
 
 Scored = list[tuple[int, float, str]]  # (candidate position, score, text)
 
 
-def rerank_none(question: str, cands: Scored, cfg) -> Scored:
-    return list(cands)
+class NoRerankCfg(Strict):
+    name: Literal["none"]
 
 
-def rerank_lexical(question: str, cands: Scored, cfg) -> Scored:
-    """Blend of the retrieval score (scaled to 0-1) and query-term coverage."""
-    if not cands:
-        return []
-    q = set(content_terms(question))
-    top = max(s for _, s, _ in cands) or 1.0
-    rescored = [(i, cfg.weight * (s / top) + (1 - cfg.weight) * coverage(q, t), t)
-                for i, s, t in cands]
-    return sorted(rescored, key=lambda r: (-r[1], r[0]))
+class LexicalRerankCfg(Strict):
+    name: Literal["lexical"]
+    weight: float = Field(0.5, ge=0, le=1)
 
 
-def rerank_dense(question: str, cands: Scored, cfg) -> Scored:
-    if not cands:
-        return []
-    from raglab.systems.embeddings import embed
-
-    vecs = embed([question] + [t for _, _, t in cands], cfg.model)
-    sims = vecs[1:] @ vecs[0]
-    rescored = [(i, float(sim), t) for (i, _, t), sim in zip(cands, sims)]
-    return sorted(rescored, key=lambda r: (-r[1], r[0]))
+class DenseRerankCfg(Strict):
+    name: Literal["dense"]
+    model: str = "all-MiniLM-L6-v2"
 
 
-RERANKERS: dict[str, Callable[[str, Scored, object], Scored]] = {
-    "none": rerank_none,
-    "lexical": rerank_lexical,
-    "dense": rerank_dense,
-}
+@register("reranker", "none", config=NoRerankCfg)
+class NoReranker:
+    """The retrieval order, unchanged."""
+
+    def __init__(self, cfg: NoRerankCfg):
+        self.cfg = cfg
+
+    def rerank(self, question: str, cands: Scored) -> Scored:
+        return list(cands)
+
+
+@register("reranker", "lexical", config=LexicalRerankCfg)
+class LexicalReranker:
+    """``weight`` x the retrieval score (scaled to 0-1 by the top score) plus
+    ``1 - weight`` x the share of the question's content terms the candidate holds."""
+
+    def __init__(self, cfg: LexicalRerankCfg):
+        self.cfg = cfg
+
+    def rerank(self, question: str, cands: Scored) -> Scored:
+        if not cands:
+            return []
+        w = self.cfg.weight
+        q = set(content_terms(question))
+        top = max(s for _, s, _ in cands) or 1.0
+        rescored = [(i, w * (s / top) + (1 - w) * coverage(q, t), t) for i, s, t in cands]
+        return sorted(rescored, key=lambda r: (-r[1], r[0]))
+
+
+@register("reranker", "dense", config=DenseRerankCfg)
+class DenseReranker:
+    """Cosine similarity of question and candidate embeddings (optional extra)."""
+
+    def __init__(self, cfg: DenseRerankCfg):
+        self.cfg = cfg
+
+    @staticmethod
+    def preflight(run_cfg) -> None:
+        from raglab.systems.embeddings import check_available
+
+        check_available()
+
+    def rerank(self, question: str, cands: Scored) -> Scored:
+        if not cands:
+            return []
+        from raglab.systems.embeddings import embed
+
+        vecs = embed([question] + [t for _, _, t in cands], self.cfg.model)
+        sims = vecs[1:] @ vecs[0]
+        rescored = [(i, float(sim), t) for (i, _, t), sim in zip(cands, sims)]
+        return sorted(rescored, key=lambda r: (-r[1], r[0]))

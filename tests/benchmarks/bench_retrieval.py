@@ -14,8 +14,8 @@ import gc
 import random
 import time
 
-from raglab.data.textnorm import locate_quote
-from raglab.metrics.relevance import GoldItem, judge_hits
+from raglab.text.normalize import locate_quote
+from raglab.metrics.judging import GoldItem, judge_hits
 from raglab.metrics.retrieval import ranked_list_metrics
 
 CUTOFFS = [5, 10, 100]

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from raglab.data.dataset import load_dataset
-from raglab.data.textnorm import normalize
+from raglab.text.normalize import normalize
 from tests.conftest import TINY_CASES, TINY_CORPUS, run_cli, write_jsonl
 
 

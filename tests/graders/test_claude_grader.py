@@ -9,15 +9,17 @@ import re
 
 import pytest
 
-from raglab.config import ClaudeGraderCfg, MetricsCfg
+from raglab.config import MetricsCfg
+from raglab.graders.claude import ClaudeGraderCfg
 from raglab.graders.claude import (
     CLAIM_LABELS, DECOMPOSE_SCHEMA, NUGGETS_SCHEMA, RELEVANCE_SCHEMA, VERIFY_SCHEMA,
     ClaudeGrader, render)
-from raglab.graders.client import LLMClient
+from raglab.llm.client import LLMClient
 from raglab.graders.orchestrate import GraderCallError, Grading
-from raglab.graders.registry import PROMPT_NAMES, build_grader, load_prompts
+from raglab.graders.claude import PROMPT_NAMES, load_prompts
+from raglab.runner.components import build_grader
 from raglab.graders.spec import family_versions
-from raglab.runner.stagecache import StageCache
+from raglab.cache import StageCache
 from raglab.systems.base import WorkCounter
 from tests.graders.fake_anthropic import fake_api, fake_model, output, system_text, user_text
 

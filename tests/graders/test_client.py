@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from raglab.graders.client import LLMClient, LLMRequest, cost_usd, get_client
+from raglab.llm.client import LLMClient, LLMRequest, cost_usd
 from raglab.graders.orchestrate import GraderCallError
-from raglab.runner.stagecache import StageCache
+from raglab.cache import StageCache
 from tests.graders.fake_anthropic import (
     TEST_KEY, bad_request, delay, fake_api, malformed, output, overloaded, rate_limited,
     server_error, truncated)
@@ -351,41 +351,49 @@ def test_closed_client_refuses(fake_api):
         run(go)
 
 
-# -- get_client -------------------------------------------------------------------------
+# -- the run's client --------------------------------------------------------------------
 
 def _cfg(grader: str, generator: str = "anthropic"):
-    from raglab.config import AnthropicGenCfg, ClaudeGraderCfg, HeuristicGraderCfg
+    from raglab.graders.claude import ClaudeGraderCfg
+    from raglab.graders.heuristic import HeuristicGraderCfg
+    from raglab.systems.generators import AnthropicGenCfg, ExtractiveGenCfg
+    from raglab.systems.reference import ReferenceSystemCfg
 
     class Cfg:
         concurrency = 3
+        system = ReferenceSystemCfg(name="reference")
 
     cfg = Cfg()
     cfg.grader = (ClaudeGraderCfg(name="claude", model="claude-test", prompts="x",
                                   concurrency=7, timeout_s=11, max_retries=1, prices=PRICES)
                   if grader == "claude" else HeuristicGraderCfg(name="heuristic"))
-    cfg.generator = AnthropicGenCfg(name="anthropic", model="claude-gen", timeout_s=22,
-                                    max_retries=2, refusal="no")
+    cfg.generator = (AnthropicGenCfg(name="anthropic", model="claude-gen", timeout_s=22,
+                                     max_retries=2, refusal="no")
+                     if generator == "anthropic" else ExtractiveGenCfg(name="extractive",
+                                                                       refusal="no"))
     return cfg
 
 
-def test_get_client_settings(tmp_path):
+def test_run_client_settings(tmp_path):
+    from raglab.runner.components import llm_client
+
     cache = StageCache(tmp_path)
 
     async def go():
-        a = get_client(_cfg("claude"), cache, None)
-        b = get_client(_cfg("claude"), cache, None)
-        g = get_client(_cfg("heuristic"), cache, None)
+        a = llm_client(_cfg("claude"), cache)
+        g = llm_client(_cfg("heuristic"), cache)
+        none = llm_client(_cfg("heuristic", "extractive"), cache)
         await a.aclose()
-        c = get_client(_cfg("claude"), cache, None)
-        await c.aclose()
         await g.aclose()
-        return a, b, g, c
+        return a, g, none
 
-    a, b, g, c = run(go)
-    assert a is b and c is not a  # one per process and settings; a closed one is replaced
+    a, g, none = run(go)
+    # the grader's settings win when it calls a model; else the generator's; else no client
     assert (a.timeout_s, a.max_retries, a.concurrency, a.mode) == (11, 1, 7, "online")
     assert a.prices == {"claude-test": PRICES}
+    assert a.cache is cache
     assert (g.timeout_s, g.max_retries, g.concurrency, g.prices) == (22, 2, 3, {})
+    assert none is None
 
 
 # -- batch mode -------------------------------------------------------------------------

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from raglab.metrics.relevance import GoldItem, judge_hits
+from raglab.metrics.judging import GoldItem, judge_hits
 from raglab.metrics.retrieval import context_metrics, ranked_list_metrics
 
 DOC = "0123456789" * 10  # 100 characters

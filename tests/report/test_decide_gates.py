@@ -3,7 +3,7 @@ their boundary, n/a and required gates, critical slices, the gates schema and it
 
 import pytest
 
-from raglab.cli import conf_dir
+from raglab.commands.common import conf_dir
 from raglab.errors import UserError
 from raglab.report.decide import (FAIL, GO, NA, NO_GO, PASS, decision_of, evaluate_gates,
                                   run_means)

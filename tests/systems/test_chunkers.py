@@ -1,8 +1,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raglab.config import FixedChunkerCfg, RecursiveChunkerCfg, SentenceChunkerCfg
-from raglab.data.textnorm import count_tokens
+from raglab.systems.chunkers import FixedChunkerCfg, RecursiveChunkerCfg, SentenceChunkerCfg
+from raglab.text.normalize import count_tokens
 from raglab.systems.chunkers import chunk_document
 
 TEXTS = st.lists(st.sampled_from(["alpha", "beta.", "Gamma!", "\n\n", "## Head\n\n", "delta?",

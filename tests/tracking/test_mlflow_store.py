@@ -131,6 +131,7 @@ def test_sweep_children_share_one_parent(tmp_path, store):
     assert all(c.data.params["k"] in ("0", "1") for c in children)
 
 
+@pytest.mark.slow  # four processes importing mlflow: a sweep's parallel start
 def test_parallel_processes_find_the_same_parent(tmp_path, store):
     """Jobs of a parallel launcher (separate processes) create exactly one parent."""
     sweep = tmp_path / "sweep"

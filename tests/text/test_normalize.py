@@ -1,7 +1,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raglab.data.textnorm import locate_quote, normalize, normalize_with_offsets
+from raglab.text.normalize import locate_quote, normalize, normalize_with_offsets
 
 ALPHABET = st.sampled_from(list("abcdefghij ABC 0123.,;:-!?\n\t") + ["\u00ad", "ﬁ", "ﬂ", "é", "Ä"])
 

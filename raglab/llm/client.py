@@ -6,7 +6,7 @@
 - Transport retries (429 with ``retry-after``, 529, 5xx, connection errors, timeouts) are the
   SDK's, with backoff and jitter, ``max_retries`` and ``timeout`` from the config. A body
   that cannot be parsed, or a structured output that does not parse or validate, is tried
-  up to ``FORMAT_RETRIES`` more times here; then :class:`GraderCallError` (one line).
+  up to ``FORMAT_RETRIES`` more times here; then :class:`LLMCallError` (one line).
 - Responses are cached in the stage cache (namespace ``llm``) by the full request content;
   a hit makes no call and returns ``cached=True`` with the usage and cost first recorded.
 - ``mode="batch"``: grading requests are queued and sent as one Message Batches job once
@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from raglab.graders.orchestrate import GraderCallError
-from raglab.runner.stagecache import content_key
+from raglab.cache import content_key
+from raglab.errors import ConfigError
 
 FORMAT_RETRIES = 2
 BATCH_QUIET_S = 0.2
@@ -33,6 +33,10 @@ USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
                 "cache_read_input_tokens")
 PRICE_OF = {"input_tokens": "input", "output_tokens": "output",
             "cache_creation_input_tokens": "cache_write", "cache_read_input_tokens": "cache_read"}
+
+
+class LLMCallError(Exception):
+    """A model call that still failed after its retries (one line, no secrets)."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +158,7 @@ class LLMClient:
         """One model call (or a cache hit). ``validate(parsed)`` raising ValueError marks a
         structured output as unusable: it is not cached and the call is tried again."""
         if self.closed:
-            raise GraderCallError("the LLM client is closed")
+            raise LLMCallError("the LLM client is closed")
         key = req.cache_key()
         hit = self.cache.get("llm", key) if self.cache is not None else None
         if hit is not None and self._usable(hit, req, validate):
@@ -209,7 +213,7 @@ class LLMClient:
             try:
                 msg, latency = await (self._via_batch(req) if batch else self._via_messages(req))
             except anthropic.APIError as e:
-                raise GraderCallError(f"{req.model}: {type(e).__name__}: {_one_line(e)}") from None
+                raise LLMCallError(f"{req.model}: {type(e).__name__}: {_one_line(e)}") from None
             except (ValueError, UnicodeDecodeError) as e:  # a body that is not JSON
                 problem = f"unreadable response body ({_one_line(e)})"
                 continue
@@ -239,7 +243,7 @@ class LLMClient:
                     continue
             return LLMResponse(text=text, parsed=parsed, usage=usage, cost_usd=cost,
                                latency_ms=round(latency, 3), cached=False)
-        raise GraderCallError(f"{req.model}: {problem} after {FORMAT_RETRIES + 1} attempts")
+        raise LLMCallError(f"{req.model}: {problem} after {FORMAT_RETRIES + 1} attempts")
 
     async def _via_messages(self, req: LLMRequest) -> tuple[Any, float]:
         """The message and the call's latency in ms (not counting the wait for a slot)."""
@@ -319,7 +323,7 @@ class LLMClient:
                 else:
                     err = getattr(getattr(r, "error", None), "error", None)
                     why = f": {getattr(err, 'message', '')}" if err is not None else ""
-                    p.future.set_exception(GraderCallError(
+                    p.future.set_exception(LLMCallError(
                         f"{p.req.model}: batch request {r.type}{why}"[:300]))
         except anthropic.APIError as e:
             self._fail(by_id.values(), f"batch job failed: {type(e).__name__}: {_one_line(e)}")
@@ -334,7 +338,7 @@ class LLMClient:
     def _fail(pendings: Any, message: str) -> None:
         for p in pendings:
             if not p.future.done():
-                p.future.set_exception(GraderCallError(message))
+                p.future.set_exception(LLMCallError(message))
 
     # -- closing -------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
@@ -357,45 +361,11 @@ class LLMClient:
         if self._client is not None:
             await self._client.close()
             self._client = None
-        _forget(self)
 
 
-_CLIENTS: dict[tuple, LLMClient] = {}
-_LOCK = threading.Lock()
-
-
-def _forget(client: LLMClient) -> None:
-    with _LOCK:
-        for k, v in list(_CLIENTS.items()):
-            if v is client:
-                del _CLIENTS[k]
-
-
-def get_client(cfg: Any, cache: Any, work: Any = None) -> LLMClient:
-    """The process's client for this run's settings (the grader's when ``grader=claude``,
-    else the generator's). ``work`` is not touched: the orchestrator counts judgments."""
-    import anthropic  # noqa: F401  (a slow import: done here, before any case is timed)
-
-    g = cfg.grader
-    if g.name == "claude":
-        settings = dict(timeout_s=g.timeout_s, max_retries=g.max_retries,
-                        concurrency=g.concurrency, mode=g.mode, batch_poll_s=g.batch_poll_s)
-        prices = {g.model: dict(g.prices)} if g.prices else {}
-    else:
-        gen = cfg.generator
-        settings = dict(timeout_s=gen.timeout_s, max_retries=gen.max_retries,
-                        concurrency=cfg.concurrency, mode="online", batch_poll_s=30.0)
-        prices = {}
-    key = (settings["timeout_s"], settings["max_retries"], settings["concurrency"],
-           settings["mode"])
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        loop = None
-    with _LOCK:
-        client = _CLIENTS.get(key)
-        if (client is None or client.closed or client._loop is not loop
-                or client.cache is not cache or client.prices != prices):
-            client = LLMClient(**settings, prices=prices, cache=cache)
-            _CLIENTS[key] = client
-        return client
+def require_api_key(what: str) -> None:
+    """Fail before any work when the SDK would find no key (the key itself is never read
+    into raglab's own state)."""
+    if not os.environ.get("ANTHROPIC_API_KEY"):
+        raise ConfigError(f"{what} needs ANTHROPIC_API_KEY in the environment "
+                          "(and ANTHROPIC_BASE_URL for a non-default endpoint)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from raglab.data.textnorm import normalize
+from raglab.text.normalize import normalize
 
 STOPWORDS = frozenset("""
 a an the and or but if then else of to in on at by for with from into onto over under about

@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from raglab.data.textnorm import contains_normalized, normalize
+from raglab.text.normalize import contains_normalized, normalize
 
 
 class GoldItem(NamedTuple):

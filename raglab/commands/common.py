@@ -1,0 +1,22 @@
+"""What every command shares: the shipped config folder and the one way a command fails."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import NoReturn
+
+
+def conf_dir() -> Path:
+    """The shipped configs: inside the installed package, or conf/ beside it in a checkout."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "conf", here.parent / "conf"):
+        if (candidate / "config.yaml").is_file():
+            return candidate
+    raise SystemExit("raglab: error: the shipped configs (conf/) are missing from the install")
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print one ``raglab: error: ...`` line and exit with ``code``."""
+    print(f"raglab: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(code)

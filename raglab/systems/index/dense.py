@@ -1,0 +1,53 @@
+"""``embedder=dense``: cosine similarity of all-MiniLM-L6-v2 embeddings (optional extra
+``raglab[dense]``). Every allowed chunk is ranked."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import Field
+
+from raglab.data.schema import Strict
+from raglab.registry import register
+
+
+class DenseCfg(Strict):
+    name: Literal["dense"]
+    model: str = "all-MiniLM-L6-v2"
+    batch_size: int = Field(64, gt=0)
+
+
+@register("embedder", "dense", config=DenseCfg)
+class DenseIndex:
+    ARTIFACT = "vectors.npy"
+
+    def __init__(self, cfg, vectors: np.ndarray):
+        self.cfg = cfg
+        self.vectors = vectors
+
+    @staticmethod
+    def preflight(run_cfg) -> None:
+        from raglab.systems.embeddings import check_available
+
+        check_available()
+
+    @classmethod
+    def build(cls, cfg, path: Path, texts: list[str]) -> None:
+        from raglab.systems.embeddings import embed
+
+        np.save(path / cls.ARTIFACT, embed(texts, cfg.model, cfg.batch_size))
+
+    @classmethod
+    def load(cls, cfg, path: Path) -> "DenseIndex":
+        return cls(cfg, np.load(path / cls.ARTIFACT))
+
+    def scores(self, query: str) -> np.ndarray:
+        from raglab.systems.embeddings import embed
+
+        q = embed([query], self.cfg.model, self.cfg.batch_size)[0]
+        return self.vectors @ q
+
+    def rank(self, query: str, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.scores(query), mask

@@ -1,0 +1,1 @@
+"""Text helpers shared by every layer: normalisation, quote location, sentences, terms."""
