@@ -11,7 +11,8 @@ import re
 from typing import Any
 
 from raglab.metrics.catalog import HEADLINE
-from raglab.report.run_report import _figure, _fmt, _md_escape, _table
+from raglab.report.format import fmt as _fmt
+from raglab.report.run_report import _figure, _md_escape, _table
 
 MAX_SLICE_PLOTS = 60     # slices drawn per difference plot (the largest ones)
 _RECALL_AT = re.compile(r"^(candidate|final)\.evidence_recall@(\d+)$")

@@ -8,7 +8,8 @@ from typing import Any
 
 from raglab.report.compare_render import _png, html_page, html_table, img, mean, pval
 from raglab.report.compare import ADJUST_NAMES
-from raglab.report.run_report import _figure, _fmt, _md_escape, _table
+from raglab.report.format import fmt as _fmt
+from raglab.report.run_report import _figure, _md_escape, _table
 
 MARK = "*"
 
