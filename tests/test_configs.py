@@ -14,9 +14,8 @@ REQUIRED = {"system/replay": ["system.path=x.jsonl"], "system/http": ["system.ur
             "system/python": ["system._target_=pkg.mod.make"]}
 
 
-# groups that are not part of a run's config (each is tested with its own command's tests:
-# gates in tests/report/test_decide_gates.py, compare in tests/report/test_compare*.py)
-NOT_RUN_GROUPS = {"gates", "compare"}
+# groups read by other commands, not composed into a run (each has its own schema test)
+NOT_RUN_GROUPS = {"compare", "gates"}
 
 
 def _options():
@@ -58,3 +57,12 @@ def test_configs_ship_inside_the_package_build():
 
     py = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
     assert py["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]["conf"] == "raglab/conf"
+
+
+def test_compare_config_validates():
+    import yaml
+
+    from raglab.report.compare_config import CompareCfg
+
+    data = yaml.safe_load((conf_dir() / "compare" / "default.yaml").read_text())
+    assert CompareCfg.model_validate(data).adjust == "holm"
