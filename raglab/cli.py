@@ -16,6 +16,8 @@ commands:
                          log a finished run directory to MLflow (e.g. after an outage)
   compare BASELINE CANDIDATE | SWEEP --baseline JOB
                          paired per-slice comparison; writes compare.md/.html/.json
+  decide BASELINE CANDIDATE gates=NAME [--study DIR]
+                         apply a gate set; writes decision-DATE-NAME.md/.json; exit 0 GO, 1 NO-GO
   calibrate [overrides]  the grader against human labels: kappa with intervals, confusion
                          matrices, leniency; `calibrate --versions` lists the records
   monitor TRAFFIC [--baseline B] [overrides]
@@ -36,6 +38,7 @@ COMMANDS = {
     "validate": "raglab.commands.validate",
     "log": "raglab.commands.log",
     "compare": "raglab.commands.compare",
+    "decide": "raglab.commands.decide",
     "calibrate": "raglab.commands.calibrate",
     "monitor": "raglab.commands.monitor",
     "cases": "raglab.commands.cases",

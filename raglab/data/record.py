@@ -52,6 +52,7 @@ class CaseRecord(BaseModel):
     n_factual_sentences: int | None = None            # present when graded
     contradicted_claims: list[str] | None = None      # present when any
     grading_cost_usd: float | None = None             # present when graded (None: unpriced)
+    diagnosis: dict[str, Any] | None = None           # raglab.metrics.diagnosis; None: passed
     # grader.repeats > 1 (present then): the verdicts of repeats 1..N-1 (``verdicts`` holds
     # repeat 0's), the number of repeats, and each graded metric's variance over them
     repeat_verdicts: list[list[Verdict]] | None = None
