@@ -22,7 +22,8 @@ from raglab.data.io import read_jsonl_tolerant
 #: family -> the calibration section whose labels measure its judgments
 CALIBRATED_BY = {"faithfulness": "claims", "citations": "claims", "correctness": "claims",
                  "nuggets": "nuggets"}
-NOT_GRADED = ("retrieval",)
+#: families computed by rules, not judged by a grader: nothing to calibrate
+NOT_GRADED = ("retrieval", "diagnosis")
 EXPERIMENT = "raglab-calibration"
 
 
@@ -74,7 +75,7 @@ def lookup(versions: dict[str, str], cache_dir: str | Path | None = None,
            ) -> dict[str, str]:
     """``{family: text}`` for every family of ``versions``: the latest calibration of that
     family's version ("kappa 0.41 [0.31, 0.52] (157 claim labels)"), "uncalibrated", or
-    "not graded" (retrieval). Looks in ``cache_dir`` first; then, for families still
+    "not graded" (retrieval, diagnosis). Looks in ``cache_dir`` first; then, for families still
     uncalibrated, asks ``tracked(missing versions, CALIBRATED_BY)`` (the tracking store's
     records: :func:`tracked_lookup` makes one for an MLflow URI)."""
     found: dict[str, dict[str, Any]] = {}

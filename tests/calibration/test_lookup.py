@@ -5,7 +5,7 @@ from __future__ import annotations
 from raglab.report.calibration import append_record, lookup, version_lines, versions_table
 
 VERSIONS = {"retrieval": "r1", "faithfulness": "f1", "citations": "c1", "correctness": "k1",
-            "relevance": "v1", "nuggets": "n1", "abstention": "a1"}
+            "relevance": "v1", "nuggets": "n1", "abstention": "a1", "diagnosis": "d1"}
 
 
 def _record(versions, kappa, created="2026-12-01T09:00:00+00:00"):
@@ -26,7 +26,7 @@ def test_latest_record_of_each_version_wins(tmp_path):
     assert shown["citations"] == shown["correctness"] == shown["faithfulness"]
     assert shown["nuggets"] == "kappa 0.50 [0.30, 0.70] (4 nugget labels)"
     assert shown["relevance"] == shown["abstention"] == "uncalibrated"
-    assert shown["retrieval"] == "not graded"
+    assert shown["retrieval"] == shown["diagnosis"] == "not graded"
     changed = dict(VERSIONS, faithfulness="f2")  # one prompt word: a new version
     assert lookup(changed, tmp_path)["faithfulness"] == "uncalibrated"
     assert lookup(changed, tmp_path)["nuggets"] == shown["nuggets"]
