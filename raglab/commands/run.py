@@ -1,49 +1,95 @@
-"""``raglab run [overrides]`` (and ``-m`` sweeps): a Hydra application built lazily."""
+"""``raglab run [overrides]`` (and ``-m`` sweeps): a Hydra application built lazily.
+
+Before Hydra starts, every job's configuration is composed and validated (one job for a
+single run), so a configuration error fails with one line, creates no run directory and
+runs no job. A sweep prints one line per job; at the end the sweep callback
+(:mod:`raglab.runner.sweep`) prints the job table, the parent run and the one ``mlflow ui``
+command.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
-from raglab.commands.common import conf_dir, fail
+from raglab.commands.common import fail
+
+#: set by ``raglab run -m`` for its jobs (also in launcher subprocesses): the swept keys
+#: that name each job, and the number of jobs
+SWEEP_ENV = "RAGLAB_SWEEP"
 
 
-def _run_name(cfg, overrides: list[str]) -> str:
-    if cfg.run_name:
-        return cfg.run_name
-    kept = [o for o in overrides if not o.startswith(("hydra.", "tracking.", "cache_dir="))]
-    return ",".join(kept) if kept else "defaults"
+def _fail_config(message: str, run_dir: Path | None = None) -> None:
+    if run_dir is not None:
+        _remove_if_empty(run_dir)
+    fail(message, 2)
+
+
+def _remove_if_empty(run_dir: Path) -> None:
+    """Hydra makes the run directory before the task: leave none behind for nothing."""
+    try:
+        run_dir.rmdir()  # only succeeds when empty
+    except OSError:
+        return
+    parent = run_dir.parent  # outputs/DATE made for this run alone
+    try:
+        if parent != Path.cwd() and parent.is_relative_to(Path.cwd()):
+            parent.rmdir()
+    except OSError:
+        pass
+
+
+def sweep_context() -> dict:
+    try:
+        ctx = json.loads(os.environ.get(SWEEP_ENV) or "{}")
+    except ValueError:
+        return {}
+    return ctx if isinstance(ctx, dict) else {}
 
 
 def task(dict_cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
     from omegaconf import OmegaConf
-
-    from raglab.config import parse_run_config
-    from raglab.secrets import redact
-    from raglab.errors import UserError
-    from raglab.runner.run import Run, print_summary
-    from raglab.runner.components import build_tracker
-
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
+    from raglab.commands.compose import shipped_defaults
+    from raglab.config import parse_run_config
+    from raglab.errors import UserError
+    from raglab.report.summary import config_diff, job_line
+    from raglab.runner.components import build_tracker
+    from raglab.runner.naming import override_key, run_name
+    from raglab.runner.run import Run, print_summary
+    from raglab.secrets import redact
+
     hc = HydraConfig.get()
+    run_dir = Path(hc.runtime.output_dir).resolve()
+    multirun = hc.mode == RunMode.MULTIRUN
     try:
         resolved = OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True)
     except MissingMandatoryValue as e:
-        fail(f"config {e.full_key}: missing value (set it with {e.full_key}=...)")
+        _fail_config(f"config {e.full_key}: missing value (set it with {e.full_key}=...)",
+                     run_dir)
     except OmegaConfBaseException as e:
-        fail(" ".join(str(e).split()))
+        _fail_config(" ".join(str(e).split()), run_dir)
     try:
         cfg = parse_run_config(resolved)
     except UserError as e:
-        fail(str(e))
+        _fail_config(str(e), run_dir)
     public = redact(resolved)
-    run_dir = Path(hc.runtime.output_dir).resolve()
-    sweep_dir = str(Path(hc.sweep.dir).resolve()) if hc.mode == RunMode.MULTIRUN else None
-    tracker = build_tracker(cfg, public, _run_name(cfg, list(hc.overrides.task)), sweep_dir)
-    run = Run(cfg, run_dir, OmegaConf.to_yaml(OmegaConf.create(public)))
+    ctx = sweep_context() if multirun else {}
+    keys = ctx.get("keys") or [override_key(o) for o in hc.overrides.task]
+    choices = dict(hc.runtime.choices)
+    name = cfg.run_name or run_name(public, keys, choices)
+    defaults = shipped_defaults()
+    diffs = config_diff(redact(defaults), public) if defaults else []
+    sweep_dir = str(Path(hc.sweep.dir).resolve()) if multirun else None
+    tracker = build_tracker(cfg, public, name, sweep_dir)
+    tracker.diffs = diffs
+    run = Run(cfg, run_dir, OmegaConf.to_yaml(OmegaConf.create(public)), name=name,
+              diffs=diffs)
     try:
         tracker.check()
         metrics = run.execute(tracker)
@@ -59,6 +105,10 @@ def task(dict_cfg) -> None:
     except Exception as e:
         tracker.failed(f"{type(e).__name__}: {e}")
         raise
+    if multirun:  # one line per job; the sweep callback prints the table at the end
+        total = ctx.get("jobs") or "?"
+        print(job_line(hc.job.num, total, name, metrics["overall"]), flush=True)
+        return
     print_summary(metrics, run_dir)
     where = tracker.where()
     if where:
@@ -68,6 +118,18 @@ def task(dict_cfg) -> None:
 def main(argv: list[str]) -> None:
     import hydra
 
+    from raglab.commands.compose import ComposeError, split_argv, swept_keys, validate_jobs
+    from raglab.commands.common import conf_dir
+
+    multirun, overrides, plain = split_argv(argv)
+    if plain:  # compose and validate every job before Hydra makes anything
+        try:
+            jobs = validate_jobs(overrides, multirun)
+        except ComposeError as e:
+            fail(str(e), 2)
+        if multirun:
+            os.environ[SWEEP_ENV] = json.dumps({"keys": swept_keys(overrides),
+                                                "jobs": len(jobs)})
     sys.argv = ["raglab run", *argv]
     app = hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)
     app()
