@@ -29,8 +29,8 @@ def fmt(value: Any) -> str:
     f = num(value)
     if f is None:
         return "n/a"
-    if f == int(f) and abs(f) >= 1:
-        return str(int(f))
+    if isinstance(value, int) or abs(f) >= 1000:
+        return f"{f:.0f}"
     return f"{f:.3f}" if abs(f) >= 1e-3 or f == 0 else f"{f:.2e}"
 
 
@@ -168,6 +168,21 @@ def job_line(num_: int, total: int, label: str, overall: Mapping[str, Any]) -> s
     return f"job {num_}/{total} {label}: {figs}"
 
 
+def sweep_text(header: Sequence[str], rows: Sequence[Sequence[str]], n_keys: int,
+               max_columns: int = 10) -> str:
+    """The job table for a terminal: with a few jobs, one column per job (swept values on
+    top, then one row per headline metric) so it stays narrow; with many, one row per job."""
+    if len(rows) > max_columns:
+        return text_table(header, rows)
+    t_header = ["job", *(r[0] for r in rows)]
+    t_rows = [[header[i], *(r[i] for r in rows)] for i in range(1, len(header))]
+    table = text_table(t_header, t_rows)
+    lines = table.splitlines()
+    if n_keys:  # a rule between the swept values and the metrics
+        lines.insert(2 + n_keys, lines[1])
+    return "\n".join(lines)
+
+
 def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
               for i, h in enumerate(header)]
@@ -177,14 +192,15 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
                       *(fmt_row(r) for r in rows)])
 
 
-def sweep_rows(jobs: Sequence[Mapping[str, Any]], keys: Sequence[str]
-               ) -> tuple[list[str], list[list[str]]]:
+def sweep_rows(jobs: Sequence[Mapping[str, Any]], keys: Sequence[str],
+               labels: Mapping[str, str] | None = None) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the job table: ``#``, each swept key, each headline metric.
 
     ``jobs``: ``{"num", "values": {key: shown value}, "overall": {...} or None,
     "status"}``; a job without metrics shows its status in the metric columns."""
     cols = sweep_columns(jobs)
-    header = ["#", *keys, *(f"{c} {arrow(c)}".strip() for c in cols)]
+    labels = labels or {}
+    header = ["#", *(labels.get(k, k) for k in keys), *(f"{c} {arrow(c)}".strip() for c in cols)]
     rows = []
     for j in jobs:
         overall = j.get("overall")
@@ -200,10 +216,17 @@ def sweep_rows(jobs: Sequence[Mapping[str, Any]], keys: Sequence[str]
 
 
 def sweep_markdown(title: str, jobs: Sequence[Mapping[str, Any]], keys: Sequence[str],
-                   sweep_dir: str) -> str:
-    header, rows = sweep_rows(jobs, keys)
-    lines = [f"**{_md(title)}**: {len(jobs)} jobs in `{_md(sweep_dir)}`; ↑ higher is better, "
-             "↓ lower is better", ""]
-    lines += md_table(header, rows)
-    lines += ["", "The table is also the artifact `sweep.html`; each job is a child run."]
-    return "\n".join(lines) + "\n"
+                   sweep_dir: str, labels: Mapping[str, str] | None = None,
+                   limit: int = 8000) -> str:
+    """The parent run's description: the job table (rows cut to fit ``limit`` characters,
+    MLflow's tag size; the whole table is the ``sweep.html`` artifact)."""
+    header, rows = sweep_rows(jobs, keys, labels)
+    head = [f"**{_md(title)}**: {len(jobs)} jobs in `{_md(sweep_dir)}`; ↑ higher is better, "
+            "↓ lower is better", ""]
+    tail = ["", "The whole table is the artifact `sweep.html`; each job is a child run."]
+    for n in range(len(rows), -1, -1):
+        more = [f"", f"({len(rows) - n} more jobs in `sweep.html`)"] if n < len(rows) else []
+        text = "\n".join(head + md_table(header, rows[:n]) + more + tail) + "\n"
+        if len(text) <= limit:
+            return text
+    return "\n".join(head + tail) + "\n"
