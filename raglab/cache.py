@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 
-def content_key(*parts: Any) -> str:
-    """A stable hash of JSON-serialisable parts."""
+def content_key(*parts: Any, length: int | None = None) -> str:
+    """The one content hash of raglab: SHA-256 of the parts' canonical JSON (hex), cut to
+    ``length`` characters when given (metric versions, prompt and config hashes)."""
     blob = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
                       default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return digest if length is None else digest[:length]
 
 
 class StageCache:

@@ -21,6 +21,14 @@ system.path=PATH grader=heuristic|claude|none chunker.size=256 k=5 tracking=none
 """
 
 
+#: command -> the module whose ``main(argv)`` runs it (imported only when used)
+COMMANDS = {
+    "run": "raglab.commands.run",
+    "validate": "raglab.commands.validate",
+    "log": "raglab.commands.log",
+}
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         _main(argv)
@@ -40,22 +48,14 @@ def _main(argv: list[str] | None) -> None:
         print(f"raglab {__version__}")
         return
     cmd, rest = argv[0], argv[1:]
-    if cmd == "run":
-        from raglab.commands.run import main as run_main
-
-        run_main(rest)
-    elif cmd == "validate":
-        from raglab.commands.validate import main as validate_main
-
-        validate_main(rest)
-    elif cmd == "log":
-        from raglab.commands.log import main as log_main
-
-        log_main(rest)
-    else:
+    module = COMMANDS.get(cmd)
+    if module is None:
         from raglab.commands.common import fail
 
-        fail(f"unknown command {cmd!r} (commands: run, validate, log; see raglab --help)", 2)
+        fail(f"unknown command {cmd!r} (commands: {', '.join(COMMANDS)}; see raglab --help)", 2)
+    import importlib
+
+    importlib.import_module(module).main(rest)
 
 
 if __name__ == "__main__":

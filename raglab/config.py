@@ -23,7 +23,7 @@ COMPONENT_GROUPS = ("system", "chunker", "embedder", "reranker", "generator", "g
                     "tracking")
 
 
-# ---- dataset ---------------------------------------------------------------------------
+# ---- dataset -----------------------------------------------------------------------------
 class DatasetCfg(Strict):
     name: str = "custom"
     corpus: str
@@ -32,7 +32,7 @@ class DatasetCfg(Strict):
     fuzzy_threshold: float = Field(90.0, ge=0, le=100)
 
 
-# ---- prompt / generator ----------------------------------------------------------------
+# ---- prompt ------------------------------------------------------------------------------
 class PromptCfg(Strict):
     name: str
     system: str = ""
@@ -46,13 +46,13 @@ class PromptCfg(Strict):
         return self
 
 
-# ---- grader ----------------------------------------------------------------------------
+# ---- shared by the graders (heuristic, claude) -------------------------------------------
 class DecompositionCfg(Strict):
     max_claims: int = Field(12, gt=0)
     drop_hedges: bool = True
 
 
-# ---- metrics ------------------------------------------------------------------
+# ---- metrics -----------------------------------------------------------------------------
 class MetricsCfg(Strict):
     cutoffs: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 20, 50, 100])
     straddle_min_fraction: float = Field(0.5, gt=0, le=1)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from raglab.commands.common import conf_dir, fail
+from raglab.commands.common import conf_dir
+from raglab.errors import ConfigError
+from raglab.runner.naming import job_overrides, swept_keys
 
 #: Hydra command-line flags after which raglab leaves everything to Hydra itself
 _HYDRA_FLAGS = {"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--resolve",
@@ -22,7 +24,7 @@ _HYDRA_FLAGS = {"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--r
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
 
-class ComposeError(Exception):
+class ComposeError(ConfigError):
     """A configuration that does not compose or validate; ``str()`` is the one line."""
 
 
@@ -32,35 +34,6 @@ def split_argv(argv: list[str]) -> tuple[bool, list[str], bool]:
     multirun = any(a in MULTIRUN_FLAGS for a in argv)
     plain = not any(a.split("=")[0] in _HYDRA_FLAGS for a in argv)
     return multirun, [a for a in argv if a not in MULTIRUN_FLAGS], plain
-
-
-def job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
-    """Each job's overrides, in Hydra's job order (its basic sweeper's cartesian product)."""
-    if not multirun:
-        return [list(overrides)]
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except OverrideParseException as e:
-        raise ComposeError(f"override: {_first_line(e)}") from None
-    batches = BasicSweeper.split_arguments(parsed, None)
-    return [job for batch in batches for job in batch]
-
-
-def swept_keys(overrides: list[str]) -> list[str]:
-    """The keys a sweep varies (``chunker.size=64,128 k=3,5`` -> ``["chunker.size", "k"]``),
-    Hydra's own keys left out."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception:  # noqa: BLE001 - reported by validate_jobs
-        return []
-    keys = [o.get_key_element() for o in parsed if o.is_sweep_override()]
-    return [k.lstrip("+~") for k in keys if not k.startswith(("hydra.", "hydra/"))]
 
 
 def _first_line(e: BaseException) -> str:
@@ -78,11 +51,8 @@ def _compose(overrides: list[str]) -> Any:
 
 
 def compose(overrides: list[str]) -> Any:
-    """The composed DictConfig; a configuration error ends the command with one line."""
-    try:
-        return _composed(overrides, resolve=False)
-    except ComposeError as e:
-        fail(str(e), 2)
+    """The composed DictConfig; a ComposeError (a ConfigError, one line) for a bad override."""
+    return _composed(overrides, resolve=False)
 
 
 def compose_config(overrides: list[str]) -> dict[str, Any]:

@@ -24,13 +24,13 @@ def main(argv: list[str]) -> None:
                     help="run name (default: the config's run_name, else the directory name)")
     args = ap.parse_args(argv)
     run_dir = args.run_dir.resolve()
-    for name in ("metrics.json", "config.yaml", "records.jsonl"):
-        if not (run_dir / name).is_file():
-            fail(f"{run_dir}: not a finished run directory ({name} is missing)")
     from raglab.errors import UserError
     from raglab.tracking.mlflow_store import check_tracking, log_run_dir, logged_run, ui_command
 
-    try:
+    try:  # the one place a user's mistake ends this command
+        for name in ("metrics.json", "config.yaml", "records.jsonl"):
+            if not (run_dir / name).is_file():
+                raise UserError(f"{run_dir}: not a finished run directory ({name} is missing)")
         check_tracking(args.uri)
         existing = logged_run(args.uri, args.experiment, run_dir)
         if existing:

@@ -57,7 +57,7 @@ def task(dict_cfg) -> None:
 
     from raglab.commands.compose import shipped_defaults
     from raglab.config import parse_run_config
-    from raglab.errors import UserError
+    from raglab.errors import ConfigError, UserError
     from raglab.report.summary import config_diff, job_line
     from raglab.runner.components import build_tracker
     from raglab.runner.naming import override_key, run_name
@@ -67,43 +67,47 @@ def task(dict_cfg) -> None:
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir).resolve()
     multirun = hc.mode == RunMode.MULTIRUN
-    try:
-        resolved = OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True)
-    except MissingMandatoryValue as e:
-        _fail_config(f"config {e.full_key}: missing value (set it with {e.full_key}=...)",
-                     run_dir)
-    except OmegaConfBaseException as e:
-        _fail_config(" ".join(str(e).split()), run_dir)
-    try:
-        cfg = parse_run_config(resolved)
-    except UserError as e:
-        _fail_config(str(e), run_dir)
-    public = redact(resolved)
     ctx = sweep_context() if multirun else {}
-    keys = ctx.get("keys") or [override_key(o) for o in hc.overrides.task]
-    choices = dict(hc.runtime.choices)
-    name = cfg.run_name or run_name(public, keys, choices)
-    defaults = shipped_defaults()
-    diffs = config_diff(redact(defaults), public) if defaults else []
-    sweep_dir = str(Path(hc.sweep.dir).resolve()) if multirun else None
-    tracker = build_tracker(cfg, public, name, sweep_dir)
-    tracker.diffs = diffs
-    run = Run(cfg, run_dir, OmegaConf.to_yaml(OmegaConf.create(public)), name=name,
-              diffs=diffs)
+    tracker = None
     try:
+        try:
+            resolved = OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True)
+        except MissingMandatoryValue as e:
+            raise ConfigError(f"config {e.full_key}: missing value "
+                              f"(set it with {e.full_key}=...)") from None
+        except OmegaConfBaseException as e:
+            raise ConfigError(" ".join(str(e).split())) from None
+        cfg = parse_run_config(resolved)
+        public = redact(resolved)
+        keys = ctx.get("keys") or [override_key(o) for o in hc.overrides.task]
+        name = cfg.run_name or run_name(public, keys, dict(hc.runtime.choices))
+        defaults = shipped_defaults()
+        diffs = config_diff(redact(defaults), public) if defaults else []
+        sweep_dir = str(Path(hc.sweep.dir).resolve()) if multirun else None
+        tracker = build_tracker(cfg, public, name, sweep_dir)
+        tracker.diffs = diffs
+        run = Run(cfg, run_dir, OmegaConf.to_yaml(OmegaConf.create(public)), name=name,
+                  diffs=diffs)
         tracker.check()
         metrics = run.execute(tracker)
         tracker.finished(run_dir)
-    except UserError as e:
-        tracker.failed(str(e))
+    except ConfigError as e:  # exit 2, and no run directory left for nothing
+        if tracker is not None:
+            tracker.failed(str(e))
+        _fail_config(str(e), run_dir)
+    except UserError as e:  # the one place a user's mistake ends this command
+        if tracker is not None:
+            tracker.failed(str(e))
         fail(str(e))
     except KeyboardInterrupt:
-        tracker.killed()
+        if tracker is not None:
+            tracker.killed()
         print(f"raglab: interrupted; records kept in {run_dir / 'records.jsonl'}; "
               "run again with the same hydra.run.dir to resume", file=sys.stderr)
         sys.exit(130)
     except Exception as e:
-        tracker.failed(f"{type(e).__name__}: {e}")
+        if tracker is not None:
+            tracker.failed(f"{type(e).__name__}: {e}")
         raise
     if multirun:  # one line per job; the sweep callback prints the table at the end
         total = ctx.get("jobs") or "?"
@@ -118,14 +122,15 @@ def task(dict_cfg) -> None:
 def main(argv: list[str]) -> None:
     import hydra
 
-    from raglab.commands.compose import ComposeError, split_argv, swept_keys, validate_jobs
     from raglab.commands.common import conf_dir
+    from raglab.commands.compose import split_argv, swept_keys, validate_jobs
+    from raglab.errors import ConfigError
 
     multirun, overrides, plain = split_argv(argv)
     if plain:  # compose and validate every job before Hydra makes anything
         try:
             jobs = validate_jobs(overrides, multirun)
-        except ComposeError as e:
+        except ConfigError as e:
             fail(str(e), 2)
         if multirun:
             os.environ[SWEEP_ENV] = json.dumps({"keys": swept_keys(overrides),

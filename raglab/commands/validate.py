@@ -21,25 +21,15 @@ def main(argv: list[str]) -> None:
     if any(a in ("-h", "--help") for a in argv):
         print(HELP)
         return
-    from omegaconf import OmegaConf
-    from pydantic import ValidationError
-
-    from raglab.commands.compose import compose
-    from raglab.config import DatasetCfg, config_error
-    from raglab.data.dataset import load_dataset, summary_rows
-    from raglab.data.io import write_jsonl
     from raglab.errors import UserError
 
-    cfg = compose(argv)
-    data = OmegaConf.to_container(cfg.dataset, resolve=True)
     try:
-        dcfg = DatasetCfg.model_validate(data)
-    except ValidationError as e:
-        fail(str(config_error(e, data, "dataset")))
-    try:
-        ds = load_dataset(dcfg.corpus, dcfg.cases, dcfg.labels, dcfg.fuzzy_threshold)
-    except UserError as e:
+        ds = _load(argv)
+    except UserError as e:  # the one place a user's mistake ends this command
         fail(str(e))
+    from raglab.data.dataset import summary_rows
+    from raglab.data.io import write_jsonl
+
     for w in ds.warnings:
         print(w, file=sys.stderr)
     for q in ds.quarantined:
@@ -64,3 +54,16 @@ def main(argv: list[str]) -> None:
           f"(written to {Path('quarantine.jsonl').resolve()})")
     if not ds.usable or ds.quarantined:
         sys.exit(1)
+
+
+def _load(argv: list[str]):
+    from omegaconf import OmegaConf
+
+    from raglab.commands.compose import compose
+    from raglab.config import DatasetCfg, parse_section
+    from raglab.data.dataset import load_dataset
+
+    cfg = compose(argv)
+    dcfg = parse_section(DatasetCfg, OmegaConf.to_container(cfg.dataset, resolve=True),
+                         "dataset")
+    return load_dataset(dcfg.corpus, dcfg.cases, dcfg.labels, dcfg.fuzzy_threshold)

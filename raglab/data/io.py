@@ -221,3 +221,18 @@ def read_run_metrics(run_dir: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object")
     return data
+
+
+def read_run_config(run_dir: str | Path) -> dict[str, Any]:
+    """A run directory's config.yaml as a dict ({} when absent); UserError when it is not
+    valid YAML."""
+    path = Path(run_dir) / "config.yaml"
+    if not path.is_file():
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise UserError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
+    return data if isinstance(data, dict) else {}

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS
+
 FilterValue = str | int | float | bool | list[str | int | float | bool]
 
 
@@ -101,10 +103,6 @@ class SystemOutput(Strict):
     citations: list[Citation] = Field(default_factory=list)
     latency_ms: dict[str, float] = Field(default_factory=dict)
     usage: dict[str, float] = Field(default_factory=dict)
-
-
-CLAIM_LABELS = ("SUPPORTED", "CONTRADICTED", "NOT_FOUND")
-NUGGET_LABELS = ("YES", "PARTIAL", "NO")
 
 
 class HumanLabel(Strict):

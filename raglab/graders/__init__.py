@@ -1,1 +1,3 @@
-"""Graders: pinned, versioned verdict producers behind one cached client."""
+"""Graders: pinned, versioned verdict producers (heuristic, claude, none) and the
+orchestration that turns their judgments into cached verdicts. Model calls go through the
+one client in raglab.llm."""

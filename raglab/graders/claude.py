@@ -11,7 +11,7 @@ The passages go in the system prompt with ``cache_control``, so the calls of
 ``verification: per_claim`` (one call per claim, same system prompt) reuse the cached
 prefix. Every structured output is validated strictly (one item per claim or nugget, each
 index once, labels from the allowed set); an output that fails is asked for again by the
-client, then becomes a :class:`~raglab.graders.orchestrate.GraderCallError`.
+client, then becomes a :class:`~raglab.llm.client.LLMCallError`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pydantic import Field
 from raglab.config import DecompositionCfg
 from raglab.data.dataset import resolve_path
 from raglab.data.schema import Strict
+from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS, RELEVANCE_LABELS
 from raglab.errors import ConfigError
 from raglab.llm.client import LLMRequest, require_api_key
 from raglab.registry import register
@@ -33,9 +34,6 @@ from raglab.registry import register
 PROMPT_NAMES = ("decompose", "verify", "nuggets", "relevance")
 USER_SPLIT = re.compile(r"^=== USER ===[ \t]*\n", re.M)
 PLACEHOLDER = re.compile(r"\{(question|answer|claims|passages|nuggets|max_claims)\}")
-CLAIM_LABELS = ("SUPPORTED", "CONTRADICTED", "NOT_FOUND")
-NUGGET_LABELS = ("YES", "PARTIAL", "NO")
-RELEVANCE_LABELS = ("ANSWERS_AS_ASKED", "ADDS_UNNEEDED", "DIFFERENT_QUESTION")
 
 
 def _obj(properties: dict[str, Any]) -> dict[str, Any]:

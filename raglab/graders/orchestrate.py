@@ -12,8 +12,9 @@ from typing import Any
 
 from raglab.graders.heuristic import decompose
 from raglab.text.sentences import split_sentences, strip_citations
-from raglab.graders.spec import FAMILY_PROMPTS, prompt_hash
+from raglab.graders.spec import FAMILY_PROMPTS
 from raglab.cache import StageCache, content_key
+from raglab.data.verdicts import Grader, Verdict
 from raglab.llm.client import LLMCallError
 
 #: a grader call that still failed after its retries (the LLM client's error)
@@ -21,7 +22,7 @@ GraderCallError = LLMCallError
 
 
 class Grading:
-    def __init__(self, grader: Any, name: str, versions: dict[str, str], cache: StageCache,
+    def __init__(self, grader: Grader, name: str, versions: dict[str, str], cache: StageCache,
                  work: Any):
         self.grader = grader
         self.name = name
@@ -29,7 +30,8 @@ class Grading:
         self.cache = cache
         self.work = work
         prompts = grader.prompt_texts()
-        self.prompt_hashes = {fam: prompt_hash("\n".join(prompts.get(p, "") for p in parts))
+        self.prompt_hashes = {fam: content_key("\n".join(prompts.get(p, "") for p in parts),
+                                               length=12)
                               for fam, parts in FAMILY_PROMPTS.items()}
 
     async def _cached(self, family: str, method: str, *args: Any) -> Any:
@@ -44,9 +46,10 @@ class Grading:
         return value
 
     def _verdict(self, family: str, kind: str, **fields: Any) -> dict[str, Any]:
-        return {"family": family, "kind": kind, "grader": self.name,
-                "version": self.versions[family], "prompt_hash": self.prompt_hashes[family],
-                "error": None, **fields}
+        """A :class:`~raglab.data.verdicts.Verdict`, in its stored (JSON) form."""
+        return Verdict(family=family, kind=kind, grader=self.name,
+                       version=self.versions[family], prompt_hash=self.prompt_hashes[family],
+                       error=fields.pop("error", None), **fields).to_json()
 
     async def _family(self, family: str, kind: str, coro, build) -> list[dict[str, Any]]:
         try:

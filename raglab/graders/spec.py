@@ -9,10 +9,9 @@ compared unless the user overrides it.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Any
 
+from raglab.cache import content_key
 from raglab.metrics.versions import CODE_VERSIONS, FAMILIES
 
 PARSER_VERSION = 1
@@ -28,11 +27,6 @@ FAMILY_PROMPTS = {
 }
 
 
-def short_hash(obj: Any, n: int = 12) -> str:
-    blob = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:n]
-
-
 def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) -> dict[str, str]:
     """``{family: version}`` for every metric family (README "Graders")."""
     spec = grader_cfg.model_dump()
@@ -44,16 +38,13 @@ def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) 
     spec.pop("mode", None)  # batch and online send the same requests
     spec.pop("prompts", None)  # the texts themselves are hashed below
     out: dict[str, str] = {
-        "retrieval": short_hash(["retrieval", CODE_VERSIONS["retrieval"],
-                                 metrics_cfg.straddle_min_fraction, metrics_cfg.fuzzy_threshold])
+        "retrieval": content_key("retrieval", CODE_VERSIONS["retrieval"],
+                                 metrics_cfg.straddle_min_fraction, metrics_cfg.fuzzy_threshold,
+                                 length=12)
     }
     for fam in FAMILIES:
         if fam == "retrieval":
             continue
         texts = {p: prompts.get(p, "") for p in FAMILY_PROMPTS[fam]}
-        out[fam] = short_hash([fam, CODE_VERSIONS[fam], PARSER_VERSION, spec, texts])
+        out[fam] = content_key(fam, CODE_VERSIONS[fam], PARSER_VERSION, spec, texts, length=12)
     return out
-
-
-def prompt_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]

@@ -7,8 +7,8 @@ from typing import Any
 
 from raglab.text.normalize import count_tokens
 from raglab.metrics import generation as gen
-from raglab.metrics.retrieval import context_metrics, ranked_list_metrics, stage_metric_names
-
+from raglab.metrics.catalog import METRICS, STAGES, stage_metric_names
+from raglab.metrics.retrieval import context_metrics, ranked_list_metrics
 
 
 def stage_cutoffs(cutoffs: Sequence[int], depth: int) -> list[int]:
@@ -20,12 +20,14 @@ def metric_names(cutoffs: Sequence[int], k: int, candidate_depth: int) -> list[s
     """All per-case metric names of a run, in a stable order."""
     names = stage_metric_names("candidate", stage_cutoffs(cutoffs, candidate_depth))
     names += stage_metric_names("final", stage_cutoffs(cutoffs, k))
-    names += ["final.context_precision", "final.first_gold_rank", "final.context_tokens",
-              "acl_leak_rate", "faithfulness", "contradicted_claim_rate", "citation_precision",
-              "citation_coverage", "correctness", "relevance", "vital_nugget_recall",
-              "nugget_recall", "all_vital_present", "false_refusal_rate", "false_answer_rate",
-              "must_not_contain_rate", "cost_usd_per_query", "error_rate"]
+    names += _CASE_METRICS
     return names
+
+
+# every other metric of the catalog, in its order (``latency_ms.*`` names come from the
+# stages the system reports)
+_STAGE_NAMES = {n for s in STAGES for n in stage_metric_names(s, [])}
+_CASE_METRICS = [n for n in METRICS if n not in _STAGE_NAMES and "*" not in n]
 
 
 def case_metrics(record: dict[str, Any], cutoffs: Sequence[int], k: int,

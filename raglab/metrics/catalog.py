@@ -60,8 +60,9 @@ _TABLE: list[MetricSpec] = [
     *_stage("precision", "retrieval", "higher", "share",
             "relevant hits / k (trec_eval `P_k`); without `@k`: / hits returned"),
     *_stage("ndcg", "retrieval", "higher", "share",
-            "grade as gain, log2 discount; each hit credited with at most one item, "
-            "so nDCG ≤ 1", headline_stages=("final",)),
+            "grade as gain, log2 discount; each hit credited with at most one item (its "
+            "highest-graded one not credited earlier), the ideal ranking has every item's "
+            "grade in descending order, so nDCG ≤ 1", headline_stages=("final",)),
     *_stage("mrr", "retrieval", "higher", "share",
             "1 / rank of the first relevant hit, 0 if none (trec_eval `recip_rank`)",
             headline_stages=("final",), at_k=False),
@@ -73,18 +74,21 @@ _TABLE: list[MetricSpec] = [
                "whitespace tokens in the context"),
     MetricSpec("acl_leak_rate", "retrieval", "lower", "binary", True,
                "share of cases where any candidate or context hit comes from a document "
-               "the user may not see"),
+               "the user may not see (each leak flagged `severity_one` on the record)"),
     MetricSpec("faithfulness", "faithfulness", "higher", "share", True,
                "share of the answer's atomic claims SUPPORTED by the final context"),
     MetricSpec("contradicted_claim_rate", "faithfulness", "lower", "share", True,
-               "share of the answer's claims CONTRADICTED by the final context"),
+               "share of the answer's claims CONTRADICTED by the final context, kept apart "
+               "from NOT_FOUND; the claims are listed on the record"),
     MetricSpec("citation_precision", "citations", "higher", "share", True,
                "share of (sentence, cited passage) pairs where the passage supports the "
                "sentence"),
     MetricSpec("citation_coverage", "citations", "higher", "share", False,
-               "share of factual sentences that cite something"),
+               "share of factual sentences that cite something (both only when the output "
+               "cites)"),
     MetricSpec("correctness", "correctness", "higher", "share", True,
-               "share of the reference answer's claims the answer states"),
+               "share of the reference answer's claims the answer states; kept apart from "
+               "faithfulness"),
     MetricSpec("relevance", "relevance", "higher", "share", True,
                "rubric: answers as asked 1, adds unneeded material 0.5, answers a different "
                "question 0"),

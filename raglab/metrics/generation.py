@@ -11,10 +11,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from raglab.data.verdicts import NuggetLabel, RelevanceLabel
 from raglab.text.normalize import contains_normalized, normalize
 
-NUGGET_WEIGHTS = {"YES": 1.0, "PARTIAL": 0.5, "NO": 0.0}
-RELEVANCE_SCORES = {"ANSWERS_AS_ASKED": 1.0, "ADDS_UNNEEDED": 0.5, "DIFFERENT_QUESTION": 0.0}
+NUGGET_WEIGHTS = {NuggetLabel.YES: 1.0, NuggetLabel.PARTIAL: 0.5, NuggetLabel.NO: 0.0}
+RELEVANCE_SCORES = {RelevanceLabel.ANSWERS_AS_ASKED: 1.0, RelevanceLabel.ADDS_UNNEEDED: 0.5,
+                    RelevanceLabel.DIFFERENT_QUESTION: 0.0}
 
 REFUSAL = re.compile(
     r"\b(i\s+(do\s*n[o']?t|don't|cannot|can't|am\s+unable\s+to|am\s+not\s+able\s+to)\s+"

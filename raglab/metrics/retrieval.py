@@ -105,12 +105,3 @@ def context_metrics(holds: Sequence[Sequence[int]]) -> dict[str, float | None]:
                 first = r + 1
     return {"final.context_precision": acc / rel if rel else 0.0,
             "final.first_gold_rank": first}
-
-
-def stage_metric_names(prefix: str, cutoffs: Sequence[int]) -> list[str]:
-    names = []
-    for suffix in [*(f"@{k}" for k in cutoffs), ""]:
-        for m in ("evidence_recall", "all_evidence", "hit_rate", "precision", "ndcg"):
-            names.append(f"{prefix}.{m}{suffix}")
-    names.append(f"{prefix}.mrr")
-    return names

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from raglab.data.io import atomic_write_text
 from raglab.report.summary import (arrow, better_words, config_outline, fmt, headline_names,
-                                   show_value)
+                                   report_headline, show_value)
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;
@@ -111,10 +111,8 @@ def run_report_html(title: str, metrics: Mapping[str, Any], cfg: Mapping[str, An
 def write_report_html(run_dir: Path, title: str, metrics: Mapping[str, Any],
                       cfg: Mapping[str, Any], diffs: Sequence[tuple[str, Any, Any]] | None,
                       plots: Sequence[Path]) -> Path:
-    from raglab.report.run_report import _headline_names
-
     path = Path(run_dir) / "report.html"
-    head = _headline_names(metrics.get("overall") or {}, cfg)
+    head = report_headline(metrics.get("overall") or {}, cfg.get("k"))
     atomic_write_text(path, run_report_html(title, metrics, cfg, diffs, plots, head))
     return path
 

@@ -11,39 +11,21 @@ direction come from :mod:`raglab.metrics.catalog`.
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from raglab.data.io import atomic_write_text, read_run_metrics
+from raglab.data.io import atomic_write_text, read_run_config, read_run_metrics
+from raglab.errors import UserError
 from raglab.metrics.catalog import spec_of
-from raglab.report.summary import (arrow, config_outline, headline_names,
+from raglab.report.format import fmt, num
+from raglab.report.summary import (arrow, config_outline, headline_names, report_headline,
                                    show_value)
 from raglab.secrets import redact
 
 MAX_PLOTTED_SLICES = 40
 _RECALL_AT = re.compile(r"^(candidate|final)\.evidence_recall@(\d+)$")
-
-
-def _num(value: Any) -> float | None:
-    if value is None or isinstance(value, (str, bool)):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) or math.isinf(f) else f
-
-
-def _fmt(value: Any) -> str:
-    f = _num(value)
-    if f is None:
-        return "n/a"
-    if f == int(f) and abs(f) >= 1:
-        return str(int(f))
-    return f"{f:.4g}" if abs(f) >= 1e-3 or f == 0 else f"{f:.2e}"
 
 
 def _md_escape(text: Any) -> str:
@@ -63,25 +45,15 @@ def _write_atomic(path: Path, data: str | bytes) -> None:
 
 def _load(run_dir: Path) -> tuple[dict, dict]:
     metrics = read_run_metrics(run_dir)
-    cfg: dict = {}
-    if (run_dir / "config.yaml").is_file():
-        import yaml
-        try:
-            loaded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
-            cfg = redact(loaded) if isinstance(loaded, dict) else {}
-        except yaml.YAMLError:
-            cfg = {}
+    try:
+        cfg = redact(read_run_config(run_dir))
+    except UserError:  # the report needs only metrics.json; a broken config names no k
+        cfg = {}
     return metrics, cfg
 
 
 def _headline_names(overall: Mapping[str, Any], cfg: Mapping[str, Any]) -> list[str]:
-    names = headline_names(overall)
-    k = cfg.get("k")
-    if isinstance(k, int):  # the recall/ndcg at the configured k, when reported
-        extra = [n for n in (f"final.evidence_recall@{k}", f"final.ndcg@{k}") if n in overall]
-        at = names.index("final.evidence_recall") + 1 if "final.evidence_recall" in names else 0
-        names[at:at] = extra
-    return names
+    return report_headline(overall, cfg.get("k"))
 
 
 def slice_columns(rows: list[tuple[str, str, Mapping[str, Any]]]) -> list[str]:
@@ -126,13 +98,13 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
         elif diffs is not None:
             lines += ["The shipped defaults, unchanged.", ""]
     lines += [f"- dataset: {_md_escape(ds.get('name', 'n/a'))}",
-              f"- cases scored: {_fmt(m.get('n_cases'))}",
-              f"- cases quarantined: {_fmt(m.get('n_quarantined'))}",
-              f"- cases with errors: {_fmt(m.get('errors'))}", ""]
+              f"- cases scored: {fmt(m.get('n_cases'))}",
+              f"- cases quarantined: {fmt(m.get('n_quarantined'))}",
+              f"- cases with errors: {fmt(m.get('errors'))}", ""]
     head = _headline_names(overall, cfg)
     lines += ["## Headline metrics", ""]
     lines += _table(["metric", "value", "better"],
-                    [[n, _fmt(overall.get(n)), arrow(n)] for n in head]) \
+                    [[n, fmt(overall.get(n)), arrow(n)] for n in head]) \
         if head else ["(no headline metric in this run)"]
     lines += [""]
     if plots:
@@ -145,20 +117,20 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
     work = m.get("work") or {}
     if work:
         lines += ["## Work done by this run (not taken from a cache)", ""]
-        lines += _table(["counter", "count"], [[k, _fmt(v)] for k, v in work.items()])
+        lines += _table(["counter", "count"], [[k, fmt(v)] for k, v in work.items()])
         lines += [""]
     rows = _slice_rows(m.get("slices") or {})
     cols = slice_columns(rows)
     if rows:
         lines += ["## Slices", ""]
         lines += _table(["tag", "value", "n", *cols],
-                        [[k, v, _fmt(mets.get("n")), *(_fmt(mets.get(c)) for c in cols)]
+                        [[k, v, fmt(mets.get("n")), *(fmt(mets.get(c)) for c in cols)]
                          for k, v, mets in rows])
         lines += [""]
     rest = sorted(n for n in overall if n not in head)
     if rest:
         lines += ["## All other metrics", ""]
-        lines += _table(["metric", "value"], [[n, _fmt(overall.get(n))] for n in rest])
+        lines += _table(["metric", "value"], [[n, fmt(overall.get(n))] for n in rest])
         lines += [""]
     lines += ["Metrics that do not apply to any case are shown as n/a.", ""]
     return "\n".join(lines)
@@ -184,7 +156,7 @@ def plot_recall_at_k(overall: Mapping[str, Any], path: Path) -> bool:
     series: dict[str, list[tuple[int, float]]] = {}
     for name, value in overall.items():
         match = _RECALL_AT.match(str(name))
-        v = _num(value)
+        v = num(value)
         if match and v is not None:
             series.setdefault(match.group(1), []).append((int(match.group(2)), v))
     if not series:
@@ -223,13 +195,13 @@ def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
     it."""
     rows = _slice_rows(slices)
     cols = [c for c in slice_columns(rows)
-            if any(_num(mets.get(c)) is not None for _, _, mets in rows)]
+            if any(num(mets.get(c)) is not None for _, _, mets in rows)]
     if not cols:
         return False
-    rows = [r for r in rows if any(_num(r[2].get(c)) is not None for c in cols)]
+    rows = [r for r in rows if any(num(r[2].get(c)) is not None for c in cols)]
     capped = len(rows) > MAX_PLOTTED_SLICES
     if capped:  # keep the largest slices, in their sorted order
-        keep = sorted(rows, key=lambda r: -(_num(r[2].get("n")) or 0))[:MAX_PLOTTED_SLICES]
+        keep = sorted(rows, key=lambda r: -(num(r[2].get("n")) or 0))[:MAX_PLOTTED_SLICES]
         rows = [r for r in rows if r in keep]
     import numpy as np
     from matplotlib import colormaps
@@ -240,7 +212,7 @@ def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
     ax = fig.add_subplot(1, 1, 1)
     for i, (_, _, mets) in enumerate(rows):
         for j, col in enumerate(cols):
-            v = _num(mets.get(col))
+            v = num(mets.get(col))
             if v is None:
                 ax.add_patch(Rectangle((j, i), 1, 1, facecolor="#eeeeee", edgecolor="#bbbbbb",
                                        hatch="///", linewidth=0.5))
@@ -255,7 +227,7 @@ def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
             ax.add_patch(Rectangle((j, i), 1, 1, facecolor=colour, edgecolor="white",
                                    linewidth=0.8))
             dark = good is not None and (good < 0.15 or good > 0.85)
-            ax.text(j + 0.5, i + 0.5, _fmt(v), ha="center", va="center", fontsize=7.5,
+            ax.text(j + 0.5, i + 0.5, fmt(v), ha="center", va="center", fontsize=7.5,
                     color="white" if dark else "black")
     ax.set_xlim(0, len(cols))
     ax.set_ylim(len(rows), 0)
@@ -266,7 +238,7 @@ def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
     ax.set_yticks([i + 0.5 for i in range(len(rows))])
     labels = []
     for k, v, mets in rows:
-        n = _num(mets.get("n"))
+        n = num(mets.get("n"))
         labels.append(f"{k}={v}" + (f" (n={int(n)})" if n is not None else ""))
     ax.set_yticklabels(labels, fontsize=8)
     ax.tick_params(length=0)

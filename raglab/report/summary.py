@@ -6,32 +6,13 @@ direction in which each metric is better come from :mod:`raglab.metrics.catalog`
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping, Sequence
 
 from raglab.metrics.catalog import HEADLINE, spec_of
+from raglab.report.format import fmt, num
 
 #: configuration keys that say how a run is recorded or scheduled, not what it measures
 _BOOKKEEPING = ("hydra", "run_name", "progress", "concurrency")
-
-
-def num(value: Any) -> float | None:
-    if value is None or isinstance(value, (str, bool)):
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(f) or math.isinf(f) else f
-
-
-def fmt(value: Any) -> str:
-    f = num(value)
-    if f is None:
-        return "n/a"
-    if isinstance(value, int) or abs(f) >= 1000:
-        return f"{f:.0f}"
-    return f"{f:.3f}" if abs(f) >= 1e-3 or f == 0 else f"{f:.2e}"
 
 
 def arrow(metric: str) -> str:
@@ -49,6 +30,16 @@ def better_words(metric: str) -> str:
 def headline_names(overall: Mapping[str, Any]) -> list[str]:
     """The catalog's headline metrics this run reports, in display order."""
     return [n for n in HEADLINE if n in overall]
+
+
+def report_headline(overall: Mapping[str, Any], k: Any) -> list[str]:
+    """The headline of a report: the catalog's, with recall and nDCG at the run's ``k``."""
+    names = headline_names(overall)
+    if isinstance(k, int) and not isinstance(k, bool):
+        extra = [n for n in (f"final.evidence_recall@{k}", f"final.ndcg@{k}") if n in overall]
+        at = names.index("final.evidence_recall") + 1 if "final.evidence_recall" in names else 0
+        names[at:at] = extra
+    return names
 
 
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:

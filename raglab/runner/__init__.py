@@ -1,1 +1,2 @@
-"""Running: one configuration (run), stage reuse (stage cache), records."""
+"""Running: one configuration (run), its components built from the config (components),
+records, progress and the tracking backend (tracker)."""

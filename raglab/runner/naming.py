@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any, Iterable, Mapping
 
+from raglab.errors import ConfigError
 from raglab.secrets import is_secret_key
 
 #: keys that say where or how a run is recorded, not what it measures
@@ -98,3 +99,33 @@ def sweep_name(keys: list[str]) -> str:
     """The parent run of a sweep: ``size × k sweep``."""
     labels = short_labels([override_key(k) for k in keys])
     return (" × ".join(labels.values()) + " sweep") if labels else "sweep"
+
+
+# ---- a sweep's jobs (Hydra's override grammar and its basic sweeper's job order) --------
+def job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
+    """Each job's overrides, in Hydra's job order (its basic sweeper's cartesian product)."""
+    if not multirun:
+        return [list(overrides)]
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException as e:
+        raise ConfigError(f"override: {str(e).strip().splitlines()[0]}") from None
+    batches = BasicSweeper.split_arguments(parsed, None)
+    return [job for batch in batches for job in batch]
+
+
+def swept_keys(overrides: list[str]) -> list[str]:
+    """The keys a sweep varies (``chunker.size=64,128 k=3,5`` -> ``["chunker.size", "k"]``),
+    Hydra's own keys left out."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # noqa: BLE001 - reported by validate_jobs
+        return []
+    keys = [o.get_key_element() for o in parsed if o.is_sweep_override()]
+    return [k.lstrip("+~") for k in keys if not k.startswith(("hydra.", "hydra/"))]

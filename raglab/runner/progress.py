@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+
+from raglab.data.record import CaseRecord
 
 
 class Progress:
@@ -24,9 +25,9 @@ class Progress:
         elif self.mode == "plain" and done:
             print(f"resuming: {done}/{total} cases already recorded", file=sys.stderr)
 
-    def advance(self, record: dict[str, Any]) -> None:
+    def advance(self, record: CaseRecord) -> None:
         self.done += 1
-        self.errors += bool(record.get("error"))
+        self.errors += bool(record.error)
         if self._bar is not None:
             self._bar.advance(self._task)
         elif self.mode == "plain":

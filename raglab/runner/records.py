@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from raglab.data.dataset import Dataset
-from raglab.data.io import read_jsonl_tolerant, write_jsonl
+from raglab.data.io import write_jsonl
+from raglab.data.record import CaseRecord, read_records
 from raglab.data.schema import Case, may_see
 from raglab.metrics.judging import GoldItem, judge_hits
 
@@ -60,16 +61,17 @@ class RecordWriter:
         self.path = path
         self._fh = None
 
-    def load(self) -> list[dict[str, Any]]:
-        rows = read_jsonl_tolerant(self.path)
+    def load(self) -> list[CaseRecord]:
+        rows = read_records(self.path)
         if self.path.exists():
-            write_jsonl(self.path, rows)  # drop a torn last line, atomically
+            write_jsonl(self.path, [r.to_json() for r in rows])  # drop a torn last line
         return rows
 
-    def append(self, record: dict[str, Any]) -> None:
+    def append(self, record: CaseRecord) -> None:
         if self._fh is None:
             self._fh = open(self.path, "a", encoding="utf-8")
-        self._fh.write(json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n")
+        self._fh.write(json.dumps(record.to_json(), ensure_ascii=False, allow_nan=False)
+                       + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
 

@@ -13,12 +13,15 @@ from typing import Any
 from raglab.config import RunCfg
 from raglab.data.dataset import Dataset, load_dataset
 from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
+from raglab.data.record import CaseRecord, read_records
 from raglab.data.schema import SystemOutput
 from raglab.errors import UserError
 from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import family_versions
 from raglab.metrics.aggregate import aggregate
 from raglab.metrics.case import case_metrics, metric_names
+from raglab.metrics.catalog import HEADLINE
+from raglab.report.format import fmt
 from raglab.runner.progress import Progress
 from raglab.runner.records import RecordWriter, gold_summary, judge_output
 from raglab.cache import StageCache, content_key
@@ -38,7 +41,6 @@ class Run:
         self.resolved_yaml = resolved_yaml
         self.work = WorkCounter()
         self.cache = StageCache(cfg.cache_dir)
-        self.dataset: Dataset | None = None
         self.llm: Any = None
 
     # -- before any work ------------------------------------------------------------------
@@ -58,7 +60,6 @@ class Run:
         prompts = self.preflight()
         ds = load_dataset(cfg.dataset.corpus, cfg.dataset.cases, None,
                           cfg.dataset.fuzzy_threshold)
-        self.dataset = ds
         if not ds.cases:
             raise UserError("no usable case: every case is quarantined "
                             f"(see {self.run_dir / 'quarantine.jsonl'})", file=str(ds.cases_path))
@@ -78,7 +79,7 @@ class Run:
         grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work) \
             if grader is not None else None
         writer = RecordWriter(self.run_dir / "records.jsonl")
-        done = {r["case_id"] for r in writer.load()}
+        done = {r.case_id for r in writer.load()}
         todo = [c for c in ds.cases if c.id not in done]
         sections = cfg.system_sections()
         loop = asyncio.get_running_loop()
@@ -86,7 +87,7 @@ class Run:
         slots = asyncio.Semaphore(cfg.concurrency)
         progress = Progress(len(ds.cases), len(done), cfg.progress)
 
-        async def one(case) -> dict[str, Any]:
+        async def one(case) -> CaseRecord:
             return await self._case(case, sections, system, grading, ds, loop, pool, slots)
 
         tasks: list[asyncio.Task] = []
@@ -109,7 +110,7 @@ class Run:
         return self._finish(ds, versions)
 
     async def _case(self, case, sections, system, grading, ds, loop, pool,
-                    slots) -> dict[str, Any]:
+                    slots) -> CaseRecord:
         """One case. ``slots`` bounds concurrent system calls only; grading concurrency is
         bounded by the grader's client (so a Message Batches job can gather every case)."""
         cfg = self.cfg
@@ -156,14 +157,12 @@ class Run:
                 if bad:
                     record["contradicted_claims"] = bad
         record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
-        return record
+        return CaseRecord.model_validate(record)
 
     def _finish(self, ds: Dataset, versions: dict[str, str]) -> dict[str, Any]:
-        from raglab.data.io import read_jsonl_tolerant
-
         cfg = self.cfg
-        by_id = {r["case_id"]: r for r in read_jsonl_tolerant(self.run_dir / "records.jsonl")}
-        records = [by_id[c.id] for c in ds.cases if c.id in by_id]
+        by_id = {r.case_id: r for r in read_records(self.run_dir / "records.jsonl")}
+        records = [by_id[c.id].to_json() for c in ds.cases if c.id in by_id]
         names = metric_names(cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
         agg = aggregate(records, names)
         metrics = {
@@ -173,7 +172,7 @@ class Run:
             "work": self.work.as_dict(),
             "dataset": {"name": cfg.dataset.name, "corpus_sha256": ds.corpus_hash,
                         "cases_sha256": ds.cases_hash},
-            "config_hash": content_key(self.resolved_yaml)[:16],
+            "config_hash": content_key(self.resolved_yaml, length=16),
         }
         if self.llm is not None:
             metrics["model_usage"] = self.llm.summary()
@@ -194,13 +193,9 @@ def summary_text(metrics: dict[str, Any], run_dir: Path) -> str:
         ("cases", metrics["n_cases"]), ("quarantined", metrics["n_quarantined"]),
         ("errors", metrics["errors"]),
     ]
-    keys = ["candidate.evidence_recall", "final.evidence_recall", "final.ndcg", "final.mrr",
-            "acl_leak_rate", "faithfulness", "contradicted_claim_rate", "citation_precision",
-            "correctness", "relevance", "vital_nugget_recall", "false_refusal_rate",
-            "false_answer_rate", "must_not_contain_rate", "latency_ms.total"]
-    for k in keys:
+    for k in (*HEADLINE, "latency_ms.total"):
         if k in o:
-            rows.append((k, "n/a" if o[k] is None else f"{o[k]:.3f}"))
+            rows.append((k, fmt(o[k])))
     w = max(len(str(r[0])) for r in rows)
     lines = [f"raglab run: {run_dir}"] + [f"  {str(k).ljust(w)}  {v}" for k, v in rows]
     lines.append("  work: " + json.dumps(metrics["work"]))

@@ -13,10 +13,26 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hydra.experimental.callback import Callback
 
+class SweepSummary:
+    """A Hydra callback (Hydra calls each ``on_*`` hook by name; only the end of a sweep
+    does anything)."""
 
-class SweepSummary(Callback):
+    def on_run_start(self, config: Any, **kwargs: Any) -> None:
+        pass
+
+    def on_run_end(self, config: Any, **kwargs: Any) -> None:
+        pass
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        pass
+
+    def on_job_start(self, config: Any, **kwargs: Any) -> None:
+        pass
+
+    def on_job_end(self, config: Any, job_return: Any = None, **kwargs: Any) -> None:
+        pass
+
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         try:
             print(summarize(config), flush=True)
@@ -25,30 +41,29 @@ class SweepSummary(Callback):
                   file=sys.stderr)
 
 
-def _job_values(run_dir: Path, keys: list[str], overrides: list[str]) -> dict[str, str]:
-    import yaml
-
-    from raglab.commands.common import conf_dir
+def _job_values(run_dir: Path, keys: list[str], overrides: list[str],
+                groups: set[str]) -> dict[str, str]:
+    from raglab.data.io import read_run_config
+    from raglab.errors import UserError
     from raglab.runner.naming import name_parts, override_key
 
-    cfg: dict = {}
     try:
-        loaded = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
-        cfg = loaded if isinstance(loaded, dict) else {}
-    except (OSError, yaml.YAMLError):
-        pass
-    groups = {p.name for p in conf_dir().iterdir() if p.is_dir()}
+        cfg = read_run_config(run_dir)
+    except UserError:
+        cfg = {}
     # a config group's choice (never a secret) is read from the job's override itself
     choices = {override_key(o): o.split("=", 1)[1] for o in overrides
                if "=" in o and override_key(o) in groups}
     return dict(name_parts(cfg, keys, choices))
 
 
-def jobs_of(sweep_dir: Path, overrides: list[str]) -> tuple[list[str], list[dict]]:
-    """``(swept keys, jobs)`` of a finished sweep, each job with its values and metrics."""
-    from raglab.commands.compose import job_overrides, swept_keys
+def jobs_of(sweep_dir: Path, overrides: list[str], groups: set[str]
+            ) -> tuple[list[str], list[dict]]:
+    """``(swept keys, jobs)`` of a finished sweep, each job with its values and metrics
+    (``groups``: the config groups, whose swept value is a choice)."""
     from raglab.data.io import read_run_metrics
     from raglab.errors import UserError
+    from raglab.runner.naming import job_overrides, swept_keys
 
     keys = swept_keys(overrides)
     jobs = []
@@ -58,7 +73,7 @@ def jobs_of(sweep_dir: Path, overrides: list[str]) -> tuple[list[str], list[dict
             metrics = read_run_metrics(run_dir)
         except UserError:
             metrics = None
-        jobs.append({"num": num, "dir": run_dir, "values": _job_values(run_dir, keys, job),
+        jobs.append({"num": num, "dir": run_dir, "values": _job_values(run_dir, keys, job, groups),
                      "overall": (metrics or {}).get("overall") if metrics else None,
                      "status": "done" if metrics else "not finished"})
     return keys, jobs
@@ -72,7 +87,8 @@ def summarize(config: Any) -> str:
 
     sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
     overrides = [str(o) for o in config.hydra.overrides.task]
-    keys, jobs = jobs_of(sweep_dir, overrides)
+    groups = {str(g) for g in (config.hydra.runtime.get("choices") or {})}
+    keys, jobs = jobs_of(sweep_dir, overrides, groups)
     labels = short_labels(keys)
     header, rows = sweep_rows(jobs, keys, labels)
     name = str(config.get("run_name") or sweep_name(keys))

@@ -344,15 +344,9 @@ def _read_metrics(run_dir: Path) -> dict:
 
 
 def _read_config(run_dir: Path) -> dict:
-    path = run_dir / "config.yaml"
-    if not path.is_file():
-        return {}
-    import yaml
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
-    return data if isinstance(data, dict) else {}
+    from raglab.data.io import read_run_config
+
+    return read_run_config(run_dir)
 
 
 def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None = None,

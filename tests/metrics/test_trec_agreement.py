@@ -3,11 +3,10 @@
 import random
 
 import pytest
+import pytrec_eval  # pytrec-eval-terrier, in the test extra: missing is a failure, not a skip
 
 from raglab.metrics.judging import GoldItem, judge_hits
 from raglab.metrics.retrieval import ranked_list_metrics
-
-pytrec_eval = pytest.importorskip("pytrec_eval")
 
 CUTOFFS = [1, 3, 5, 10, 20]
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 
 from tests.conftest import run_cli
 
@@ -23,6 +25,7 @@ def _records(path):
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_to_identical_records(tmp_path):
     args = ["run", "tracking=none", "progress=plain", "concurrency=1"]
     # reference: an uninterrupted run with its own cache
@@ -71,6 +74,7 @@ def test_changed_config_in_same_run_dir_is_refused(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_sweep_reuses_stages(tmp_path, demo_subset):
     def sweep_into(sweep):
         proc = run_cli("run", "-m", *demo_subset, "tracking=none", "grader=heuristic",
@@ -94,6 +98,7 @@ def test_sweep_reuses_stages(tmp_path, demo_subset):
         assert w["grader_cache_hits"] > 0
 
 
+@pytest.mark.slow
 def test_parallel_sweep_with_joblib_builds_each_index_once(tmp_path, demo_subset):
     sweep = tmp_path / "jl"
     proc = run_cli("run", "-m", *demo_subset, "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",

