@@ -5,7 +5,7 @@ MLflow (3.15 and later) keeps a saved view of the runs table as one experiment t
 ``mlflow.sharedViewState.<id>``, whose value is ``{"name", "createdAt", "state"}`` with
 ``state`` the serialized table state (selected columns as ``params.`KEY``` /
 ``metrics.`KEY```, the search filter, the compare view's charts). The UI lists saved views
-and opens one at ``#/experiments/<id>?viewStateShareKey=<id>``. The experiment tag
+and opens one at ``#/experiments/<id>/runs?viewStateShareKey=<id>``. The experiment tag
 ``mlflow.experimentKind`` chooses the classic training-runs layout over the GenAI one.
 """
 
@@ -43,7 +43,7 @@ def run_url(uri: str, experiment_id: str, run_id: str) -> str:
 
 
 def view_url(uri: str, experiment_id: str, view_id: str) -> str:
-    return f"{ui_base(uri)}/#/experiments/{experiment_id}?{VIEW_URL_PARAM}={view_id}"
+    return f"{ui_base(uri)}/#/experiments/{experiment_id}/runs?{VIEW_URL_PARAM}={view_id}"
 
 
 def report_link(experiment_id: str, run_id: str) -> str:
@@ -72,9 +72,12 @@ def view_state(params: Sequence[str], metrics: Sequence[str], search_filter: str
                        "type": "BAR", "metricKey": m, "runsCountToCompare": 100,
                        "metricSectionId": section_id, "deleted": False,
                        "isGenerated": False})
+    columns = [f"params.`{p}`" for p in pkeys] + [f"metrics.`{m}`" for m in mkeys]
     return {
         "searchFilter": search_filter,
-        "selectedColumns": [f"params.`{p}`" for p in pkeys] + [f"metrics.`{m}`" for m in mkeys],
+        "selectedColumns": columns,
+        # the grid would sort each group's columns by name: keep the headline order
+        "columnOrder": columns,
         "runsHiddenMode": "SHOW_ALL",
         "compareRunCharts": charts,
         "compareRunSections": [{"uuid": section_id, "name": section, "display": True,
