@@ -183,7 +183,7 @@ def test_the_ctrl_c_test_passes_in_a_suite_started_with_sigint_ignored(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "slow",
          "--basetemp", str(tmp_path / "t"),
          "tests/runner/test_tracking_cli.py::test_ctrl_c_marks_the_run_killed_and_keeps_records"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
