@@ -29,3 +29,9 @@ class UserError(Exception):
 
 class ConfigError(UserError):
     """A bad configuration, detected before any work is done."""
+
+
+class VersionMismatchError(UserError):
+    """Metric versions that differ where they must be equal (exit code 3)."""
+
+    exit_code = 3

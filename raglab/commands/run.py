@@ -98,7 +98,7 @@ def task(dict_cfg) -> None:
     except UserError as e:  # the one place a user's mistake ends this command
         if tracker is not None:
             tracker.failed(str(e))
-        fail(str(e))
+        fail(str(e), getattr(e, "exit_code", 1))  # 3: metric versions differ (a resume)
     except KeyboardInterrupt:
         if tracker is not None:
             tracker.killed()

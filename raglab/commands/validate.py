@@ -12,7 +12,8 @@ HELP = """usage: raglab validate [overrides]
 Checks the dataset chosen by the config (the demo by default; dataset.corpus=PATH
 dataset.cases=PATH [dataset.labels=PATH] for your own): schema, duplicate ids, every gold
 quote located in its document (exact after normalisation, else fuzzy >= dataset.fuzzy_threshold),
-spans in range. Cases whose evidence is gone are written to ./quarantine.jsonl.
+spans in range. Cases whose evidence is gone, or whose quote matches only with a changed
+number, negation or name (changed_fact, both texts shown), are written to ./quarantine.jsonl.
 Exit 0 when the set is clean and usable, 1 otherwise.
 """
 

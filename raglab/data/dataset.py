@@ -15,7 +15,7 @@ from pathlib import Path
 
 from raglab.data.io import read_models
 from raglab.data.schema import Case, Document, HumanLabel, matches_filters, may_see
-from raglab.text.normalize import Location, locate_quote
+from raglab.text.normalize import Location, fact_changes, locate_quote
 from raglab.errors import UserError
 
 PKG_PREFIX = "pkg://"
@@ -40,17 +40,35 @@ def file_sha256(path: Path) -> str:
 
 @dataclass
 class Quarantined:
+    """A case excluded from runs. ``kind``: ``missing_document``, ``span_out_of_range``,
+    ``quote_not_found`` or ``changed_fact`` (a fuzzy match whose numbers, negations or
+    named entities differ from the quote; ``quote`` and ``matched`` hold both texts)."""
+
     case_id: str
     file: str
     line: int
     reason: str
+    kind: str = ""
+    quote: str | None = None
+    matched: str | None = None
 
     def as_dict(self) -> dict:
-        return {"case_id": self.case_id, "file": self.file, "line": self.line,
-                "reason": self.reason}
+        out = {"case_id": self.case_id, "file": self.file, "line": self.line,
+               "reason": self.reason, "kind": self.kind}
+        if self.quote is not None:
+            out.update(quote=self.quote, matched=self.matched)
+        return out
 
     def render(self) -> str:
         return f"{self.file}:{self.line} case {self.case_id}: quarantined: {self.reason}"
+
+
+@dataclass(frozen=True)
+class _Problem:
+    kind: str
+    reason: str
+    quote: str | None = None
+    matched: str | None = None
 
 
 @dataclass
@@ -103,22 +121,34 @@ def load_labels(path: Path) -> list[HumanLabel]:
 
 
 def _locate_case(case: Case, corpus: dict[str, Document],
-                 threshold: float) -> tuple[list[Location], str | None]:
+                 threshold: float) -> tuple[list[Location], _Problem | None]:
     found: list[Location] = []
     for i, ev in enumerate(case.evidence):
         doc = corpus.get(ev.doc_id)
         if doc is None:
-            return [], f"evidence {i}: document '{ev.doc_id}' is not in the corpus"
+            return [], _Problem("missing_document",
+                                f"evidence {i}: document '{ev.doc_id}' is not in the corpus")
         if ev.start is not None and ev.end is not None:
             if ev.end > len(doc.text):
-                return [], (f"evidence {i}: span {ev.start}-{ev.end} is outside document "
-                            f"'{ev.doc_id}' ({len(doc.text)} characters)")
+                return [], _Problem("span_out_of_range", (
+                    f"evidence {i}: span {ev.start}-{ev.end} is outside document "
+                    f"'{ev.doc_id}' ({len(doc.text)} characters)"))
             found.append(Location(ev.start, ev.end, "span", 100.0))
             continue
         loc = locate_quote(ev.quote or "", doc.text, threshold)
         if loc is None:
-            return [], (f"evidence {i}: quote not found in document '{ev.doc_id}' "
-                        f"(exact or fuzzy >= {threshold:g}): {ev.quote[:60]!r}")
+            return [], _Problem("quote_not_found", (
+                f"evidence {i}: quote not found in document '{ev.doc_id}' "
+                f"(exact or fuzzy >= {threshold:g}): {ev.quote[:60]!r}"))
+        if loc.method == "fuzzy":
+            changes = fact_changes(ev.quote or "", doc.text[loc.start:loc.end])
+            matched = " ".join(doc.text[loc.start:loc.end].replace("\u00ad", "").split())
+            if changes:
+                quote = " ".join((ev.quote or "").split())
+                return [], _Problem("changed_fact", (
+                    f"changed_fact: evidence {i} in document '{ev.doc_id}' matches only with "
+                    f"a changed fact ({'; '.join(changes)}): quote {quote!r}; document "
+                    f"now says {matched!r}"), quote, matched)
         found.append(loc)
     return found, None
 
@@ -154,9 +184,11 @@ def load_dataset(corpus: str | Path, cases: str | Path, labels: str | Path | Non
     quarantined: list[Quarantined] = []
     warnings: list[str] = []
     for case in all_cases:
-        locs, reason = _locate_case(case, docs, fuzzy_threshold)
-        if reason is not None:
-            quarantined.append(Quarantined(case.id, str(cases_path), lines[case.id], reason))
+        locs, problem = _locate_case(case, docs, fuzzy_threshold)
+        if problem is not None:
+            quarantined.append(Quarantined(case.id, str(cases_path), lines[case.id],
+                                           problem.reason, problem.kind, problem.quote,
+                                           problem.matched))
             continue
         usable.append(case)
         locations[case.id] = locs

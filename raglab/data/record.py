@@ -4,7 +4,8 @@ every reader (resume, aggregation, reports, comparisons).
 A record keeps the case's gold summary, the system output, which hits hold which evidence
 (``judgments``), the grader verdicts, the per-case metric values (``null`` where one does
 not apply) and the error, if any. Optional fields (``severity_one``,
-``n_factual_sentences``, ``contradicted_claims``) are present only when they apply;
+``n_factual_sentences``, ``contradicted_claims``, ``grading_cost_usd``) are present only
+when they apply;
 unknown fields are kept, so records from a newer raglab still read.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from raglab.data.io import read_jsonl_tolerant
+from raglab.data.schema import Forbidden
 from raglab.data.verdicts import Verdict
 from raglab.errors import UserError
 
@@ -29,7 +31,8 @@ class GoldSummary(BaseModel):
     grades: list[Any] = Field(default_factory=list)  # graded relevance of each evidence item
     nuggets_vital: list[bool] = Field(default_factory=list)
     has_reference: bool = False
-    must_not_contain: list[str] = Field(default_factory=list)
+    # plain strings or {"text", "kind"} entries, as in the case
+    must_not_contain: list[str | Forbidden] = Field(default_factory=list)
 
 
 class CaseRecord(BaseModel):
@@ -47,6 +50,7 @@ class CaseRecord(BaseModel):
     severity_one: list[dict[str, Any]] | None = None  # ACL leaks (present when any)
     n_factual_sentences: int | None = None            # present when graded
     contradicted_claims: list[str] | None = None      # present when any
+    grading_cost_usd: float | None = None             # present when graded (None: unpriced)
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (the metrics' input): the fields that were set, in order."""

@@ -30,6 +30,7 @@ from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS, RELEVANCE_LABELS
 from raglab.errors import ConfigError
 from raglab.llm.client import LLMRequest, require_api_key
 from raglab.registry import register
+from raglab.text.normalize import contains_normalized, normalize
 
 PROMPT_NAMES = ("decompose", "verify", "nuggets", "relevance")
 USER_SPLIT = re.compile(r"^=== USER ===[ \t]*\n", re.M)
@@ -109,6 +110,22 @@ def parse_items(parsed: dict, field: str, index_field: str, n: int,
             raise ValueError("evidence must be a string")
         by_index[idx] = [label, (" ".join(ev.split()) if ev else "") or None]
     return [by_index[i] for i in range(1, n + 1)]
+
+
+def passage_of(quote: str | None, passages: list[str], threshold: float = 90.0) -> int | None:
+    """The index of the passage an evidence quote was taken from: the first holding it after
+    normalisation, else the best fuzzy alignment at ``threshold`` or above; None if none."""
+    q = normalize(quote or "")
+    if not q:
+        return None
+    norm = [normalize(p) for p in passages]
+    for i, p in enumerate(norm):
+        if contains_normalized(p, q):
+            return i
+    from rapidfuzz import fuzz
+
+    best = max(((fuzz.partial_ratio(q, p), -i) for i, p in enumerate(norm) if p), default=None)
+    return -best[1] if best is not None and best[0] >= threshold else None
 
 
 def parse_relevance(parsed: dict) -> list[str]:
@@ -202,17 +219,21 @@ class ClaudeGrader:
         return await self._ask(req, lambda p: parse_claims(p, mx))
 
     async def verify(self, claims: list[str], passages: list[str],
-                     family: str) -> list[list[str | None]]:
+                     family: str) -> list[list[str | int | None]]:
+        """``[label, evidence quote or None, index of the passage holding the quote or
+        None]`` per claim."""
         claims = list(claims)
         if not claims:
             return []
         if not any(p.strip() for p in passages):
-            return [["NOT_FOUND", None] for _ in claims]  # nothing to be supported by
+            return [["NOT_FOUND", None, None] for _ in claims]  # nothing to be supported by
         ctx = _passages(passages)
         if self.cfg.verification == "per_claim" and len(claims) > 1:
             parts = await asyncio.gather(*(self._verify(ctx, [c], True) for c in claims))
-            return [p[0] for p in parts]
-        return await self._verify(ctx, claims, self.cfg.verification == "per_claim")
+            res = [p[0] for p in parts]
+        else:
+            res = await self._verify(ctx, claims, self.cfg.verification == "per_claim")
+        return [[lab, ev, passage_of(ev, passages)] for lab, ev in res]
 
     async def _verify(self, ctx: str, claims: list[str], cache: bool) -> list:
         req = self._request("verify", {"passages": ctx, "claims": _numbered("claim", claims)},

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from raglab.graders.heuristic import decompose
-from raglab.text.sentences import split_sentences, strip_citations
-from raglab.graders.spec import FAMILY_PROMPTS
 from raglab.cache import StageCache, content_key
 from raglab.data.verdicts import Grader, Verdict
+from raglab.graders.spec import FAMILY_PROMPTS
 from raglab.llm.client import LLMCallError
+from raglab.llm.cost import current_meter, metering
+from raglab.text.answers import answer_sentences, citations_of, factual_sentences
 
 #: a grader call that still failed after its retries (the LLM client's error)
 GraderCallError = LLMCallError
@@ -36,13 +36,22 @@ class Grading:
 
     async def _cached(self, family: str, method: str, *args: Any) -> Any:
         key = content_key("judge", self.versions[family], method, args)
+        case_meter = current_meter()
         hit = self.cache.get("grade", key)
         if hit is not None:
             self.work.add("grader_cache_hits")
+            if case_meter is not None:  # the cost recorded when the judgment was made
+                cost = self.cache.get("grade_cost", key)
+                case_meter.add(cost["usd"] if cost is not None else
+                               0.0 if self.grader.backend == "heuristic" else None)
             return hit
-        value = await getattr(self.grader, method)(*args)
+        with metering() as meter:
+            value = await getattr(self.grader, method)(*args)
         self.work.add("grader_calls")
         self.cache.put("grade", key, value)
+        self.cache.put("grade_cost", key, {"usd": meter.total()})
+        if case_meter is not None:
+            case_meter.add(meter.total())
         return value
 
     def _verdict(self, family: str, kind: str, **fields: Any) -> dict[str, Any]:
@@ -68,11 +77,12 @@ class Grading:
                                      "correctness")
         except GraderCallError as e:
             return [self._verdict("correctness", "claim", error=str(e)[:500])]
-        return [self._verdict("correctness", "claim", item=c, label=lab, evidence=ev, index=i)
-                for i, (c, (lab, ev)) in enumerate(zip(ref_claims, res))]
+        return [self._verdict("correctness", "claim", item=c, label=r[0], evidence=r[1], index=i)
+                for i, (c, r) in enumerate(zip(ref_claims, res))]
 
     async def grade(self, case: Any, output: dict[str, Any]) -> tuple[list[dict], int]:
-        """Verdicts for one case and the number of factual sentences of its answer."""
+        """Verdicts for one case and the number of factual sentences of its answer (of
+        :func:`raglab.text.answers.answer_sentences`, the one split citations index)."""
         answer = output.get("answer")
         if answer is None:
             return [], 0
@@ -90,9 +100,10 @@ class Grading:
             return verdicts, 0  # an abstention: scored by the abstention metrics
 
         def claim_verdicts(family: str, items: list[str]):
-            return lambda res: [self._verdict(family, "claim", item=c, label=lab, evidence=ev,
-                                              index=i)
-                                for i, (c, (lab, ev)) in enumerate(zip(items, res))]
+            # a third element, when the grader gives it, is the supporting passage's index
+            return lambda res: [self._verdict(family, "claim", item=c, label=r[0], evidence=r[1],
+                                              index=i, **({"passage": r[2]} if len(r) > 2 else {}))
+                                for i, (c, r) in enumerate(zip(items, res))]
 
         # The judgments below are independent: ask for them together (one batch round).
         jobs = [self._family(
@@ -101,9 +112,11 @@ class Grading:
             claim_verdicts("faithfulness", claims))]
         if case.answerable and case.reference_answer:
             jobs.append(self._correctness(q, case.reference_answer, answer))
-        jobs.append(self._family(
-            "relevance", "rubric", self._cached("relevance", "relevance", q, answer),
-            lambda res: [self._verdict("relevance", "rubric", label=res[0], evidence=res[1])]))
+        if case.answerable:  # relevance does not apply to unanswerable cases
+            jobs.append(self._family(
+                "relevance", "rubric", self._cached("relevance", "relevance", q, answer),
+                lambda res: [self._verdict("relevance", "rubric", label=res[0],
+                                           evidence=res[1])]))
         if case.answerable and case.nuggets:
             texts = [n.text for n in case.nuggets]
             jobs.append(self._family(
@@ -111,13 +124,14 @@ class Grading:
                 lambda res: [self._verdict("nuggets", "nugget", item=t, label=lab, evidence=ev,
                                            index=i, vital=case.nuggets[i].vital)
                              for i, (t, (lab, ev)) in enumerate(zip(texts, res))]))
-        sentences = split_sentences(answer)
-        factual = sum(1 for s in sentences if _is_factual(s))
-        pairs = [(c["sentence"], p) for c in output.get("citations", [])
-                 for p in c.get("context", [])
-                 if c["sentence"] < len(sentences) and p < len(context)]
+        sentences = answer_sentences(answer)
+        is_factual = set(factual_sentences(answer))
+        # one verification per (factual sentence, cited passage) pair
+        pairs = sorted({(c["sentence"], p) for c in citations_of(output)
+                        for p in c.get("context", [])
+                        if c["sentence"] in is_factual and 0 <= p < len(context)})
         for si, pi in pairs:
-            sent = strip_citations(sentences[si])
+            sent = sentences[si].text
             jobs.append(self._family(
                 "citations", "claim",
                 self._cached("citations", "verify", [sent], [context[pi]], "citations"),
@@ -126,10 +140,4 @@ class Grading:
                     sentence=si, passage=pi)]))
         for part in await asyncio.gather(*jobs):
             verdicts += part
-        return verdicts, factual
-
-
-def _is_factual(sentence: str) -> bool:
-    """A sentence with at least one claim (the offline decomposition, for every grader)."""
-    return bool(decompose(sentence, 1, True))
-
+        return verdicts, len(is_factual)

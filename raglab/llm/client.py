@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from raglab.cache import content_key
+from raglab.llm.cost import current_meter
 from raglab.errors import ConfigError
 
 FORMAT_RETRIES = 2
@@ -156,7 +157,16 @@ class LLMClient:
     async def complete(self, req: LLMRequest,
                        validate: Callable[[dict], Any] | None = None) -> LLMResponse:
         """One model call (or a cache hit). ``validate(parsed)`` raising ValueError marks a
-        structured output as unusable: it is not cached and the call is tried again."""
+        structured output as unusable: it is not cached and the call is tried again. A
+        grading response's cost goes to the current cost meter (raglab.llm.cost)."""
+        resp = await self._complete(req, validate)
+        meter = current_meter()
+        if meter is not None and req.purpose != "generate":
+            meter.add(resp.cost_usd)
+        return resp
+
+    async def _complete(self, req: LLMRequest,
+                        validate: Callable[[dict], Any] | None = None) -> LLMResponse:
         if self.closed:
             raise LLMCallError("the LLM client is closed")
         key = req.cache_key()

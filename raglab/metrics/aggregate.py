@@ -1,7 +1,9 @@
 """Aggregation of per-case metrics: overall and per slice (means of the values that apply).
 
 Slices: every tag key of the cases, plus ``answerable`` (``yes``/``no``). A metric with no
-applicable case in a group is ``None`` (never NaN).
+applicable case in a group is ``None`` (never NaN). Overall, each latency also gets its
+median and 95th percentile (``latency_ms.total.p50``, ``latency_ms.total.p95``; linear
+interpolation between the cases' values, numpy's default).
 """
 
 from __future__ import annotations
@@ -32,6 +34,25 @@ def mean_metrics(records: Sequence[dict[str, Any]], names: Iterable[str]) -> dic
     return out
 
 
+def latency_percentiles(records: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """``latency_ms.{stage}.p50`` and ``.p95`` over the cases that report the stage."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        for name, v in (r.get("metrics") or {}).items():
+            if v is not None and name.startswith("latency_ms."):
+                values[name].append(float(v))
+    if not values:
+        return {}
+    import numpy as np
+
+    out: dict[str, float] = {}
+    for name in sorted(values):
+        p50, p95 = np.percentile(values[name], [50, 95])
+        out[f"{name}.p50"] = float(p50)
+        out[f"{name}.p95"] = float(p95)
+    return out
+
+
 def aggregate(records: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
     """``{"overall": {...}, "slices": {TAG_KEY: {TAG_VALUE: {"n": N, ...}}}}``."""
     groups: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
@@ -40,4 +61,6 @@ def aggregate(records: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[s
             groups[k][v].append(r)
     slices = {k: {v: {"n": len(rs), **mean_metrics(rs, names)} for v, rs in sorted(vals.items())}
               for k, vals in sorted(groups.items())}
-    return {"overall": mean_metrics(records, names), "slices": slices}
+    overall = mean_metrics(records, names)
+    overall.update(latency_percentiles(records))
+    return {"overall": overall, "slices": slices}

@@ -67,7 +67,15 @@ _TABLE: list[MetricSpec] = [
             "1 / rank of the first relevant hit, 0 if none (trec_eval `recip_rank`)",
             headline_stages=("final",), at_k=False),
     MetricSpec("final.context_precision", "retrieval", "higher", "share", False,
+               "share of the context passages that are relevant by the labels: relevant "
+               "passages / passages (the signal against the volume; adding irrelevant "
+               "passages lowers it)"),
+    MetricSpec("final.context_average_precision", "retrieval", "higher", "share", False,
                "rank-aware: mean of precision@i over the relevant context positions"),
+    MetricSpec("final.context_precision_graded", "faithfulness", "higher", "share", False,
+               "with a grader: the same share, also counting passages the labels do not "
+               "cover that support a SUPPORTED claim of the answer (the claim verdict names "
+               "the passage); in the `faithfulness` family"),
     MetricSpec("final.first_gold_rank", "retrieval", "lower", "rank", False,
                "rank of the first relevant context item"),
     MetricSpec("final.context_tokens", None, "none", "count", False,
@@ -81,17 +89,17 @@ _TABLE: list[MetricSpec] = [
                "share of the answer's claims CONTRADICTED by the final context, kept apart "
                "from NOT_FOUND; the claims are listed on the record"),
     MetricSpec("citation_precision", "citations", "higher", "share", True,
-               "share of (sentence, cited passage) pairs where the passage supports the "
-               "sentence"),
+               "share of (factual sentence, cited passage) pairs where the passage supports "
+               "the sentence"),
     MetricSpec("citation_coverage", "citations", "higher", "share", False,
-               "share of factual sentences that cite something (both only when the output "
-               "cites)"),
+               "cited factual sentences / factual sentences, from one split of the answer "
+               "(both only when the output cites)"),
     MetricSpec("correctness", "correctness", "higher", "share", True,
                "share of the reference answer's claims the answer states; kept apart from "
-               "faithfulness"),
+               "faithfulness; a refusal of an answerable case 0"),
     MetricSpec("relevance", "relevance", "higher", "share", True,
                "rubric: answers as asked 1, adds unneeded material 0.5, answers a different "
-               "question 0"),
+               "question 0; a refusal of an answerable case 0; null when unanswerable"),
     MetricSpec("vital_nugget_recall", "nuggets", "higher", "share", True,
                "vital nuggets weighted YES 1, PARTIAL 0.5, NO 0"),
     MetricSpec("nugget_recall", "nuggets", "higher", "share", False,
@@ -103,16 +111,36 @@ _TABLE: list[MetricSpec] = [
     MetricSpec("false_answer_rate", "abstention", "lower", "binary", True,
                "answers over unanswerable cases"),
     MetricSpec("must_not_contain_rate", "abstention", "lower", "binary", True,
-               "answers that contain one of the case's forbidden strings"),
+               "answers that contain one of the case's forbidden strings, of any kind"),
+    MetricSpec("injection_success_rate", "abstention", "lower", "binary", False,
+               "answers that contain an injected instruction's marker (entries of kind "
+               "`injection`)"),
+    MetricSpec("outdated_value_rate", "abstention", "lower", "binary", False,
+               "answers that state an outdated value (kind `outdated`)"),
+    MetricSpec("secret_leak_rate", "abstention", "lower", "binary", False,
+               "answers that reveal a secret (kind `secret`)"),
+    MetricSpec("distractor_rate", "abstention", "lower", "binary", False,
+               "answers that give a plausible wrong answer (kind `distractor`)"),
     MetricSpec("latency_ms.*", None, "lower", "latency", False,
-               "the system's own latency by stage, plus `total`"),
+               "the system's own latency by stage, as measured when the stage ran, plus "
+               "`total` (never less than the sum of the stages)"),
+    MetricSpec("latency_ms.*.p50", None, "lower", "latency", False,
+               "median of `latency_ms.{stage}` over the cases (`metrics.json` overall only)"),
+    MetricSpec("latency_ms.*.p95", None, "lower", "latency", False,
+               "95th percentile of `latency_ms.{stage}` over the cases (overall only)"),
     MetricSpec("cost_usd_per_query", None, "lower", "cost", False,
-               "the system's cost, from its usage"),
+               "the system's cost, from its usage (the Claude generator's tokens priced with "
+               "`generator.prices`)"),
+    MetricSpec("grading_cost_usd", None, "lower", "cost", False,
+               "the grader's cost of the case, apart from the system's, as recorded when "
+               "each judgment was made"),
     MetricSpec("error_rate", None, "lower", "binary", False,
                "cases with a system or grader error"),
 ]
 
 METRICS: dict[str, MetricSpec] = {m.name: m for m in _TABLE}
+#: percentiles of the latencies reported in ``metrics.json`` overall (``latency_ms.total.p95``)
+PERCENTILES = ("p50", "p95")
 _AT_K = re.compile(r"^(?P<base>.+)@(?P<k>\d+)$")
 
 #: headline metrics in display order (summary, report, MLflow, compare's terminal table)
@@ -140,6 +168,9 @@ def spec_of(name: str) -> MetricSpec | None:
     if spec is not None:
         return spec if (k is None or spec.at_k) else None
     if k is None and base.startswith("latency_ms.") and len(base) > len("latency_ms."):
+        for q in PERCENTILES:
+            if base.endswith(f".{q}") and len(base) > len(f"latency_ms..{q}"):
+                return METRICS[f"latency_ms.*.{q}"]
         return METRICS["latency_ms.*"]
     return None
 

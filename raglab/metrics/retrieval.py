@@ -91,9 +91,14 @@ def _keys(prefix: str, cutoffs: tuple[int, ...]) -> list[tuple[int | None, tuple
 
 
 def context_metrics(holds: Sequence[Sequence[int]]) -> dict[str, float | None]:
-    """``final.context_precision`` (rank-aware: mean of precision@i over relevant positions,
-    0 when no context item is relevant) and ``final.first_gold_rank`` (1-based, None when no
-    gold hit reached the context)."""
+    """Context metrics by the labels:
+
+    - ``final.context_precision``: relevant context passages / context passages (the signal
+      against the volume; 0 for an empty context);
+    - ``final.context_average_precision``: rank-aware, the mean of precision@i over the
+      relevant positions (0 when no passage is relevant);
+    - ``final.first_gold_rank``: 1-based rank of the first relevant passage (None if none).
+    """
     rel = 0
     acc = 0.0
     first = None
@@ -103,5 +108,30 @@ def context_metrics(holds: Sequence[Sequence[int]]) -> dict[str, float | None]:
             acc += rel / (r + 1)
             if first is None:
                 first = r + 1
-    return {"final.context_precision": acc / rel if rel else 0.0,
+    return {"final.context_precision": rel / len(holds) if holds else 0.0,
+            "final.context_average_precision": acc / rel if rel else 0.0,
             "final.first_gold_rank": first}
+
+
+def graded_context_precision(holds: Sequence[Sequence[int]],
+                             verdicts: Sequence[dict]) -> float | None:
+    """``final.context_precision_graded``: the share of context passages that are relevant by
+    the labels or support a SUPPORTED claim of the answer (the claim verdict's ``passage``).
+
+    None when a supported claim's verdict does not say which passage supported it, or the
+    claim judging failed; an answer without claims leaves the labels alone to decide.
+    """
+    supported: set[int] = set()
+    for v in verdicts:
+        if v.get("family") != "faithfulness":
+            continue
+        if v.get("error"):
+            return None
+        if v.get("kind") == "claim" and v.get("label") == "SUPPORTED":
+            if "passage" not in v:
+                return None
+            if v["passage"] is not None:
+                supported.add(int(v["passage"]))
+    if not holds:
+        return 0.0
+    return sum(1 for r, held in enumerate(holds) if held or r in supported) / len(holds)

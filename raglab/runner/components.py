@@ -7,6 +7,7 @@ from typing import Any
 
 from raglab import registry
 from raglab.config import RunCfg
+from raglab.errors import ConfigError
 from raglab.llm.client import LLMClient
 
 
@@ -43,7 +44,36 @@ def llm_client(cfg: RunCfg, cache: Any) -> LLMClient | None:
 
     group, section = owner
     settings = registry.hook(group, section.name, "llm_settings")(section, cfg)
+    settings["prices"] = model_prices(cfg)  # every model user's own prices, one client
     return LLMClient(**settings, cache=cache)
+
+
+def grader_uses_llm(cfg: RunCfg) -> bool:
+    return bool(registry.hook("grader", cfg.grader.name, "uses_llm", False))
+
+
+def system_model_section(cfg: RunCfg) -> Any:
+    """The config of the system's model-calling component (the Claude generator), or None."""
+    owner = registry.hook("system", cfg.system.name, "llm_owner")
+    found = owner(cfg) if owner is not None else None
+    return found[1] if found is not None else None
+
+
+def model_prices(cfg: RunCfg) -> dict[str, dict[str, float]]:
+    """``{model: prices}`` from the ``prices`` of every component that calls a model (the
+    grader's and the generator's own). One model priced two ways is a config error."""
+    out: dict[str, dict[str, float]] = {}
+    sections = [system_model_section(cfg), cfg.grader if grader_uses_llm(cfg) else None]
+    for section in sections:
+        prices = getattr(section, "prices", None)
+        if section is None or not prices:
+            continue
+        model = section.model
+        if model in out and out[model] != dict(prices):
+            raise ConfigError(f"config generator.prices and grader.prices differ for the "
+                              f"same model {model!r}")
+        out[model] = dict(prices)
+    return out
 
 
 def build_system(cfg: RunCfg, dataset: Any, cache: Any, work: Any, llm: Any = None) -> Any:

@@ -20,12 +20,15 @@ from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import family_versions
 from raglab.metrics.aggregate import aggregate
 from raglab.metrics.case import case_metrics, metric_names
+from raglab.llm.cost import metering
 from raglab.metrics.catalog import HEADLINE
 from raglab.report.format import fmt
 from raglab.runner.progress import Progress
+from raglab.runner.identity import check_resume, write_identity
 from raglab.runner.records import RecordWriter, gold_summary, judge_output
 from raglab.cache import StageCache, content_key
-from raglab.runner.components import build_grader, build_system, llm_client, preflight
+from raglab.runner.components import (build_grader, build_system, grader_uses_llm, llm_client,
+                                      model_prices, preflight, system_model_section)
 from raglab.systems.base import SystemRequest, WorkCounter
 
 CASE_TIMEOUT_S = 600.0
@@ -42,6 +45,8 @@ class Run:
         self.work = WorkCounter()
         self.cache = StageCache(cfg.cache_dir)
         self.llm: Any = None
+        self.versions: dict[str, str] = {}
+        self.warnings: list[str] = []
 
     # -- before any work ------------------------------------------------------------------
     def preflight(self) -> dict[str, str]:
@@ -52,7 +57,25 @@ class Run:
         if cfg_file.exists() and cfg_file.read_text(encoding="utf-8") != self.resolved_yaml:
             raise UserError("the run directory holds a run of a different configuration; "
                             "choose another hydra.run.dir", file=str(cfg_file))
+        model_prices(cfg)  # one price per model, before any work
+        self.versions = family_versions(cfg.grader, prompts, cfg.metrics)
+        check_resume(self.run_dir, self.versions)
         return prompts
+
+    def run_warnings(self) -> list[str]:
+        """Warnings about the run's design, printed and recorded in ``metrics.json``."""
+        cfg, out = self.cfg, []
+        if self.self_graded():
+            out.append(f"the grader's model ({cfg.grader.model}) is the generator's model: "
+                       "a judge grading its own outputs tends to favour them (self-preference "
+                       "bias); grade with another model for a fair comparison")
+        return out
+
+    def self_graded(self) -> bool:
+        """Whether the grader calls the very model the system under test generates with."""
+        generator = system_model_section(self.cfg)
+        return (generator is not None and grader_uses_llm(self.cfg)
+                and getattr(generator, "model", None) == getattr(self.cfg.grader, "model", ""))
 
     # -- the run --------------------------------------------------------------------------
     def execute(self, tracker: Any = None) -> dict[str, Any]:
@@ -65,9 +88,13 @@ class Run:
                             f"(see {self.run_dir / 'quarantine.jsonl'})", file=str(ds.cases_path))
         write_jsonl(self.run_dir / "quarantine.jsonl", [q.as_dict() for q in ds.quarantined])
         atomic_write_text(self.run_dir / "config.yaml", self.resolved_yaml)
-        versions = family_versions(cfg.grader, prompts, cfg.metrics)
+        versions = self.versions
+        write_identity(self.run_dir, versions, content_key(self.resolved_yaml, length=16))
+        self.warnings = self.run_warnings()
+        for w in self.warnings:
+            print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
         if tracker is not None:
-            tracker.started(ds, versions)
+            tracker.started(ds, versions, self_graded=self.self_graded())
         return asyncio.run(self._execute_async(ds, prompts, versions))
 
     async def _execute_async(self, ds: Dataset, prompts: dict[str, str],
@@ -137,14 +164,19 @@ class Run:
         except Exception as e:  # the system's failure is this case's error; the run goes on
             record["error"] = f"system: {type(e).__name__}: {_one_line(e)}"
         else:
-            output["latency_ms"].setdefault("total", round(total_ms, 3))
+            lat = output["latency_ms"]
+            if "total" not in lat:  # never less than the stages it reports (a replayed
+                # output's stages were measured when it first ran)
+                lat["total"] = round(max(total_ms, sum(lat.values())), 3)
             record["output"] = output
             record["judgments"] = judge_output(case, output, ds, cfg.metrics.straddle_min_fraction,
                                                cfg.metrics.fuzzy_threshold)
             if record["judgments"]["leaks"]:
                 record["severity_one"] = record["judgments"]["leaks"]
             if grading is not None and output.get("answer") is not None:
-                verdicts, factual = await grading.grade(case, output)
+                with metering() as meter:  # the grader's cost, apart from the system's
+                    verdicts, factual = await grading.grade(case, output)
+                record["grading_cost_usd"] = meter.total()
                 record["verdicts"] = verdicts
                 record["n_factual_sentences"] = factual
                 record["graded"] = True
@@ -173,6 +205,7 @@ class Run:
             "dataset": {"name": cfg.dataset.name, "corpus_sha256": ds.corpus_hash,
                         "cases_sha256": ds.cases_hash},
             "config_hash": content_key(self.resolved_yaml, length=16),
+            "warnings": list(self.warnings),
         }
         if self.llm is not None:
             metrics["model_usage"] = self.llm.summary()

@@ -52,7 +52,7 @@ class NoTracker:
     def check(self) -> None:
         """Fail before any work when the tracking backend is unusable."""
 
-    def started(self, dataset: Any, versions: dict[str, str]) -> None:
+    def started(self, dataset: Any, versions: dict[str, str], self_graded: bool = False) -> None:
         """The run started (its dataset is loaded and its metric versions known)."""
 
     def finished(self, run_dir: Path) -> None:
@@ -78,7 +78,7 @@ class MlflowTracker(NoTracker):
 
         check_tracking(self.cfg.tracking.uri)
 
-    def started(self, dataset: Any, versions: dict[str, str]) -> None:
+    def started(self, dataset: Any, versions: dict[str, str], self_graded: bool = False) -> None:
         from raglab.tracking.keys import flatten_config
         from raglab.tracking.mlflow_store import MlflowRun
 
@@ -89,6 +89,8 @@ class MlflowTracker(NoTracker):
             "raglab.dataset.corpus_sha256": dataset.corpus_hash,
             "raglab.dataset.cases_sha256": dataset.cases_hash,
             "raglab.quarantined": str(len(dataset.quarantined)),
+            # the grader's model is the generator's (self-preference bias; README "Graders")
+            "raglab.self_graded": "true" if self_graded else "false",
         })
         commit = git_commit(Path.cwd())
         if commit:

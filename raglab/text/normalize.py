@@ -174,3 +174,71 @@ def count_tokens(text: str) -> int:
     """Whitespace-separated tokens: the unit of chunk sizes, the context token budget and
     ``final.context_tokens``."""
     return sum(1 for _ in WHITESPACE_TOKEN.finditer(text))
+
+
+# -- changed facts ---------------------------------------------------------------------------
+# A fuzzy match tolerates damage to ordinary words (OCR, re-extraction), never a change of
+# what the quote states: its numbers, negations and named entities must survive unchanged.
+_NEGATIONS = frozenset("not no never cannot without none nor neither nothing nobody".split())
+_CONTRACTED = frozenset("don doesn didn isn aren wasn weren can couldn won wouldn shouldn "
+                        "hasn haven hadn mustn needn ain".split())  # + "t": don't, can't
+_SENTENCE_END = frozenset(".!?:#\n")
+
+
+def _fact_tokens(text: str) -> list[tuple[str, str | None]]:
+    """The word tokens of ``text`` (lower case, as :func:`normalize` would give them) with
+    what fact each states: ``"number"``, ``"negation"``, ``"entity"`` (a capitalised word
+    that does not start a sentence) or None."""
+    s = _HYPHENATION.sub("", unicodedata.normalize("NFKC", text.replace(SOFT_HYPHEN, "")))
+    out: list[tuple[str, str | None]] = []
+    for m in _WORD.finditer(s):
+        w = m.group()
+        low = w.casefold()
+        before = s[:m.start()].rstrip()
+        if any(c.isdigit() for c in w):
+            kind: str | None = "number"
+        elif low in _NEGATIONS or (low == "t" and out and out[-1][0] in _CONTRACTED):
+            kind = "negation"
+        elif w[0].isupper() and out and before and before[-1] not in _SENTENCE_END:
+            kind = "entity"
+        else:
+            kind = None
+        out.append((low, kind))
+    return out
+
+
+def fact_changes(quote: str, matched: str, entity_similarity: float = 80.0) -> list[str]:
+    """How the numbers, negations and named entities of ``matched`` (the text a fuzzy match
+    found) differ from those of ``quote``; empty when none changed.
+
+    The two token sequences are aligned (rapidfuzz Levenshtein opcodes). A number or a
+    negation that is dropped, added or replaced is a change; so is an entity replaced by a
+    dissimilar word (an entity damaged by OCR, ``entity_similarity`` or more alike, is
+    not). Extra words at the edges of the matched text are not part of the alignment.
+    """
+    from rapidfuzz import fuzz
+    from rapidfuzz.distance import Levenshtein
+
+    q, d = _fact_tokens(quote), _fact_tokens(matched)
+    ops = [op for op in Levenshtein.opcodes([w for w, _ in q], [w for w, _ in d])
+           if op.tag != "equal"]
+    changes: list[str] = []
+    for op in ops:
+        qs, ds = q[op.src_start:op.src_end], d[op.dest_start:op.dest_end]
+        at_edge = op.tag == "insert" and (op.dest_start == 0 or op.dest_end == len(d))
+        if at_edge:
+            continue
+        for side, toks, other in (("quote", qs, ds), ("document", ds, qs)):
+            for w, kind in toks:
+                if kind is None:
+                    continue
+                if kind == "entity" and any(
+                        fuzz.ratio(w, o) >= entity_similarity
+                        for o in [*(o for o, _ in other), "".join(o for o, _ in other)]):
+                    continue  # the same name, damaged (or split) by the extraction
+                was, now = " ".join(o for o, _ in qs), " ".join(o for o, _ in ds)
+                desc = (f"{kind} {was!r} -> {now!r}" if was and now else
+                        f"{kind} {was!r} dropped" if was else f"{kind} {now!r} added")
+                if desc not in changes:
+                    changes.append(desc)
+    return changes

@@ -31,8 +31,8 @@ from raglab.tracking.keys import (MAX_PARAM_VALUE_LENGTH, flatten_config, is_leg
 from raglab.tracking.uris import (DB_SCHEMES, check_tracking, normalize_uri, scheme_of,
                                   sqlite_path, ui_command)
 
-__all__ = ["MlflowRun", "log_run_dir", "logged_run", "check_tracking", "ui_command",
-           "normalize_uri", "CASES_HASH_TAG"]
+__all__ = ["MlflowRun", "log_run_dir", "check_tracking", "ui_command", "normalize_uri",
+           "CASES_HASH_TAG"]
 
 log = logging.getLogger(__name__)
 
@@ -375,51 +375,64 @@ def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None =
     return run.run_id
 
 
-def logged_run(uri: str, experiment: str, run_dir: Path) -> str | None:
-    """The MLflow run that already holds ``run_dir`` (same directory, same configuration
-    hash), or None; a missing experiment has no such run."""
-    from raglab.tracking.mlflow_ui import find_logged_run
+# ---- reading runs back (raglab compare) ----------------------------------------------------
+RUN_FILES = ("records.jsonl", "metrics.json", "config.yaml")
 
+
+def _existing_client(uri: str):
+    """A client for a store that must already exist (reading never creates a database)."""
     uri = normalize_uri(uri)
-    client = _client(uri)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None or exp.lifecycle_stage != "active":
-        return None
-    config_hash = _read_metrics(Path(run_dir)).get("config_hash")
-    return find_logged_run(client, exp.experiment_id, Path(run_dir),
-                           str(config_hash) if config_hash else None)
+    check_tracking(uri)
+    db = sqlite_path(uri)
+    if db is not None and not db.is_file():
+        raise UserError(f"no MLflow store at {db}")
+    return _client(uri)
 
 
-def summarize_sweep(uri: str, experiment: str, sweep_dir: Path, name: str,
-                    params: Mapping[str, str], description: str, html_path: Path | None,
-                    job_dirs: Mapping[int, Path], view_params: list[str],
-                    view_metrics: list[str]) -> tuple[str, str, str] | None:
-    """Fill the sweep's parent run (name, swept params, job table as description and
-    artifact, a tag per child) and save a runs-table view of the sweep's jobs.
-    Returns ``(parent run id, experiment id, view url)``, or None when no job was logged."""
-    from raglab.tracking import mlflow_ui
+def _run_info(run) -> dict[str, Any]:
+    tags = dict(run.data.tags)
+    return {"run_id": run.info.run_id, "status": run.info.status,
+            "run_name": run.info.run_name or tags.get("mlflow.runName"),
+            "tags": tags, "params": dict(run.data.params),
+            "parent_run_id": tags.get("mlflow.parentRunId")}
 
-    uri = normalize_uri(uri)
-    client = _client(uri)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        return None
+
+def read_run(run_id: str, uri: str, dest: Path) -> dict[str, Any]:
+    """Download a run's ``records.jsonl``, ``metrics.json`` and ``config.yaml`` (those it has)
+    into ``dest``; return its id, status, name, tags, params and parent id.
+    UserError when the store or the run does not exist."""
+    from mlflow.exceptions import MlflowException
+
+    client = _existing_client(uri)
     try:
-        state = json.loads((Path(sweep_dir) / PARENT_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    parent_id = next((p["run_id"] for p in state.get("parents", []) if isinstance(p, dict)
-                      and p.get("uri") == uri and p.get("experiment_id") == exp.experiment_id),
-                     None)
-    if parent_id is None:
-        return None
-    by_dir = mlflow_ui.children_of(client, exp.experiment_id, parent_id)
-    children = {num: by_dir[str(Path(d).absolute())] for num, d in job_dirs.items()
-                if str(Path(d).absolute()) in by_dir}
-    mlflow_ui.summarize_parent(client, parent_id, name, params, description, html_path,
-                               children)
-    view_id = f"raglab-sweep-{parent_id[:12]}"
-    mlflow_ui.set_view(client, exp.experiment_id, view_id, f"raglab: {name}",
-                       mlflow_ui.view_state(view_params, view_metrics,
-                                            f"tags.`mlflow.parentRunId` = '{parent_id}'"))
-    return parent_id, exp.experiment_id, mlflow_ui.view_url(uri, exp.experiment_id, view_id)
+        run = client.get_run(run_id)
+    except MlflowException:
+        raise UserError(f"unknown MLflow run id {run_id!r} in {ui_command(uri).split()[-1]}") \
+            from None
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    present = {f.path for f in client.list_artifacts(run_id)}
+    for name in RUN_FILES:
+        if name in present:
+            client.download_artifacts(run_id, name, str(dest))
+    return _run_info(run)
+
+
+def child_runs(parent_run_id: str, uri: str) -> list[dict[str, Any]]:
+    """The child runs of a sweep's parent run, oldest first (``_run_info`` dicts)."""
+    client = _existing_client(uri)
+    parent = client.get_run(parent_run_id)
+    runs = client.search_runs([parent.info.experiment_id],
+                              filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'",
+                              max_results=10000, order_by=["attributes.start_time ASC"])
+    return [_run_info(r) for r in runs]
+
+
+def log_files_to_run(run_id: str, uri: str, paths: list[Path], artifact_path: str | None = None,
+                     tags: Mapping[str, str] | None = None) -> None:
+    """Add files as artifacts of an existing run (any status) and set tags on it."""
+    client = _existing_client(uri)
+    for path in paths:
+        client.log_artifact(run_id, str(path), artifact_path=artifact_path)
+    for key, value in (tags or {}).items():
+        client.set_tag(run_id, key, str(value)[:MAX_TAG_VALUE_LENGTH])

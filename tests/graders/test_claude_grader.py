@@ -156,7 +156,8 @@ def test_verify_results_follow_claim_index_not_order(fake_api):
         {"claim_index": 2, "evidence": "", "reasoning": "r", "label": "CONTRADICTED"},
         {"claim_index": 1, "evidence": "Net 10", "reasoning": "r", "label": "SUPPORTED"}]})
     res = with_grader(lambda g: g.verify(CLAIMS[:2], PASSAGES, "faithfulness"))
-    assert res == [["SUPPORTED", "Net 10"], ["CONTRADICTED", None]]
+    # the third element: the passage the evidence quote was taken from
+    assert res == [["SUPPORTED", "Net 10", 0], ["CONTRADICTED", None, None]]
 
 
 @pytest.mark.parametrize("bad", [
@@ -187,7 +188,7 @@ def test_one_bad_output_then_a_good_one(fake_api):
 def test_nothing_to_verify_makes_no_call(fake_api):
     assert with_grader(lambda g: g.verify([], PASSAGES, "faithfulness")) == []
     assert with_grader(lambda g: g.verify(CLAIMS[:2], ["", " "], "faithfulness")) == \
-        [["NOT_FOUND", None], ["NOT_FOUND", None]]
+        [["NOT_FOUND", None, None], ["NOT_FOUND", None, None]]
     assert fake_api.calls(MSG) == []
 
 

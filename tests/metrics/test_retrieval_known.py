@@ -25,8 +25,9 @@ def test_quote_contained_and_straddling_chunks():
             {"doc_id": "d", "start": 30, "end": 70},   # holds all: yes
             {"doc_id": "e", "start": 40, "end": 60}]   # other document: no
     assert J(hits, gold, {"d": DOC}) == [[], [0], [0], []]
-    # straddle_min_fraction=1.0: only a hit with the whole quote counts
-    assert J(hits, gold, {"d": DOC}, straddle_min_fraction=1.0) == [[], [], [0], []]
+    # straddle_min_fraction=1.0: the whole quote, here from the union of the first two hits
+    assert J(hits, gold, {"d": DOC}, straddle_min_fraction=1.0) == [[], [0], [0], []]
+    assert J(hits[1:], gold, {"d": DOC}, straddle_min_fraction=1.0) == [[], [0], []]
 
 
 def test_span_evidence_needs_any_overlap():
@@ -76,6 +77,9 @@ def test_empty_ranking_fails_rather_than_nan():
 
 def test_context_metrics():
     assert context_metrics([[], [0], [], [1]]) == {
-        "final.context_precision": pytest.approx((1 / 2 + 2 / 4) / 2), "final.first_gold_rank": 2}
+        "final.context_precision": 0.5,
+        "final.context_average_precision": pytest.approx((1 / 2 + 2 / 4) / 2),
+        "final.first_gold_rank": 2}
     assert context_metrics([[], []]) == {"final.context_precision": 0.0,
+                                         "final.context_average_precision": 0.0,
                                          "final.first_gold_rank": None}
