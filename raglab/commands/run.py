@@ -123,8 +123,9 @@ def main(argv: list[str]) -> None:
     import hydra
 
     from raglab.commands.common import conf_dir
-    from raglab.commands.compose import split_argv, swept_keys, validate_jobs
+    from raglab.commands.compose import split_argv, validate_jobs
     from raglab.errors import ConfigError
+    from raglab.runner.naming import swept_keys
 
     multirun, overrides, plain = split_argv(argv)
     if plain:  # compose and validate every job before Hydra makes anything

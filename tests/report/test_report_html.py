@@ -100,6 +100,8 @@ def test_sweep_tables_one_column_per_job_until_they_get_wide():
                                             "acl_leak_rate", "↓"]
     md = sweep_markdown("k sweep", _jobs(3), ["k"], "/s")
     assert "| job | 0 | 1 | 2 |" in md and "| k | 1 | 2 | 3 |" in md
+    # the best job by the first headline metric that differs (acl_leak_rate is all 0)
+    assert md.splitlines()[2] == "best final.evidence_recall ↑: job 2 (k=3), 0.6667"
 
 
 def test_the_parent_description_fits_mlflow_s_tag_limit():
