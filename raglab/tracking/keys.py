@@ -221,9 +221,11 @@ def _number(value: Any) -> float | None:
     return f if not math.isnan(f) else None
 
 
-def metrics_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
+def metrics_from_summary(summary: Mapping[str, Any],
+                         slice_names: set[str] | None = None) -> dict[str, float]:
     """The MLflow metrics ``{key: value}`` of a metrics.json object (nulls and NaN dropped).
 
+    ``slice_names``: log only these metrics (and the slice size) per slice; None: all.
     Diagnosis counts (``metrics.json`` ``diagnoses``) are logged as ``diagnosis.CAUSE`` (cases
     with that cause), ``diagnosis.primary.CAUSE``, ``diagnosis.failed`` and, per slice,
     ``slice/TAG_KEY/TAG_VALUE/diagnosis.CAUSE``."""
@@ -246,6 +248,8 @@ def metrics_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
     for tag_key, values in (summary.get("slices") or {}).items():
         for tag_value, mets in (values or {}).items():
             for name, value in (mets or {}).items():
+                if slice_names is not None and name != SLICE_SIZE and name not in slice_names:
+                    continue
                 put(slice_metric_key(tag_key, tag_value, name), value,
                     f"{name} of slice {tag_key}={tag_value}")
     diag = summary.get("diagnoses") or {}

@@ -4,14 +4,18 @@ A run is created with ``MlflowClient`` (never the fluent global state) so severa
 sweep's parent and its children, can be open in one process. A sweep has no start hook, so
 the first job creates the parent run under a file lock in the sweep directory and records its
 id in ``<sweep_dir>/.mlflow_parent``; later jobs (same or other processes) reuse it. The
-parent's status follows the last child to end (FINISHED, KILLED or FAILED).
+parent's status follows the last child to end (FINISHED, KILLED or FAILED). When the sweep
+ends, :func:`raglab.tracking.mlflow_ui.summarize_sweep` fills the parent in.
 
 Layout of a logged run: params = the flattened config (secrets dropped); metrics = every
-non-null overall metric (``metric_key``), every slice metric and slice size
+non-null overall metric (``metric_key``), every slice metric (or, with
+``tracking.slice_metrics=headline``, every headline one) and slice size
 (``slice_metric_key``), ``n_cases``, ``n_quarantined``, ``errors``, ``work.<counter>``;
-tags ``raglab.metric_version.<family>`` and ``raglab.run_dir``; artifacts ``config.yaml``,
-``records.jsonl``, ``metrics.json``, ``quarantine.jsonl`` (when present) at the root and the
-report (``report.md`` and plots) under ``report/``; the cases file as a dataset input.
+tags ``raglab.metric_version.<family>``, ``raglab.run_dir``, ``raglab.config_hash`` and the
+description ``mlflow.note.content``; artifacts ``config.yaml``, ``records.jsonl``,
+``metrics.json``, ``quarantine.jsonl`` (when present) at the root and the report
+(``report.md``, ``report.html`` and plots) under ``report/``; the cases file as a dataset
+input. What the UI opens on (layout, saved views) is :mod:`raglab.tracking.mlflow_ui`.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import re
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from raglab.errors import UserError
 from raglab.tracking.keys import (MAX_PARAM_VALUE_LENGTH, flatten_config, is_legal_key,
@@ -143,9 +147,10 @@ class MlflowRun:
     """One raglab run in MLflow (a child of the sweep's parent run when in a sweep)."""
 
     def __init__(self, client, run_id: str, parent_run_id: str | None = None,
-                 tags: Mapping[str, str] | None = None):
+                 tags: Mapping[str, str] | None = None, experiment_id: str | None = None):
         self._client = client
         self._run_id = run_id
+        self.experiment_id = experiment_id
         self.parent_run_id = parent_run_id
         self._tags = dict(tags) if tags is not None else None
 
@@ -167,7 +172,7 @@ class MlflowRun:
         if parent:
             run_tags["mlflow.parentRunId"] = parent
         run = client.create_run(exp_id, run_name=run_name, tags=run_tags)
-        self = cls(client, run.info.run_id, parent, run_tags)
+        self = cls(client, run.info.run_id, parent, run_tags, exp_id)
         self._log_params(params or {})
         return self
 
@@ -187,15 +192,34 @@ class MlflowRun:
         for batch in _chunks(items, PARAMS_PER_BATCH):
             self._client.log_batch(self._run_id, params=batch)
 
-    def finish(self, run_dir: Path) -> None:
-        """Log metrics, tags, artifacts and dataset of a finished run dir; status FINISHED."""
+    def finish(self, run_dir: Path, describe: Callable[[str], str] | None = None,
+               slice_metrics: str = "all") -> None:
+        """Log metrics, tags, artifacts and dataset of a finished run dir; status FINISHED.
+
+        ``describe(report_link)`` gives the run's description (markdown shown at the top of
+        its page); ``slice_metrics="headline"`` logs only headline metrics per slice (the
+        full table stays in the metrics.json artifact)."""
+        from raglab.metrics.catalog import HEADLINE
+        from raglab.tracking import mlflow_ui
+
         run_dir = Path(run_dir).absolute()
         summary = _read_metrics(run_dir)
-        self.log_metrics(metrics_from_summary(summary))
+        self.log_metrics(metrics_from_summary(
+            summary, slice_names=set(HEADLINE) if slice_metrics == "headline" else None))
         tags = {f"raglab.metric_version.{fam}": str(ver)
                 for fam, ver in (summary.get("metric_versions") or {}).items() if ver is not None}
-        tags["raglab.run_dir"] = str(run_dir)
+        tags[mlflow_ui.RUN_DIR_TAG] = str(run_dir)
+        if summary.get("config_hash"):
+            tags[mlflow_ui.CONFIG_HASH_TAG] = str(summary["config_hash"])
+        if describe is not None and self.experiment_id is not None:
+            tags[mlflow_ui.NOTE_TAG] = describe(mlflow_ui.report_link(self.experiment_id,
+                                                                      self._run_id))
         self._log_tags(tags)
+        if self.experiment_id is not None:
+            try:
+                mlflow_ui.prepare_experiment(self._client, self.experiment_id, HEADLINE)
+            except Exception as exc:  # noqa: BLE001 - a view is a convenience, not the run
+                log.warning("MLflow experiment view not set: %s", exc)
         self._log_artifacts(run_dir)
         self._log_dataset(run_dir)
         _set_terminated(self._client, self._run_id, "FINISHED")
@@ -331,7 +355,8 @@ def _read_config(run_dir: Path) -> dict:
 
 def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None = None,
                 params: Mapping[str, Any] | None = None,
-                tags: Mapping[str, str] | None = None) -> str:
+                tags: Mapping[str, str] | None = None,
+                describe: Callable[[str], str] | None = None) -> str:
     """Log a finished run directory (``raglab log RUN_DIR``); returns the MLflow run id."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -344,7 +369,7 @@ def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None =
         or run_dir.absolute().name
     run = MlflowRun.start(uri, experiment, name, all_params, dict(tags or {}))
     try:
-        run.finish(run_dir)
+        run.finish(run_dir, describe=describe)
     except KeyboardInterrupt:
         run.kill()
         raise
