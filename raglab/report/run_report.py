@@ -195,20 +195,26 @@ def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
     return True
 
 
-def write_run_report(run_dir: Path) -> list[Path]:
-    """Write report.md (+ recall_at_k.png, slices.png when they have data); return the paths."""
+def write_run_report(run_dir: Path, plots: bool = True) -> list[Path]:
+    """Write report.md (+ recall_at_k.png, slices.png when they have data); return the paths.
+    ``plots=False`` skips drawing (matplotlib is not imported) and the report says how to
+    draw them later (``python -m raglab.report.run_report RUN_DIR``)."""
     run_dir = Path(run_dir)
     metrics, cfg = _load(run_dir)
-    plots = []
+    draw, plots = plots, []
     recall_png, slices_png = run_dir / "recall_at_k.png", run_dir / "slices.png"
     for path, plot, data in ((recall_png, plot_recall_at_k, metrics.get("overall")),
                              (slices_png, plot_slices, metrics.get("slices"))):
-        if plot(data or {}, path):
+        if draw and plot(data or {}, path):
             plots.append(path)
         else:
             path.unlink(missing_ok=True)  # no stale plot from an earlier report
     report = run_dir / "report.md"
-    _write_atomic(report, _markdown(run_dir, metrics, cfg, plots))
+    text = _markdown(run_dir, metrics, cfg, plots)
+    if not draw:
+        text += ("\nPlots were not drawn for this run (a large run draws them on demand): "
+                 f"`python -m raglab.report.run_report {run_dir}`\n")
+    _write_atomic(report, text)
     return [report, *plots]
 
 
@@ -222,3 +228,10 @@ def ensure_run_report(run_dir: Path) -> list[Path]:
         return [report, *(p for p in (run_dir / "recall_at_k.png", run_dir / "slices.png")
                           if p.is_file())]
     return write_run_report(run_dir)
+
+
+if __name__ == "__main__":  # draw a run's report with its plots: python -m ... RUN_DIR
+    import sys
+
+    for p in write_run_report(Path(sys.argv[1])):
+        print(p)

@@ -13,7 +13,7 @@ from typing import Any
 from raglab.config import RunCfg
 from raglab.data.dataset import Dataset, load_dataset
 from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
-from raglab.data.record import CaseRecord, read_records
+from raglab.data.record import CaseRecord
 from raglab.data.schema import SystemOutput
 from raglab.errors import UserError
 from raglab.graders.orchestrate import Grading
@@ -29,9 +29,11 @@ from raglab.runner.records import RecordWriter, gold_summary, judge_output
 from raglab.cache import StageCache, content_key
 from raglab.runner.components import (build_grader, build_system, grader_uses_llm, llm_client,
                                       model_prices, preflight, system_model_section)
-from raglab.systems.base import SystemRequest, WorkCounter
+from raglab.systems.base import SystemRequest, ValidatedOutput, WorkCounter
 
 CASE_TIMEOUT_S = 600.0
+#: runs with more cases than this, not tracked, draw their report's plots on demand
+PLOT_MAX_CASES = 1000
 
 
 class Run:
@@ -103,7 +105,8 @@ class Run:
         grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work) \
             if grader is not None else None
         writer = RecordWriter(self.run_dir / "records.jsonl")
-        done = {r.case_id for r in writer.load()}
+        kept = {r.case_id: slim_record(r) for r in writer.load()}  # what aggregation reads
+        done = set(kept)
         todo = [c for c in ds.cases if c.id not in done]
         sections = cfg.system_sections()
         loop = asyncio.get_running_loop()
@@ -120,6 +123,7 @@ class Run:
             for t in tasks:  # records are written in case order, each as soon as it is ready
                 rec = await t
                 writer.append(rec)
+                kept[rec.case_id] = slim_record(rec)
                 progress.advance(rec)
         finally:
             for t in tasks:
@@ -131,7 +135,7 @@ class Run:
                 await self.llm.aclose()
             if grader is not None:
                 await grader.aclose()
-        return self._finish(ds, versions)
+        return self._finish(ds, versions, kept)
 
     async def _case(self, case, sections, system, grading, ds, loop, pool,
                     slots) -> CaseRecord:
@@ -149,13 +153,15 @@ class Run:
             return system.answer(req), (time.perf_counter() - t0) * 1000
 
         try:
-            async with slots:
-                raw, total_ms = await asyncio.wait_for(loop.run_in_executor(pool, timed),
-                                                       CASE_TIMEOUT_S)
-            out = raw if isinstance(raw, SystemOutput) else SystemOutput.model_validate(raw)
-            if out.case_id != case.id:
-                raise ValueError(f"output is for case {out.case_id!r}")
-            output = out.model_dump()
+            if getattr(system, "inline", False):  # answers from memory: no worker thread
+                raw, total_ms = timed()
+            else:
+                async with slots:
+                    raw, total_ms = await asyncio.wait_for(loop.run_in_executor(pool, timed),
+                                                           CASE_TIMEOUT_S)
+            output = output_dict(raw)
+            if output["case_id"] != case.id:
+                raise ValueError(f"output is for case {output['case_id']!r}")
         except asyncio.TimeoutError:
             record["error"] = f"system: timed out after {CASE_TIMEOUT_S:g} s"
         except Exception as e:  # the system's failure is this case's error; the run goes on
@@ -188,10 +194,10 @@ class Run:
         record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
         return CaseRecord.model_validate(record)
 
-    def _finish(self, ds: Dataset, versions: dict[str, str]) -> dict[str, Any]:
+    def _finish(self, ds: Dataset, versions: dict[str, str],
+                kept: dict[str, dict[str, Any]]) -> dict[str, Any]:
         cfg = self.cfg
-        by_id = {r.case_id: r for r in read_records(self.run_dir / "records.jsonl")}
-        records = [by_id[c.id].to_json() for c in ds.cases if c.id in by_id]
+        records = [kept[c.id] for c in ds.cases if c.id in kept]
         names = metric_names(cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
         agg = aggregate(records, names)
         metrics = {
@@ -209,8 +215,24 @@ class Run:
         atomic_write_json(self.run_dir / "metrics.json", metrics)
         from raglab.report.run_report import write_run_report
 
-        write_run_report(self.run_dir)
+        # plots of a large untracked run are drawn on demand (tracking draws its own)
+        write_run_report(self.run_dir,
+                         plots=len(records) <= PLOT_MAX_CASES or cfg.tracking.name != "none")
         return metrics
+
+
+def slim_record(rec: CaseRecord) -> dict[str, Any]:
+    """The part of a record that aggregation reads (kept in memory; outputs are not)."""
+    return {"case_id": rec.case_id, "tags": rec.tags, "gold": {"answerable": rec.gold.answerable},
+            "metrics": rec.metrics, "error": rec.error}
+
+
+def output_dict(raw: Any) -> dict[str, Any]:
+    """A system's answer as the SystemOutput JSON object (validated unless already so)."""
+    if isinstance(raw, ValidatedOutput):
+        return raw.data
+    out = raw if isinstance(raw, SystemOutput) else SystemOutput.model_validate(raw)
+    return out.model_dump()
 
 
 def _one_line(e: BaseException) -> str:
