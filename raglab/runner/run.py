@@ -119,6 +119,8 @@ class Run:
 
         tasks: list[asyncio.Task] = []
         try:
+            if grading is not None:
+                await grading.prepare(todo)  # work shared by the cases (grouped calls)
             tasks = [asyncio.create_task(one(c)) for c in todo]
             for t in tasks:  # records are written in case order, each as soon as it is ready
                 rec = await t
@@ -230,7 +232,7 @@ def slim_record(rec: CaseRecord) -> dict[str, Any]:
 def output_dict(raw: Any) -> dict[str, Any]:
     """A system's answer as the SystemOutput JSON object (validated unless already so)."""
     if isinstance(raw, ValidatedOutput):
-        return raw.data
+        return dict(raw)
     out = raw if isinstance(raw, SystemOutput) else SystemOutput.model_validate(raw)
     return out.model_dump()
 

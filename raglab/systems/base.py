@@ -45,12 +45,9 @@ class SystemRequest:
                 "user": self.user.model_dump() if self.user else None, "config": self.config}
 
 
-@dataclass(frozen=True)
-class ValidatedOutput:
+class ValidatedOutput(dict):
     """A SystemOutput JSON object already validated, defaults filled (what ``model_dump``
     of :class:`SystemOutput` gives): the runner takes it as it is."""
-
-    data: dict[str, Any]
 
 
 @runtime_checkable
