@@ -41,15 +41,17 @@ def judge_output(case: Case, output: dict[str, Any], dataset: Dataset,
         judged[stage] = judge_hits(output.get(stage, []), gold, texts, straddle_min_fraction,
                                    fuzzy_threshold)
     leaks: list[dict[str, Any]] = []
-    unknown: list[str] = []
+    unknown: set[str] = set()
+    corpus = dataset.corpus
     for stage in ("candidates", "context"):
-        for rank, hit in enumerate(output.get(stage, [])):
-            doc = dataset.corpus.get(hit["doc_id"])
-            if doc is None:
-                unknown.append(hit["doc_id"])
-            elif not may_see(doc.acl, case.user):
-                leaks.append({"severity": 1, "kind": "acl_leak", "stage": stage, "rank": rank + 1,
-                              "doc_id": hit["doc_id"]})
+        hits = output.get(stage, [])
+        ids = {hit["doc_id"] for hit in hits}  # each document looked up once
+        unknown.update(d for d in ids if d not in corpus)
+        hidden = {d for d in ids - unknown if not may_see(corpus[d].acl, case.user)}
+        if hidden:
+            leaks += [{"severity": 1, "kind": "acl_leak", "stage": stage, "rank": rank + 1,
+                       "doc_id": hit["doc_id"]}
+                      for rank, hit in enumerate(hits) if hit["doc_id"] in hidden]
     judged["leaks"] = leaks
     judged["unknown_docs"] = sorted(set(unknown))
     return judged
