@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
+from collections import deque
 import json
 import sys
 import time
@@ -34,6 +36,8 @@ from raglab.systems.base import SystemRequest, ValidatedOutput, WorkCounter
 CASE_TIMEOUT_S = 600.0
 #: runs with more cases than this, not tracked, draw their report's plots on demand
 PLOT_MAX_CASES = 1000
+#: cases started ahead of the one being written (at least 4 x concurrency)
+CASES_IN_FLIGHT = 256
 
 
 class Run:
@@ -117,13 +121,22 @@ class Run:
         async def one(case) -> CaseRecord:
             return await self._case(case, sections, system, grading, ds, loop, pool, slots)
 
-        tasks: list[asyncio.Task] = []
+        tasks: deque[asyncio.Task] = deque()
         try:
             if grading is not None:
                 await grading.prepare(todo)  # work shared by the cases (grouped calls)
-            tasks = [asyncio.create_task(one(c)) for c in todo]
-            for t in tasks:  # records are written in case order, each as soon as it is ready
-                rec = await t
+            # a bounded window of cases in flight keeps memory flat whatever the set's size
+            # (every case at once in batch mode, so one Message Batches job gathers them all)
+            window = len(todo) if getattr(cfg.grader, "mode", "online") == "batch" \
+                else max(CASES_IN_FLIGHT, 4 * cfg.concurrency)
+            queued = iter(todo)
+            tasks = deque(asyncio.create_task(one(c)) for c in itertools.islice(queued, window))
+            while tasks:  # records are written in case order, each as soon as it is ready
+                nxt = next(queued, None)
+                if nxt is not None:
+                    tasks.append(asyncio.create_task(one(nxt)))
+                rec = await tasks[0]
+                tasks.popleft()  # a finished task holds its record: let it go
                 writer.append(rec)
                 kept[rec.case_id] = slim_record(rec)
                 progress.advance(rec)
