@@ -241,9 +241,11 @@ class Run:
 
 
 def slim_record(rec: CaseRecord) -> dict[str, Any]:
-    """The part of a record that aggregation reads (kept in memory; outputs are not)."""
+    """The part of a record that aggregation and the diagnosis counts read (kept in
+    memory for ``metrics.json``; outputs are not)."""
     return {"case_id": rec.case_id, "tags": rec.tags, "gold": {"answerable": rec.gold.answerable},
-            "metrics": rec.metrics, "error": rec.error}
+            "metrics": rec.metrics, "error": rec.error,
+            "diagnosis": rec.diagnosis}
 
 
 def output_dict(raw: Any) -> dict[str, Any]:

@@ -150,3 +150,28 @@ def test_report_without_plots_says_how_to_draw_them(tmp_path):
     assert drawn.returncode == 0, drawn.stderr
     assert (tmp_path / "recall_at_k.png").is_file() and "not drawn" not in \
         (tmp_path / "report.md").read_text()
+
+
+def test_metrics_json_equals_the_aggregation_of_the_written_records(tmp_path):
+    """metrics.json is built from the slim copies kept in memory: it must equal what the
+    records file gives (every slice, every metric, the diagnosis counts)."""
+    from raglab.data.record import read_records
+    from raglab.metrics.aggregate import aggregate, diagnosis_counts
+    from raglab.metrics.case import metric_names
+    from tests.benchmarks.replay_data import make
+
+    paths = make(tmp_path / "data", 30, depth=20, n_slices=6, n_docs=50)
+    run_dir = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "raglab.cli", "run", "system=replay",
+                        f"system.path={paths['outputs']}", f"dataset.corpus={paths['corpus']}",
+                        f"dataset.cases={paths['cases']}", "dataset.labels=null",
+                        "grader=heuristic", "tracking=none", f"hydra.run.dir={run_dir}",
+                        f"cache_dir={tmp_path / 'cache'}", "progress=off"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    m = json.loads((run_dir / "metrics.json").read_text())
+    records = [r.to_json() for r in read_records(run_dir / "records.jsonl")]
+    agg = aggregate(records, metric_names([1, 3, 5, 10, 20, 50, 100], 5, 50))
+    assert m["overall"] == agg["overall"] and m["slices"] == agg["slices"]
+    assert m["diagnoses"] == diagnosis_counts(records)
+    assert m["n_cases"] == len(records) == 30
