@@ -60,7 +60,7 @@ def task(dict_cfg) -> None:
         if tracker is not None:
             tracker.failed(f"{type(e).__name__}: {e}")
         raise
-    print_summary(metrics, run_dir)
+    print_summary(metrics, run_dir, _calibration(cfg, metrics["metric_versions"]))
     where = tracker.where()
     if where:
         print(where)
@@ -72,3 +72,15 @@ def main(argv: list[str]) -> None:
     sys.argv = ["raglab run", *argv]
     app = hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)
     app()
+
+
+def _calibration(cfg, versions: dict[str, str]) -> dict[str, str]:
+    """Each family version's kappa (raglab calibrate), from cache_dir or the tracking store."""
+    from raglab.report.calibration import lookup
+
+    tracked = None
+    if cfg.tracking.name == "mlflow":
+        from raglab.tracking.standalone import calibration_finder
+
+        tracked = calibration_finder(cfg.tracking.uri)
+    return lookup(versions, cfg.cache_dir, tracked)

@@ -104,7 +104,7 @@ async def answer_job(g: Any, case: Any, answer: str) -> list:
     return out
 
 
-async def prefetch_references(g: Any, cases: list[Any]) -> None:
+async def prefetch_references(g: Any, cases: list[Any], grader: Any = None) -> None:
     """Decompose the reference answers not in the cache yet, several per call, and cache each
     under its case's key (a failed call leaves its cases to decompose one by one)."""
     import asyncio
@@ -120,7 +120,7 @@ async def prefetch_references(g: Any, cases: list[Any]) -> None:
     async def one(chunk: list[tuple[str, str]]) -> None:
         with metering() as meter:
             try:
-                res = await g.grader.decompose_references([list(c) for c in chunk])
+                res = await (grader or g.grader).decompose_references([list(c) for c in chunk])
             except LLMCallError:
                 return
         g.work.add("grader_calls", len(chunk))  # one judgment per reference

@@ -57,6 +57,7 @@ def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) 
     spec.pop("batch_poll_s", None)
     spec.pop("prices", None)
     spec.pop("mode", None)  # batch and online send the same requests
+    spec.pop("repeats", None)  # how many samples of the same grader, not which grader
     spec.pop("prompts", None)  # the texts themselves are hashed below
     grouped = grouped_prompts(grader_cfg, prompts)
     out: dict[str, str] = {
