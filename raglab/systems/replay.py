@@ -1,15 +1,27 @@
-"""Replay: score SystemOutput JSON Lines logged by any system, without calling it."""
+"""Replay: score SystemOutput JSON Lines logged by any system, without calling it.
+
+Every line is validated when the system is built (a bad line is a usage error naming the
+file, line and case id, before any work). A file up to ``KEEP_PARSED_BYTES`` is kept parsed
+in memory; a larger one is indexed (case id -> byte range) and each line parsed again when its
+case is scored, so memory stays bounded whatever the size of the file.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from raglab.data.dataset import resolve_path
-from raglab.data.io import check_readable_file, iter_json_lines, parse_model
+from raglab.data.io import MAX_LINE_BYTES, check_readable_file, parse_model
 from raglab.data.schema import Strict, SystemOutput
 from raglab.errors import UserError
 from raglab.registry import register
-from raglab.systems.base import SystemRequest
+from raglab.systems.base import SystemRequest, ValidatedOutput
+from raglab.systems.fast_output import parse_output_line
+
+#: replay files up to this size are kept parsed; larger ones are re-read case by case
+KEEP_PARSED_BYTES = 128 * 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
 
 
 class ReplaySystemCfg(Strict):
@@ -19,6 +31,8 @@ class ReplaySystemCfg(Strict):
 
 @register("system", "replay", config=ReplaySystemCfg)
 class ReplaySystem:
+    inline = True  # answers from memory or a local file: no worker thread needed
+
     @staticmethod
     def preflight(cfg: Any) -> None:
         check_readable_file(resolve_path(cfg.system.path), "replay file")
@@ -26,16 +40,68 @@ class ReplaySystem:
     def __init__(self, run_cfg: Any, *_: Any):
         p = check_readable_file(resolve_path(run_cfg.system.path), "replay file")
         self.path = str(p)
-        self.outputs: dict[str, SystemOutput] = {}
-        for lineno, obj in iter_json_lines(p, "replay file"):
-            out = parse_model(SystemOutput, obj, file=self.path, line=lineno)
-            if out.case_id in self.outputs:
-                raise UserError("duplicate case_id in replay file", file=self.path, line=lineno,
-                                case_id=out.case_id)
-            self.outputs[out.case_id] = out
+        keep = p.stat().st_size <= KEEP_PARSED_BYTES
+        self.outputs: dict[str, dict[str, Any]] = {}
+        self.index: dict[str, tuple[int, int]] = {}
+        seen: set[str] = set()
+        with open(p, "rb") as fh:
+            lineno, offset = 0, 0
+            while True:
+                raw = fh.readline(MAX_LINE_BYTES + 1)
+                if not raw:
+                    break
+                lineno += 1
+                start, offset = offset, offset + len(raw)
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    raise UserError(f"line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB",
+                                    file=self.path, line=lineno)
+                if lineno == 1 and raw.startswith(_BOM):
+                    raw, start = raw[len(_BOM):], start + len(_BOM)
+                if not raw.strip():
+                    continue
+                out = self._parse(raw, lineno)
+                cid = out["case_id"]
+                if cid in seen:
+                    raise UserError("duplicate case_id in replay file", file=self.path,
+                                    line=lineno, case_id=cid)
+                seen.add(cid)
+                if keep:
+                    self.outputs[cid] = out
+                else:
+                    self.index[cid] = (start, len(raw))
+        if not seen:
+            raise UserError("empty replay file: no JSON lines", file=self.path)
+        self._fh = None if keep else open(p, "rb")
 
-    def answer(self, req: SystemRequest) -> SystemOutput:
+    def _parse(self, raw: bytes, lineno: int) -> dict[str, Any]:
+        try:
+            return parse_output_line(raw)
+        except Exception:  # the ordinary path names the problem (or accepts the line)
+            return _slow_parse(raw, self.path, lineno)
+
+    def answer(self, req: SystemRequest) -> ValidatedOutput:
         out = self.outputs.get(req.case_id)
+        if out is None and req.case_id in self.index:
+            start, size = self.index[req.case_id]
+            self._fh.seek(start)
+            out = parse_output_line(self._fh.read(size))
         if out is None:
             raise LookupError(f"no output for this case in {self.path}")
-        return out
+        return ValidatedOutput(out)
+
+
+def _slow_parse(raw: bytes, path: str, lineno: int) -> dict[str, Any]:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"not valid UTF-8 (byte {e.start + 1} of the line)", file=path,
+                        line=lineno) from None
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise UserError(f"malformed JSON: {e.msg} (column {e.colno})", file=path,
+                        line=lineno) from None
+    if not isinstance(obj, dict):
+        raise UserError(f"expected a JSON object, got {type(obj).__name__}", file=path,
+                        line=lineno)
+    return parse_model(SystemOutput, obj, file=path, line=lineno).model_dump()
