@@ -20,7 +20,7 @@ from raglab.data.io import atomic_write_text, read_run_config, read_run_metrics
 from raglab.errors import UserError
 from raglab.metrics.catalog import spec_of
 from raglab.report.format import fmt, num
-from raglab.report.summary import (arrow, config_outline, headline_names, report_headline,
+from raglab.report.summary import (_md, md_table, arrow, config_outline, headline_names, report_headline,
                                    show_value)
 from raglab.secrets import redact
 
@@ -28,15 +28,8 @@ MAX_PLOTTED_SLICES = 40
 _RECALL_AT = re.compile(r"^(candidate|final)\.evidence_recall@(\d+)$")
 
 
-def _md_escape(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    out = ["| " + " | ".join(_md_escape(h) for h in header) + " |",
-           "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows]
-    return out
+# one Markdown table writer for every report (compare and decide import these names)
+_md_escape, _table = _md, md_table
 
 
 def _write_atomic(path: Path, data: str | bytes) -> None:
