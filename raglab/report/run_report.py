@@ -20,8 +20,8 @@ from raglab.data.io import atomic_write_text, read_run_config, read_run_metrics
 from raglab.errors import UserError
 from raglab.metrics.catalog import spec_of
 from raglab.report.format import fmt, num
-from raglab.report.summary import (_md, md_table, arrow, config_outline, headline_names, report_headline,
-                                   show_value)
+from raglab.report.summary import (_md, arrow, config_outline, headline_names, md_table,
+                                   report_headline, show_value)
 from raglab.secrets import redact
 
 MAX_PLOTTED_SLICES = 40
