@@ -18,6 +18,14 @@ def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300
                           capture_output=True, text=True, timeout=timeout, input=input_text)
 
 
+def default_sigint() -> None:
+    """``preexec_fn`` of a child that a test interrupts: a test suite started in the
+    background (SIGINT ignored, inherited across exec) must still be able to Ctrl-C it."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def write_jsonl(path: Path, rows) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path

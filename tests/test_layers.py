@@ -1,10 +1,12 @@
 """Imports run one way (DESIGN "Shape of the code", rule 10):
 
     cli -> commands -> runner -> report (comparisons, decisions) -> systems / graders /
-        tracking -> config / report.run_report -> metrics -> data -> stats -> llm / registry
+        tracking -> config / report.run_report -> report.report_html -> report.summary ->
+        metrics -> data -> stats -> llm / registry
         -> cache / text / secrets / report.format -> errors
 
-The per-run report (report.run_report, report.format) writes files of a run directory and
+The per-run report (report.run_report, its HTML page report.report_html, the headline and
+config summaries of report.summary, report.format) writes files of a run directory and
 sits below tracking, which logs them; the comparison reports read runs, from directories or
 from MLflow, so they sit above it.
 
@@ -32,6 +34,8 @@ LAYERS: dict[str, float] = {
     "raglab.systems": 8, "raglab.graders": 8, "raglab.tracking": 8,
     "raglab.config": 7,  # config sections of metrics (and of stats) may live beside them
     "raglab.report.run_report": 7,
+    "raglab.report.report_html": 6.6,
+    "raglab.report.summary": 6.5,
     "raglab.metrics": 6,
     "raglab.data": 4,
     "raglab.stats": 3,

@@ -1,23 +1,149 @@
-"""Composing configs without an output directory (Hydra compose API), with one-line errors."""
+"""Composing run configurations before Hydra starts any job (Hydra's compose API).
+
+``raglab run`` composes and validates the configuration of every job of a sweep (one job
+for a single run) before the Hydra application creates a directory or runs anything, so a
+bad value in job 3 of a sweep fails at once, with one line, and no job runs. The same
+composition gives the shipped defaults a run is compared with (its "config differences"),
+and the swept keys that name each job.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from raglab.commands.common import conf_dir
+from raglab.errors import ConfigError
+from raglab.runner.naming import job_overrides, swept_keys
+
+#: Hydra command-line flags after which raglab leaves everything to Hydra itself
+_HYDRA_FLAGS = {"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--resolve",
+                "--package", "-p", "--info", "-i", "--config-path", "-cp", "--config-name",
+                "-cn", "--config-dir", "-cd", "--shell-completion", "-sc",
+                "--experimental-rerun"}
+MULTIRUN_FLAGS = ("-m", "--multirun")
+
+
+class ComposeError(ConfigError):
+    """A configuration that does not compose or validate; ``str()`` is the one line."""
+
+
+def split_argv(argv: list[str]) -> tuple[bool, list[str], bool]:
+    """``(multirun, overrides, plain)``: ``plain`` is False when a Hydra flag other than
+    ``-m`` is present (raglab then does not compose ahead)."""
+    multirun = any(a in MULTIRUN_FLAGS for a in argv)
+    plain = not any(a.split("=")[0] in _HYDRA_FLAGS for a in argv)
+    return multirun, [a for a in argv if a not in MULTIRUN_FLAGS], plain
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def _compose(overrides: list[str]) -> Any:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    if GlobalHydra.instance().is_initialized():
+        return compose("config", overrides=overrides)
+    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+        return compose("config", overrides=overrides)
 
 
 def compose(overrides: list[str]) -> Any:
-    """The composed config; a ConfigError (one line) for a bad override."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
+    """The composed DictConfig; a ComposeError (a ConfigError, one line) for a bad override."""
+    return _composed(overrides, resolve=False)
 
-    from raglab.errors import ConfigError
+
+def compose_config(overrides: list[str]) -> dict[str, Any]:
+    """The resolved configuration (``hydra`` section dropped) or a one-line ComposeError."""
+    data = _composed(overrides, resolve=True)
+    data.pop("hydra", None)
+    return data
+
+
+def _composed(overrides: list[str], resolve: bool) -> Any:
+    from hydra.errors import (ConfigCompositionException, MissingConfigException,
+                              OverrideParseException)
+    from omegaconf import OmegaConf
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
     try:
-        with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
-            return hydra_compose(config_name="config", overrides=overrides)
-    except (HydraException, OmegaConfBaseException) as e:
-        raise ConfigError(" ".join(str(e).split())) from None
+        cfg = _compose(overrides)
+        if not resolve:
+            return cfg
+        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except MissingConfigException as e:
+        raise ComposeError(_missing_choice(e, overrides)) from None
+    except OverrideParseException as e:
+        raise ComposeError(f"override: {_first_line(e)}") from None
+    except ConfigCompositionException as e:
+        raise ComposeError(_not_composed(e, overrides)) from None
+    except MissingMandatoryValue as e:
+        raise ComposeError(f"config {e.full_key}: missing value (set it with "
+                           f"{e.full_key}=...)") from None
+    except OmegaConfBaseException as e:
+        raise ComposeError(" ".join(str(e).split())) from None
+
+
+def _missing_choice(e: Exception, overrides: list[str]) -> str:
+    m = re.search(r"Could not find '([^']+)/([^'/]+)'", str(e))
+    options = re.findall(r"^\t(\S+)$", str(e).split("Config search path")[0], re.M)
+    if not m:
+        return f"config: {_first_line(e)}"
+    group, choice = m.group(1), m.group(2)
+    valid = ", ".join(options) if options else "none"
+    return f"config {group}={choice}: unknown choice (valid: {valid})"
+
+
+def _not_composed(e: Exception, overrides: list[str]) -> str:
+    m = re.search(r"Could not override '([^']+)'", str(e))
+    if not m:
+        return f"config: {_first_line(e)}"
+    key = m.group(1)
+    parent, _, _leaf = key.rpartition(".")
+    valid = ""
+    try:  # the keys that do exist there, from the configuration without this override
+        node: Any = compose_config([o for o in overrides if not _sets(o, key)])
+        for part in parent.split(".") if parent else []:
+            node = node[part]
+        if isinstance(node, dict):
+            valid = f" (valid: {', '.join(str(k) for k in node)})"
+    except (ComposeError, KeyError, TypeError):
+        pass
+    return f"config {key}: unknown key{valid}"
+
+
+def _sets(override: str, key: str) -> bool:
+    return override.split("=", 1)[0].lstrip("+~") == key
+
+
+def validate_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
+    """Compose and validate every job; ComposeError (one line, naming the job of a sweep)."""
+    from raglab.config import parse_run_config
+    from raglab.errors import UserError
+
+    jobs = job_overrides(overrides, multirun)
+    for num, job in enumerate(jobs):
+        where = f"job {num} ({' '.join(job)}): " if multirun and len(jobs) > 1 else ""
+        try:
+            parse_run_config(compose_config(job))
+        except ComposeError as e:
+            raise ComposeError(where + str(e)) from None
+        except UserError as e:
+            raise ComposeError(where + str(e)) from None
+    return jobs
+
+
+_DEFAULTS: dict[str, Any] | None = None
+
+
+def shipped_defaults() -> dict[str, Any] | None:
+    """The configuration of ``raglab run`` with no override (None if it does not compose)."""
+    global _DEFAULTS
+    if _DEFAULTS is None:
+        try:
+            _DEFAULTS = compose_config([])
+        except ComposeError:
+            return None
+    return _DEFAULTS

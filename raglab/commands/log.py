@@ -1,5 +1,8 @@
-"""``raglab log RUN_DIR [--uri URI] [--experiment NAME] [--run-name NAME]``: log a finished
-run directory to MLflow later (after an outage, or a run made with tracking=none)."""
+"""raglab log RUN_DIR [--uri URI] [--experiment NAME] [--run-name NAME]: log a finished run
+directory to MLflow later (after an outage, or a run made with tracking=none).
+
+Logging the same run directory again (same directory, same configuration) finds the run
+already logged and says so instead of making a second one."""
 
 from __future__ import annotations
 
@@ -10,25 +13,57 @@ from raglab.commands.common import fail
 
 
 def main(argv: list[str]) -> None:
-    ap = argparse.ArgumentParser(prog="raglab log", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="raglab log", description=__doc__.split("\n\n")[0]
+                                 .split(": ", 1)[1].replace("\n", " "),
+                                 epilog=__doc__.split("\n\n")[1].replace("\n", " "))
     ap.add_argument("run_dir", type=Path, help="a run directory (holds metrics.json)")
     ap.add_argument("--uri", default="sqlite:///mlflow.db", help="MLflow tracking URI "
                     "(default: sqlite:///mlflow.db in the current directory)")
     ap.add_argument("--experiment", default="raglab", help="MLflow experiment (default: raglab)")
-    ap.add_argument("--run-name", default=None, help="run name (default: the directory name)")
+    ap.add_argument("--run-name", default=None,
+                    help="run name (default: the config's run_name, else the directory name)")
     args = ap.parse_args(argv)
     run_dir = args.run_dir.resolve()
     from raglab.errors import UserError
-    from raglab.tracking.mlflow_store import check_tracking, log_run_dir, ui_command
+    from raglab.tracking.mlflow_store import check_tracking, log_run_dir, logged_run, ui_command
 
     try:  # the one place a user's mistake ends this command
         for name in ("metrics.json", "config.yaml", "records.jsonl"):
             if not (run_dir / name).is_file():
                 raise UserError(f"{run_dir}: not a finished run directory ({name} is missing)")
         check_tracking(args.uri)
-        run_id = log_run_dir(run_dir, args.uri, args.experiment,
-                             run_name=args.run_name or run_dir.name)
+        existing = logged_run(args.uri, args.experiment, run_dir)
+        if existing:
+            print(f"{run_dir} is already logged as MLflow run {existing} (experiment "
+                  f"{args.experiment!r}); nothing logged again")
+            print(f"view it with:\n  {ui_command(args.uri)}")
+            return
+        name, describe = _naming(run_dir, args.run_name)
+        run_id = log_run_dir(run_dir, args.uri, args.experiment, run_name=name,
+                             describe=describe)
     except UserError as e:
         fail(str(e))
     print(f"logged {run_dir} as MLflow run {run_id} (experiment {args.experiment!r})")
     print(f"view it with:\n  {ui_command(args.uri)}")
+
+
+def _naming(run_dir: Path, run_name: str | None):
+    """The run's name and description, as ``raglab run`` would have made them."""
+    import yaml
+
+    from raglab.commands.compose import shipped_defaults
+    from raglab.data.io import read_run_metrics
+    from raglab.report.summary import config_diff, run_description
+    from raglab.secrets import redact
+
+    try:
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError:
+        cfg = {}
+    cfg = redact(cfg) if isinstance(cfg, dict) else {}
+    name = run_name or (cfg.get("run_name") if isinstance(cfg.get("run_name"), str) else None) \
+        or run_dir.name
+    defaults = shipped_defaults()
+    diffs = config_diff(redact(defaults), cfg) if defaults else []
+    metrics = read_run_metrics(run_dir)
+    return name, (lambda link: run_description(name, metrics, cfg, diffs, link))

@@ -1,18 +1,52 @@
-"""``raglab run [overrides]`` (and ``-m`` sweeps): a Hydra application built lazily."""
+"""``raglab run [overrides]`` (and ``-m`` sweeps): a Hydra application built lazily.
+
+Before Hydra starts, every job's configuration is composed and validated (one job for a
+single run), so a configuration error fails with one line, creates no run directory and
+runs no job. A sweep prints one line per job; at the end the sweep callback
+(:mod:`raglab.runner.sweep`) prints the job table, the parent run and the one ``mlflow ui``
+command.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 
-from raglab.commands.common import conf_dir, fail
+from raglab.commands.common import fail
+
+#: set by ``raglab run -m`` for its jobs (also in launcher subprocesses): the swept keys
+#: that name each job, and the number of jobs
+SWEEP_ENV = "RAGLAB_SWEEP"
 
 
-def _run_name(cfg, overrides: list[str]) -> str:
-    if cfg.run_name:
-        return cfg.run_name
-    kept = [o for o in overrides if not o.startswith(("hydra.", "tracking.", "cache_dir="))]
-    return ",".join(kept) if kept else "defaults"
+def _fail_config(message: str, run_dir: Path | None = None) -> None:
+    if run_dir is not None:
+        _remove_if_empty(run_dir)
+    fail(message, 2)
+
+
+def _remove_if_empty(run_dir: Path) -> None:
+    """Hydra makes the run directory before the task: leave none behind for nothing."""
+    try:
+        run_dir.rmdir()  # only succeeds when empty
+    except OSError:
+        return
+    parent = run_dir.parent  # outputs/DATE made for this run alone
+    try:
+        if parent != Path.cwd() and parent.is_relative_to(Path.cwd()):
+            parent.rmdir()
+    except OSError:
+        pass
+
+
+def sweep_context() -> dict:
+    try:
+        ctx = json.loads(os.environ.get(SWEEP_ENV) or "{}")
+    except ValueError:
+        return {}
+    return ctx if isinstance(ctx, dict) else {}
 
 
 def task(dict_cfg) -> None:
@@ -21,14 +55,19 @@ def task(dict_cfg) -> None:
     from omegaconf import OmegaConf
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
+    from raglab.commands.compose import shipped_defaults
     from raglab.config import parse_run_config
     from raglab.errors import ConfigError, UserError
+    from raglab.report.summary import config_diff, job_line
     from raglab.runner.components import build_tracker
+    from raglab.runner.naming import override_key, run_name
     from raglab.runner.run import Run, print_summary
     from raglab.secrets import redact
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir).resolve()
+    multirun = hc.mode == RunMode.MULTIRUN
+    ctx = sweep_context() if multirun else {}
     tracker = None
     try:
         try:
@@ -40,12 +79,22 @@ def task(dict_cfg) -> None:
             raise ConfigError(" ".join(str(e).split())) from None
         cfg = parse_run_config(resolved)
         public = redact(resolved)
-        sweep_dir = str(Path(hc.sweep.dir).resolve()) if hc.mode == RunMode.MULTIRUN else None
-        tracker = build_tracker(cfg, public, _run_name(cfg, list(hc.overrides.task)), sweep_dir)
-        run = Run(cfg, run_dir, OmegaConf.to_yaml(OmegaConf.create(public)))
+        keys = ctx.get("keys") or [override_key(o) for o in hc.overrides.task]
+        name = cfg.run_name or run_name(public, keys, dict(hc.runtime.choices))
+        defaults = shipped_defaults()
+        diffs = config_diff(redact(defaults), public) if defaults else []
+        sweep_dir = str(Path(hc.sweep.dir).resolve()) if multirun else None
+        tracker = build_tracker(cfg, public, name, sweep_dir)
+        tracker.diffs = diffs
+        run = Run(cfg, run_dir, OmegaConf.to_yaml(OmegaConf.create(public)), name=name,
+                  diffs=diffs)
         tracker.check()
         metrics = run.execute(tracker)
         tracker.finished(run_dir)
+    except ConfigError as e:  # exit 2, and no run directory left for nothing
+        if tracker is not None:
+            tracker.failed(str(e))
+        _fail_config(str(e), run_dir)
     except UserError as e:  # the one place a user's mistake ends this command
         if tracker is not None:
             tracker.failed(str(e))
@@ -60,6 +109,10 @@ def task(dict_cfg) -> None:
         if tracker is not None:
             tracker.failed(f"{type(e).__name__}: {e}")
         raise
+    if multirun:  # one line per job; the sweep callback prints the table at the end
+        total = ctx.get("jobs") or "?"
+        print(job_line(hc.job.num, total, name, metrics["overall"]), flush=True)
+        return
     print_summary(metrics, run_dir)
     where = tracker.where()
     if where:
@@ -69,6 +122,19 @@ def task(dict_cfg) -> None:
 def main(argv: list[str]) -> None:
     import hydra
 
+    from raglab.commands.common import conf_dir
+    from raglab.commands.compose import split_argv, swept_keys, validate_jobs
+    from raglab.errors import ConfigError
+
+    multirun, overrides, plain = split_argv(argv)
+    if plain:  # compose and validate every job before Hydra makes anything
+        try:
+            jobs = validate_jobs(overrides, multirun)
+        except ConfigError as e:
+            fail(str(e), 2)
+        if multirun:
+            os.environ[SWEEP_ENV] = json.dumps({"keys": swept_keys(overrides),
+                                                "jobs": len(jobs)})
     sys.argv = ["raglab run", *argv]
     app = hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)
     app()

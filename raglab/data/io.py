@@ -150,13 +150,25 @@ def read_models(path: str | Path, model: type[M], what: str) -> Iterator[tuple[i
         yield lineno, parse_model(model, obj, file=str(path), line=lineno)
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write a finished file under a temporary name, then rename it into place."""
+def _umask() -> int:
+    """The process's umask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write_text(path: str | Path, text: str | bytes) -> None:
+    """Write a finished file under a temporary name, then rename it into place.
+
+    The file gets the permissions of any file the user creates (0666 less the umask), not
+    the 0600 of a temporary file, so a team's shared artifact store can read it."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        os.fchmod(fd, 0o666 & ~_umask())
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w",
+                       **({} if isinstance(text, bytes) else {"encoding": "utf-8"})) as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())

@@ -1,8 +1,12 @@
-"""The report of one run: ``report.md`` plus PNG plots, written next to ``metrics.json``.
+"""The report of one run: ``report.md`` and a self-contained ``report.html`` plus PNG
+plots, written next to ``metrics.json``.
 
-Reads ``metrics.json`` (and ``config.yaml`` when present) only. Null metrics print as ``n/a``
-and are left out of plots; a plot with nothing to show is not written. matplotlib is imported
-lazily and used through its Agg canvas (no pyplot, no global backend switch).
+Reads ``metrics.json`` (and ``config.yaml`` when present) only. Both reports are titled by
+the run's name and open with its configuration. Null metrics print as ``n/a``; in the slices
+plot a metric that does not apply is a grey ``n/a`` cell, distinct from 0. A plot with
+nothing to show is not written. matplotlib is imported lazily and used through its Agg
+canvas (no pyplot, no global backend switch). The headline set and each metric's better
+direction come from :mod:`raglab.metrics.catalog`.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from typing import Any, Mapping
 
 from raglab.data.io import atomic_write_text, read_run_config, read_run_metrics
 from raglab.errors import UserError
-from raglab.metrics.catalog import HEADLINE
+from raglab.metrics.catalog import spec_of
 from raglab.report.format import fmt, num
-SLICE_METRICS = ["final.evidence_recall", "faithfulness", "vital_nugget_recall",
-                 "false_refusal_rate", "false_answer_rate", "acl_leak_rate"]
+from raglab.report.summary import (arrow, config_outline, headline_names, report_headline,
+                                   show_value)
+from raglab.secrets import redact
+
 MAX_PLOTTED_SLICES = 40
 _RECALL_AT = re.compile(r"^(candidate|final)\.evidence_recall@(\d+)$")
 
@@ -34,30 +40,37 @@ def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
 
 
 def _write_atomic(path: Path, data: str | bytes) -> None:
-    if isinstance(data, str):
-        atomic_write_text(path, data)
-        return
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    atomic_write_text(path, data)
 
 
 def _load(run_dir: Path) -> tuple[dict, dict]:
     metrics = read_run_metrics(run_dir)
     try:
-        cfg = read_run_config(run_dir)
+        cfg = redact(read_run_config(run_dir))
     except UserError:  # the report needs only metrics.json; a broken config names no k
         cfg = {}
     return metrics, cfg
 
 
 def _headline_names(overall: Mapping[str, Any], cfg: Mapping[str, Any]) -> list[str]:
-    names = list(HEADLINE)
-    k = cfg.get("k")
-    if isinstance(k, int):  # the recall/ndcg at the configured k, when reported
-        at = names.index("final.evidence_recall") + 1
-        names[at:at] = [f"final.evidence_recall@{k}", f"final.ndcg@{k}"]
-    return [n for n in names if n in overall]
+    return report_headline(overall, cfg.get("k"))
+
+
+def slice_columns(rows: list[tuple[str, str, Mapping[str, Any]]]) -> list[str]:
+    """The headline metrics reported for at least one slice."""
+    present = {c for _, _, mets in rows for c in mets}
+    return [c for c in headline_names({c: None for c in present})]
+
+
+def run_title(run_dir: Path, cfg: Mapping[str, Any], name: str | None) -> str:
+    return str(name or cfg.get("run_name") or Path(run_dir).absolute().name)
+
+
+def config_rows(cfg: Mapping[str, Any], diffs: list | None) -> tuple[list, list]:
+    """``(outline rows, difference rows)`` of the configuration section."""
+    outline = [[g, v] for g, v in config_outline(cfg)]
+    changed = [[k, show_value(d), show_value(v)] for k, d, v in (diffs or [])]
+    return outline, changed
 
 
 def _slice_rows(slices: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, Any]]]:
@@ -69,18 +82,29 @@ def _slice_rows(slices: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, 
 
 
 def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
-              plots: list[Path]) -> str:
+              plots: list[Path], name: str | None = None, diffs: list | None = None) -> str:
     overall = m.get("overall") or {}
     ds = cfg.get("dataset") if isinstance(cfg.get("dataset"), Mapping) else {}
-    title = cfg.get("run_name") or run_dir.name
+    title = run_title(run_dir, cfg, name)
     lines = [f"# raglab run report: {_md_escape(title)}", ""]
+    outline, changed = config_rows(cfg, diffs)
+    if outline or changed:
+        lines += ["## Configuration", ""]
+        if outline:
+            lines += _table(["part", "choice"], outline) + [""]
+        if changed:
+            lines += ["Differences from the shipped defaults:", ""]
+            lines += _table(["key", "default", "this run"], changed) + [""]
+        elif diffs is not None:
+            lines += ["The shipped defaults, unchanged.", ""]
     lines += [f"- dataset: {_md_escape(ds.get('name', 'n/a'))}",
               f"- cases scored: {fmt(m.get('n_cases'))}",
               f"- cases quarantined: {fmt(m.get('n_quarantined'))}",
               f"- cases with errors: {fmt(m.get('errors'))}", ""]
     head = _headline_names(overall, cfg)
     lines += ["## Headline metrics", ""]
-    lines += _table(["metric", "value"], [[n, fmt(overall.get(n))] for n in head]) \
+    lines += _table(["metric", "value", "better"],
+                    [[n, fmt(overall.get(n)), arrow(n)] for n in head]) \
         if head else ["(no headline metric in this run)"]
     lines += [""]
     if plots:
@@ -96,7 +120,7 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
         lines += _table(["counter", "count"], [[k, fmt(v)] for k, v in work.items()])
         lines += [""]
     rows = _slice_rows(m.get("slices") or {})
-    cols = [c for c in SLICE_METRICS if any(c in mets for _, _, mets in rows)]
+    cols = slice_columns(rows)
     if rows:
         lines += ["## Slices", ""]
         lines += _table(["tag", "value", "n", *cols],
@@ -162,41 +186,79 @@ def plot_recall_at_k(overall: Mapping[str, Any], path: Path) -> bool:
 
 
 def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
-    """Horizontal bars of headline metrics by slice; False (nothing written) when no data."""
+    """A heat map of headline metrics by slice; False (nothing written) when no data.
+
+    One row per slice (the largest 40 when there are more), one column per headline metric
+    headed with its better direction (↑/↓). A cell's colour says how good its value is
+    (green better, red worse, whatever the direction); its number is printed; a metric that
+    does not apply to the slice is a grey hatched ``n/a`` cell, so 0 is never mistaken for
+    it."""
     rows = _slice_rows(slices)
-    cols = [c for c in SLICE_METRICS
+    cols = [c for c in slice_columns(rows)
             if any(num(mets.get(c)) is not None for _, _, mets in rows)]
     if not cols:
         return False
     rows = [r for r in rows if any(num(r[2].get(c)) is not None for c in cols)]
-    if len(rows) > MAX_PLOTTED_SLICES:  # keep the largest slices, in their sorted order
+    capped = len(rows) > MAX_PLOTTED_SLICES
+    if capped:  # keep the largest slices, in their sorted order
         keep = sorted(rows, key=lambda r: -(num(r[2].get("n")) or 0))[:MAX_PLOTTED_SLICES]
         rows = [r for r in rows if r in keep]
-    bar = 0.8 / len(cols)
-    fig = _figure(8, min(30.0, max(2.5, 0.18 * len(rows) * len(cols) + 1.5)))
+    import numpy as np
+    from matplotlib import colormaps
+    from matplotlib.patches import Rectangle
+
+    cmap = colormaps["RdYlGn"]
+    fig = _figure(2.8 + 0.78 * len(cols), 1.9 + 0.3 * len(rows))
     ax = fig.add_subplot(1, 1, 1)
-    for j, col in enumerate(cols):
-        ys = [i + (j - (len(cols) - 1) / 2) * bar for i in range(len(rows))]
-        xs = [num(mets.get(col)) or 0.0 for _, _, mets in rows]
-        ax.barh(ys, xs, height=bar, label=col)
+    for i, (_, _, mets) in enumerate(rows):
+        for j, col in enumerate(cols):
+            v = num(mets.get(col))
+            if v is None:
+                ax.add_patch(Rectangle((j, i), 1, 1, facecolor="#eeeeee", edgecolor="#bbbbbb",
+                                       hatch="///", linewidth=0.5))
+                ax.text(j + 0.5, i + 0.5, "n/a", ha="center", va="center", fontsize=7,
+                        color="#666666")
+                continue
+            spec = spec_of(col)
+            bounded = spec is not None and spec.kind in ("share", "binary")
+            good = (v if spec.direction == "higher" else 1 - v) if bounded and \
+                spec.direction in ("higher", "lower") else None
+            colour = cmap(float(np.clip(good, 0, 1))) if good is not None else "#dde6f0"
+            ax.add_patch(Rectangle((j, i), 1, 1, facecolor=colour, edgecolor="white",
+                                   linewidth=0.8))
+            dark = good is not None and (good < 0.15 or good > 0.85)
+            ax.text(j + 0.5, i + 0.5, fmt(v), ha="center", va="center", fontsize=7.5,
+                    color="white" if dark else "black")
+    ax.set_xlim(0, len(cols))
+    ax.set_ylim(len(rows), 0)
+    ax.set_xticks([j + 0.5 for j in range(len(cols))])
+    ax.set_xticklabels([f"{c} {arrow(c)}".strip() for c in cols], rotation=35, ha="left",
+                       rotation_mode="anchor", fontsize=8)
+    ax.xaxis.tick_top()
+    ax.set_yticks([i + 0.5 for i in range(len(rows))])
     labels = []
     for k, v, mets in rows:
         n = num(mets.get("n"))
         labels.append(f"{k}={v}" + (f" (n={int(n)})" if n is not None else ""))
-    ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels(labels)
-    ax.invert_yaxis()
-    ax.set_xlim(0, 1.0)
-    ax.set_xlabel("value (missing bars: metric does not apply)")
-    ax.set_title("Headline metrics by slice")
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    shown = f"the {MAX_PLOTTED_SLICES} largest slices" if capped else "every slice"
+    ax.set_xlabel(f"Headline metrics by slice ({shown}). ↑ higher is better, ↓ lower is "
+                  "better; green = better, red = worse; grey n/a = does not apply "
+                  "(0 is a coloured cell)", fontsize=8, labelpad=8)
     _save(fig, path)
     return True
 
 
-def write_run_report(run_dir: Path) -> list[Path]:
-    """Write report.md (+ recall_at_k.png, slices.png when they have data); return the paths."""
+def write_run_report(run_dir: Path, name: str | None = None,
+                     diffs: list | None = None) -> list[Path]:
+    """Write report.md, report.html (+ recall_at_k.png, slices.png when they have data);
+    return the paths. ``name``: the run's name (its title); ``diffs``: its configuration's
+    differences from the shipped defaults, ``[(key, default, value)]``."""
+    from raglab.report.report_html import write_report_html
+
     run_dir = Path(run_dir)
     metrics, cfg = _load(run_dir)
     plots = []
@@ -208,8 +270,10 @@ def write_run_report(run_dir: Path) -> list[Path]:
         else:
             path.unlink(missing_ok=True)  # no stale plot from an earlier report
     report = run_dir / "report.md"
-    _write_atomic(report, _markdown(run_dir, metrics, cfg, plots))
-    return [report, *plots]
+    _write_atomic(report, _markdown(run_dir, metrics, cfg, plots, name, diffs))
+    html = write_report_html(run_dir, run_title(run_dir, cfg, name), metrics, cfg, diffs,
+                             plots)
+    return [report, html, *plots]
 
 
 def ensure_run_report(run_dir: Path) -> list[Path]:
@@ -219,6 +283,6 @@ def ensure_run_report(run_dir: Path) -> list[Path]:
     report, metrics = run_dir / "report.md", run_dir / "metrics.json"
     if report.is_file() and metrics.is_file() and \
             report.stat().st_mtime_ns >= metrics.stat().st_mtime_ns:
-        return [report, *(p for p in (run_dir / "recall_at_k.png", run_dir / "slices.png")
-                          if p.is_file())]
+        return [report, *(p for p in (run_dir / "report.html", run_dir / "recall_at_k.png",
+                                       run_dir / "slices.png") if p.is_file())]
     return write_run_report(run_dir)

@@ -35,8 +35,11 @@ CASE_TIMEOUT_S = 600.0
 
 
 class Run:
-    def __init__(self, cfg: RunCfg, run_dir: Path, resolved_yaml: str):
+    def __init__(self, cfg: RunCfg, run_dir: Path, resolved_yaml: str, name: str | None = None,
+                 diffs: list | None = None):
         self.cfg = cfg
+        self.name = name
+        self.diffs = diffs
         self.run_dir = run_dir
         self.resolved_yaml = resolved_yaml
         self.work = WorkCounter()
@@ -209,7 +212,7 @@ class Run:
         atomic_write_json(self.run_dir / "metrics.json", metrics)
         from raglab.report.run_report import write_run_report
 
-        write_run_report(self.run_dir)
+        write_run_report(self.run_dir, name=self.name, diffs=self.diffs)
         return metrics
 
 

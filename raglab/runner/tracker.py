@@ -15,12 +15,16 @@ class MlflowTrackingCfg(Strict):
     name: Literal["mlflow"]
     uri: str | None = None
     experiment: str | None = None
+    # per slice: every metric (the contract), or only the headline ones (the full table
+    # stays in the metrics.json artifact either way)
+    slice_metrics: Literal["all", "headline"] = "all"
 
 
 class NoTrackingCfg(Strict):
     name: Literal["none"]
     uri: str | None = None
     experiment: str | None = None
+    slice_metrics: Literal["all", "headline"] = "all"
 
 
 def git_commit(cwd: Path) -> str | None:
@@ -42,6 +46,7 @@ class NoTracker:
         self.resolved = resolved
         self.run_name = run_name
         self.sweep_dir = sweep_dir
+        self.diffs: list = []  # config differences from the shipped defaults
         self.run: Any = None
 
     def check(self) -> None:
@@ -95,8 +100,15 @@ class MlflowTracker(NoTracker):
                                    sweep_dir=self.sweep_dir)
 
     def finished(self, run_dir: Path) -> None:
-        if self.run is not None:
-            self.run.finish(run_dir)
+        if self.run is None:
+            return
+        from raglab.data.io import read_run_metrics
+        from raglab.report.summary import run_description
+
+        metrics = read_run_metrics(run_dir)
+        self.run.finish(run_dir, slice_metrics=self.cfg.tracking.slice_metrics,
+                        describe=lambda link: run_description(self.run_name, metrics,
+                                                              self.resolved, self.diffs, link))
 
     def killed(self) -> None:
         if self.run is not None:
@@ -110,6 +122,9 @@ class MlflowTracker(NoTracker):
         if self.run is None:
             return None
         from raglab.tracking.mlflow_store import ui_command
+        from raglab.tracking.mlflow_ui import run_url
 
-        return (f"MLflow run {self.run.run_id} (experiment {self.cfg.tracking.experiment!r}); "
-                f"view it with:\n  {ui_command(self.cfg.tracking.uri)}")
+        return (f"MLflow run {self.run.run_id} {self.run_name!r} (experiment "
+                f"{self.cfg.tracking.experiment!r}); view it with:\n"
+                f"  {ui_command(self.cfg.tracking.uri)}\n"
+                f"  then open {run_url(self.cfg.tracking.uri, self.run.experiment_id, self.run.run_id)}")

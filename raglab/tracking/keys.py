@@ -221,8 +221,11 @@ def _number(value: Any) -> float | None:
     return f if not math.isnan(f) else None
 
 
-def metrics_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
-    """The MLflow metrics ``{key: value}`` of a metrics.json object (nulls and NaN dropped)."""
+def metrics_from_summary(summary: Mapping[str, Any],
+                         slice_names: set[str] | None = None) -> dict[str, float]:
+    """The MLflow metrics ``{key: value}`` of a metrics.json object (nulls and NaN dropped).
+
+    ``slice_names``: log only these metrics (and the slice size) per slice; None: all."""
     out: dict[str, float] = {}
 
     def put(key: str, value: Any, what: str) -> None:
@@ -242,6 +245,8 @@ def metrics_from_summary(summary: Mapping[str, Any]) -> dict[str, float]:
     for tag_key, values in (summary.get("slices") or {}).items():
         for tag_value, mets in (values or {}).items():
             for name, value in (mets or {}).items():
+                if slice_names is not None and name != SLICE_SIZE and name not in slice_names:
+                    continue
                 put(slice_metric_key(tag_key, tag_value, name), value,
                     f"{name} of slice {tag_key}={tag_value}")
     for name in ("n_cases", "n_quarantined", "errors"):

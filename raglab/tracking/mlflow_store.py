@@ -23,7 +23,7 @@ import re
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from raglab.errors import UserError
 from raglab.tracking.keys import (MAX_PARAM_VALUE_LENGTH, flatten_config, is_legal_key,
@@ -31,8 +31,8 @@ from raglab.tracking.keys import (MAX_PARAM_VALUE_LENGTH, flatten_config, is_leg
 from raglab.tracking.uris import (DB_SCHEMES, check_tracking, normalize_uri, scheme_of,
                                   sqlite_path, ui_command)
 
-__all__ = ["MlflowRun", "log_run_dir", "check_tracking", "ui_command", "normalize_uri",
-           "CASES_HASH_TAG"]
+__all__ = ["MlflowRun", "log_run_dir", "logged_run", "check_tracking", "ui_command",
+           "normalize_uri", "CASES_HASH_TAG"]
 
 log = logging.getLogger(__name__)
 
@@ -143,9 +143,10 @@ class MlflowRun:
     """One raglab run in MLflow (a child of the sweep's parent run when in a sweep)."""
 
     def __init__(self, client, run_id: str, parent_run_id: str | None = None,
-                 tags: Mapping[str, str] | None = None):
+                 tags: Mapping[str, str] | None = None, experiment_id: str | None = None):
         self._client = client
         self._run_id = run_id
+        self.experiment_id = experiment_id
         self.parent_run_id = parent_run_id
         self._tags = dict(tags) if tags is not None else None
 
@@ -167,7 +168,7 @@ class MlflowRun:
         if parent:
             run_tags["mlflow.parentRunId"] = parent
         run = client.create_run(exp_id, run_name=run_name, tags=run_tags)
-        self = cls(client, run.info.run_id, parent, run_tags)
+        self = cls(client, run.info.run_id, parent, run_tags, exp_id)
         self._log_params(params or {})
         return self
 
@@ -187,15 +188,34 @@ class MlflowRun:
         for batch in _chunks(items, PARAMS_PER_BATCH):
             self._client.log_batch(self._run_id, params=batch)
 
-    def finish(self, run_dir: Path) -> None:
-        """Log metrics, tags, artifacts and dataset of a finished run dir; status FINISHED."""
+    def finish(self, run_dir: Path, describe: Callable[[str], str] | None = None,
+               slice_metrics: str = "all") -> None:
+        """Log metrics, tags, artifacts and dataset of a finished run dir; status FINISHED.
+
+        ``describe(report_link)`` gives the run's description (markdown shown at the top of
+        its page); ``slice_metrics="headline"`` logs only headline metrics per slice (the
+        full table stays in the metrics.json artifact)."""
+        from raglab.metrics.catalog import HEADLINE
+        from raglab.tracking import mlflow_ui
+
         run_dir = Path(run_dir).absolute()
         summary = _read_metrics(run_dir)
-        self.log_metrics(metrics_from_summary(summary))
+        self.log_metrics(metrics_from_summary(
+            summary, slice_names=set(HEADLINE) if slice_metrics == "headline" else None))
         tags = {f"raglab.metric_version.{fam}": str(ver)
                 for fam, ver in (summary.get("metric_versions") or {}).items() if ver is not None}
-        tags["raglab.run_dir"] = str(run_dir)
+        tags[mlflow_ui.RUN_DIR_TAG] = str(run_dir)
+        if summary.get("config_hash"):
+            tags[mlflow_ui.CONFIG_HASH_TAG] = str(summary["config_hash"])
+        if describe is not None and self.experiment_id is not None:
+            tags[mlflow_ui.NOTE_TAG] = describe(mlflow_ui.report_link(self.experiment_id,
+                                                                      self._run_id))
         self._log_tags(tags)
+        if self.experiment_id is not None:
+            try:
+                mlflow_ui.prepare_experiment(self._client, self.experiment_id, HEADLINE)
+            except Exception as exc:  # noqa: BLE001 - a view is a convenience, not the run
+                log.warning("MLflow experiment view not set: %s", exc)
         self._log_artifacts(run_dir)
         self._log_dataset(run_dir)
         _set_terminated(self._client, self._run_id, "FINISHED")
@@ -331,7 +351,8 @@ def _read_config(run_dir: Path) -> dict:
 
 def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None = None,
                 params: Mapping[str, Any] | None = None,
-                tags: Mapping[str, str] | None = None) -> str:
+                tags: Mapping[str, str] | None = None,
+                describe: Callable[[str], str] | None = None) -> str:
     """Log a finished run directory (``raglab log RUN_DIR``); returns the MLflow run id."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
@@ -344,7 +365,7 @@ def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None =
         or run_dir.absolute().name
     run = MlflowRun.start(uri, experiment, name, all_params, dict(tags or {}))
     try:
-        run.finish(run_dir)
+        run.finish(run_dir, describe=describe)
     except KeyboardInterrupt:
         run.kill()
         raise
@@ -352,3 +373,53 @@ def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None =
         run.fail(f"logging failed: {exc}")
         raise
     return run.run_id
+
+
+def logged_run(uri: str, experiment: str, run_dir: Path) -> str | None:
+    """The MLflow run that already holds ``run_dir`` (same directory, same configuration
+    hash), or None; a missing experiment has no such run."""
+    from raglab.tracking.mlflow_ui import find_logged_run
+
+    uri = normalize_uri(uri)
+    client = _client(uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None or exp.lifecycle_stage != "active":
+        return None
+    config_hash = _read_metrics(Path(run_dir)).get("config_hash")
+    return find_logged_run(client, exp.experiment_id, Path(run_dir),
+                           str(config_hash) if config_hash else None)
+
+
+def summarize_sweep(uri: str, experiment: str, sweep_dir: Path, name: str,
+                    params: Mapping[str, str], description: str, html_path: Path | None,
+                    job_dirs: Mapping[int, Path], view_params: list[str],
+                    view_metrics: list[str]) -> tuple[str, str, str] | None:
+    """Fill the sweep's parent run (name, swept params, job table as description and
+    artifact, a tag per child) and save a runs-table view of the sweep's jobs.
+    Returns ``(parent run id, experiment id, view url)``, or None when no job was logged."""
+    from raglab.tracking import mlflow_ui
+
+    uri = normalize_uri(uri)
+    client = _client(uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return None
+    try:
+        state = json.loads((Path(sweep_dir) / PARENT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    parent_id = next((p["run_id"] for p in state.get("parents", []) if isinstance(p, dict)
+                      and p.get("uri") == uri and p.get("experiment_id") == exp.experiment_id),
+                     None)
+    if parent_id is None:
+        return None
+    by_dir = mlflow_ui.children_of(client, exp.experiment_id, parent_id)
+    children = {num: by_dir[str(Path(d).absolute())] for num, d in job_dirs.items()
+                if str(Path(d).absolute()) in by_dir}
+    mlflow_ui.summarize_parent(client, parent_id, name, params, description, html_path,
+                               children)
+    view_id = f"raglab-sweep-{parent_id[:12]}"
+    mlflow_ui.set_view(client, exp.experiment_id, view_id, f"raglab: {name}",
+                       mlflow_ui.view_state(view_params, view_metrics,
+                                            f"tags.`mlflow.parentRunId` = '{parent_id}'"))
+    return parent_id, exp.experiment_id, mlflow_ui.view_url(uri, exp.experiment_id, view_id)

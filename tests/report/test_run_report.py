@@ -24,8 +24,9 @@ def _edit_metrics(run_dir: Path, fn) -> None:
 def test_full_report(tmp_path):
     run_dir = make_run_dir(tmp_path / "run", n_intents=4)
     paths = write_run_report(run_dir)
-    assert paths == [run_dir / "report.md", run_dir / "recall_at_k.png", run_dir / "slices.png"]
-    for png in paths[1:]:
+    assert paths == [run_dir / "report.md", run_dir / "report.html",
+                     run_dir / "recall_at_k.png", run_dir / "slices.png"]
+    for png in paths[2:]:
         assert png.read_bytes()[:8] == PNG_MAGIC and png.stat().st_size > 5000
     md = (run_dir / "report.md").read_text(encoding="utf-8")
     assert md.startswith("# raglab run report: synthetic-0")
@@ -55,7 +56,7 @@ def test_all_null_metrics_write_report_without_plots(tmp_path):
         d["work"] = {}
     _edit_metrics(run_dir, nullify)
     paths = write_run_report(run_dir)
-    assert paths == [run_dir / "report.md"]
+    assert paths == [run_dir / "report.md", run_dir / "report.html"]
     assert not (run_dir / "recall_at_k.png").exists()  # stale plot removed
     assert not (run_dir / "slices.png").exists()
     md = (run_dir / "report.md").read_text(encoding="utf-8")
@@ -64,7 +65,7 @@ def test_all_null_metrics_write_report_without_plots(tmp_path):
 
 def test_minimal_metrics_json(tmp_path):
     (tmp_path / "metrics.json").write_text(json.dumps({"overall": {}, "slices": {}}))
-    assert write_run_report(tmp_path) == [tmp_path / "report.md"]
+    assert write_run_report(tmp_path) == [tmp_path / "report.md", tmp_path / "report.html"]
     md = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "(no headline metric in this run)" in md
 
@@ -77,7 +78,8 @@ def test_only_one_stage_and_partial_slices(tmp_path):
                "metric_versions": {}, "n_cases": 4, "n_quarantined": 0, "errors": 0, "work": {}}
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     paths = write_run_report(tmp_path)
-    assert [p.name for p in paths] == ["report.md", "recall_at_k.png", "slices.png"]
+    assert [p.name for p in paths] == ["report.md", "report.html", "recall_at_k.png",
+                                       "slices.png"]
     md = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "| lang | de | 1 | n/a |" in md and "| lang | en | 3 | 0.8 |" in md
 

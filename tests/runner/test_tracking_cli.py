@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import default_sigint, run_cli
 from tests.tracking.services import free_port, mlflow_server, postgres_server
 
 
@@ -94,7 +94,7 @@ def test_ctrl_c_marks_the_run_killed_and_keeps_records(tmp_path):
                           f"tracking.uri={uri}", f"hydra.run.dir={out}",
                           f"cache_dir={tmp_path / 'c'}"],
                          cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         text=True)
+                         text=True, preexec_fn=default_sigint)
     recs = out / "records.jsonl"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline and not (recs.exists() and recs.stat().st_size > 2000):

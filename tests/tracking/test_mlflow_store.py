@@ -88,7 +88,8 @@ def test_start_finish_logs_everything(tmp_path, store, monkeypatch):
 
     assert artifact_paths(client, run.run_id) == {
         "config.yaml", "records.jsonl", "metrics.json", "quarantine.jsonl",
-        "report/report.md", "report/recall_at_k.png", "report/slices.png"}
+        "report/report.md", "report/report.html", "report/recall_at_k.png",
+        "report/slices.png"}
     db_dir = Path(store[len("sqlite:///"):]).parent
     assert got.info.artifact_uri.startswith((db_dir / "mlartifacts" / "raglab-test").as_uri())
 

@@ -1,0 +1,114 @@
+"""The end of a sweep: one table of every job (swept values x headline metrics), the parent
+run filled in, and where to look.
+
+:class:`SweepSummary` is a Hydra callback (``hydra.callbacks`` in ``conf/config.yaml``).
+Hydra calls ``on_multirun_end`` in the process that started the sweep once the launcher has
+returned, whether the jobs ran in that process (basic launcher) or in others (joblib, Ray),
+so the table is read back from each job's ``metrics.json`` in the sweep directory.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+
+class SweepSummary:
+    """A Hydra callback (Hydra calls each ``on_*`` hook by name; only the end of a sweep
+    does anything)."""
+
+    def on_run_start(self, config: Any, **kwargs: Any) -> None:
+        pass
+
+    def on_run_end(self, config: Any, **kwargs: Any) -> None:
+        pass
+
+    def on_multirun_start(self, config: Any, **kwargs: Any) -> None:
+        pass
+
+    def on_job_start(self, config: Any, **kwargs: Any) -> None:
+        pass
+
+    def on_job_end(self, config: Any, job_return: Any = None, **kwargs: Any) -> None:
+        pass
+
+    def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        try:
+            print(summarize(config), flush=True)
+        except Exception as exc:  # noqa: BLE001 - the jobs are done; say why no table
+            print(f"raglab: sweep summary not written: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+
+
+def _job_values(run_dir: Path, keys: list[str], overrides: list[str],
+                groups: set[str]) -> dict[str, str]:
+    from raglab.data.io import read_run_config
+    from raglab.errors import UserError
+    from raglab.runner.naming import name_parts, override_key
+
+    try:
+        cfg = read_run_config(run_dir)
+    except UserError:
+        cfg = {}
+    # a config group's choice (never a secret) is read from the job's override itself
+    choices = {override_key(o): o.split("=", 1)[1] for o in overrides
+               if "=" in o and override_key(o) in groups}
+    return dict(name_parts(cfg, keys, choices))
+
+
+def jobs_of(sweep_dir: Path, overrides: list[str], groups: set[str]
+            ) -> tuple[list[str], list[dict]]:
+    """``(swept keys, jobs)`` of a finished sweep, each job with its values and metrics
+    (``groups``: the config groups, whose swept value is a choice)."""
+    from raglab.data.io import read_run_metrics
+    from raglab.errors import UserError
+    from raglab.runner.naming import job_overrides, swept_keys
+
+    keys = swept_keys(overrides)
+    jobs = []
+    for num, job in enumerate(job_overrides(overrides, True)):
+        run_dir = sweep_dir / str(num)
+        try:
+            metrics = read_run_metrics(run_dir)
+        except UserError:
+            metrics = None
+        jobs.append({"num": num, "dir": run_dir, "values": _job_values(run_dir, keys, job, groups),
+                     "overall": (metrics or {}).get("overall") if metrics else None,
+                     "status": "done" if metrics else "not finished"})
+    return keys, jobs
+
+
+def summarize(config: Any) -> str:
+    from raglab.report.report_html import sweep_html
+    from raglab.report.summary import sweep_columns, sweep_markdown, sweep_rows, sweep_text
+    from raglab.runner.naming import short_labels, sweep_name
+    from raglab.data.io import atomic_write_text
+
+    sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
+    overrides = [str(o) for o in config.hydra.overrides.task]
+    groups = {str(g) for g in (config.hydra.runtime.get("choices") or {})}
+    keys, jobs = jobs_of(sweep_dir, overrides, groups)
+    labels = short_labels(keys)
+    header, rows = sweep_rows(jobs, keys, labels)
+    name = str(config.get("run_name") or sweep_name(keys))
+    html = sweep_dir / "sweep.html"
+    atomic_write_text(html, sweep_html(name, header, rows, len(keys), str(sweep_dir)))
+    lines = [f"sweep {name!r}: {len(jobs)} jobs in {sweep_dir}", sweep_text(header, rows, len(keys))]
+    tracking = config.get("tracking") or {}
+    if tracking.get("name") == "mlflow":
+        from raglab.tracking.mlflow_store import summarize_sweep, ui_command
+
+        params = {k: ", ".join(dict.fromkeys(str(j["values"].get(k, "")) for j in jobs))
+                  for k in keys}
+        description = sweep_markdown(name, jobs, keys, str(sweep_dir), labels)
+        found = summarize_sweep(str(tracking.get("uri")), str(tracking.get("experiment")),
+                                sweep_dir, name, params, description, html,
+                                {j["num"]: j["dir"] for j in jobs}, keys,
+                                sweep_columns(jobs))
+        if found:
+            parent, _exp, url = found
+            lines += [f"MLflow parent run {parent} {name!r} (experiment "
+                      f"{tracking.get('experiment')!r}); view the sweep with:",
+                      f"  {ui_command(str(tracking.get('uri')))}", f"  then open {url}"]
+    return "\n".join(lines)

@@ -1,0 +1,149 @@
+"""What the MLflow UI opens on: experiment layout, saved runs-table views, run descriptions,
+the sweep's parent run, and finding a run directory already logged.
+
+MLflow (3.15 and later) keeps a saved view of the runs table as one experiment tag,
+``mlflow.sharedViewState.<id>``, whose value is ``{"name", "createdAt", "state"}`` with
+``state`` the serialized table state (selected columns as ``params.`KEY``` /
+``metrics.`KEY```, the search filter, the compare view's charts). The UI lists saved views
+and opens one at ``#/experiments/<id>?viewStateShareKey=<id>``. The experiment tag
+``mlflow.experimentKind`` chooses the classic training-runs layout over the GenAI one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from raglab.tracking.keys import metric_key
+from raglab.tracking.uris import normalize_uri, scheme_of
+
+VIEW_TAG_PREFIX = "mlflow.sharedViewState."
+VIEW_URL_PARAM = "viewStateShareKey"
+KIND_TAG = "mlflow.experimentKind"
+CLASSIC_KIND = "custom_model_development"
+NOTE_TAG = "mlflow.note.content"
+HEADLINE_VIEW_ID = "raglab-headline"
+RUN_DIR_TAG = "raglab.run_dir"
+CONFIG_HASH_TAG = "raglab.config_hash"
+DEFAULT_UI = "http://127.0.0.1:5000"
+MAX_TAG_VALUE = 8000
+
+
+def ui_base(uri: str) -> str:
+    """The address of the UI for ``uri``: the server itself, else ``mlflow ui``'s default."""
+    uri = normalize_uri(uri)
+    return uri.rstrip("/") if scheme_of(uri) in ("http", "https") else DEFAULT_UI
+
+
+def run_url(uri: str, experiment_id: str, run_id: str) -> str:
+    return f"{ui_base(uri)}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+def view_url(uri: str, experiment_id: str, view_id: str) -> str:
+    return f"{ui_base(uri)}/#/experiments/{experiment_id}?{VIEW_URL_PARAM}={view_id}"
+
+
+def report_link(experiment_id: str, run_id: str) -> str:
+    """A link, inside the UI, to the run's report.html in the artifact viewer."""
+    return f"#/experiments/{experiment_id}/runs/{run_id}/artifacts/report/report.html"
+
+
+# ---- saved views ---------------------------------------------------------------------------
+def view_state(params: Sequence[str], metrics: Sequence[str], search_filter: str = "",
+               section: str = "raglab headline") -> dict[str, Any]:
+    """A runs-table state: the given params and metric columns (raglab names), and a
+    compare view that opens on a parallel-coordinates chart of params -> metrics and one
+    bar chart per metric, in a section of its own."""
+    pkeys = [metric_key(p) for p in params]
+    mkeys = [metric_key(m) for m in metrics]
+    section_id = str(uuid.uuid5(uuid.NAMESPACE_URL, "raglab/" + section))
+    charts: list[dict[str, Any]] = []
+    if pkeys and mkeys:
+        charts.append({"uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, "raglab/parallel")),
+                       "type": "PARALLEL", "selectedParams": pkeys, "selectedMetrics": mkeys,
+                       "showAllRuns": True, "runsCountToCompare": 100,
+                       "metricSectionId": section_id, "deleted": False,
+                       "isGenerated": False})
+    for m in mkeys:
+        charts.append({"uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, "raglab/bar/" + m)),
+                       "type": "BAR", "metricKey": m, "runsCountToCompare": 100,
+                       "metricSectionId": section_id, "deleted": False,
+                       "isGenerated": False})
+    return {
+        "searchFilter": search_filter,
+        "selectedColumns": [f"params.`{p}`" for p in pkeys] + [f"metrics.`{m}`" for m in mkeys],
+        "runsHiddenMode": "SHOW_ALL",
+        "compareRunCharts": charts,
+        "compareRunSections": [{"uuid": section_id, "name": section, "display": True,
+                                "isReordered": False, "deleted": False, "isGenerated": False}],
+        "isAccordionReordered": False,
+        "hideEmptyCharts": True,
+    }
+
+
+def set_view(client, experiment_id: str, view_id: str, name: str,
+             state: Mapping[str, Any]) -> None:
+    value = json.dumps({"name": name, "createdAt": int(time.time() * 1000),
+                        "state": json.dumps(state, separators=(",", ":"))},
+                       separators=(",", ":"))
+    if len(value) > MAX_TAG_VALUE:  # drop the per-metric bar charts rather than the view
+        slim = dict(state, compareRunCharts=[c for c in state.get("compareRunCharts", [])
+                                             if c.get("type") == "PARALLEL"])
+        value = json.dumps({"name": name, "createdAt": int(time.time() * 1000),
+                            "state": json.dumps(slim, separators=(",", ":"))},
+                           separators=(",", ":"))
+    client.set_experiment_tag(experiment_id, VIEW_TAG_PREFIX + view_id, value)
+
+
+def prepare_experiment(client, experiment_id: str, headline: Sequence[str]) -> None:
+    """Classic training-runs layout and a saved headline view, unless already set (a
+    team's own choice is never overwritten)."""
+    tags = client.get_experiment(experiment_id).tags or {}
+    if KIND_TAG not in tags:
+        client.set_experiment_tag(experiment_id, KIND_TAG, CLASSIC_KIND)
+    if VIEW_TAG_PREFIX + HEADLINE_VIEW_ID not in tags:
+        set_view(client, experiment_id, HEADLINE_VIEW_ID, "raglab: headline metrics",
+                 view_state([], headline))
+
+
+# ---- run directories already logged --------------------------------------------------------
+def find_logged_run(client, experiment_id: str, run_dir: Path,
+                    config_hash: str | None) -> str | None:
+    """The active run that logged ``run_dir`` (same directory and configuration)."""
+    run_dir_q = str(Path(run_dir).absolute()).replace("'", "\\'")
+    query = f"tags.`{RUN_DIR_TAG}` = '{run_dir_q}'"
+    if config_hash:
+        query += f" and tags.`{CONFIG_HASH_TAG}` = '{config_hash}'"
+    runs = client.search_runs([experiment_id], filter_string=query, max_results=1,
+                              order_by=["attributes.start_time ASC"])
+    return runs[0].info.run_id if runs else None
+
+
+# ---- the sweep's parent run ----------------------------------------------------------------
+def summarize_parent(client, parent_id: str, name: str, params: Mapping[str, str],
+                     description: str, html_path: Path | None,
+                     children: Mapping[int, str]) -> None:
+    """Name, params, description, job-table artifact and child links of a sweep's parent."""
+    from mlflow.entities import Param, RunTag
+
+    have = client.get_run(parent_id).data.params
+    new_params = [Param(metric_key(k), str(v)[:6000]) for k, v in params.items()
+                  if metric_key(k) not in have]
+    tags = [RunTag("mlflow.runName", name), RunTag(NOTE_TAG, description[:MAX_TAG_VALUE]),
+            RunTag("raglab.sweep.jobs", str(len(children)))]
+    tags += [RunTag(f"raglab.sweep.job.{num}", run_id) for num, run_id in sorted(children.items())]
+    for i in range(0, max(len(new_params), len(tags)), 100):
+        client.log_batch(parent_id, params=new_params[i:i + 100], tags=tags[i:i + 100])
+    if html_path is not None and html_path.is_file():
+        client.log_artifact(parent_id, str(html_path))
+
+
+def children_of(client, experiment_id: str, parent_id: str) -> dict[str, str]:
+    """``{run_dir: run_id}`` of the parent's children."""
+    runs = client.search_runs([experiment_id],
+                              filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'",
+                              max_results=5000)
+    return {r.data.tags.get(RUN_DIR_TAG, ""): r.info.run_id for r in runs}
