@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from raglab.errors import StorageError, storage_error
+
 
 def content_key(*parts: Any, length: int | None = None) -> str:
     """The one content hash of raglab: SHA-256 of the parts' canonical JSON (hex), cut to
@@ -29,10 +31,20 @@ def content_key(*parts: Any, length: int | None = None) -> str:
 
 
 class StageCache:
+    """A cache that cannot be read or written (disk full, I/O error, read-only, permissions)
+    raises :class:`~raglab.errors.StorageError`, which stops the run with one line: it is
+    never taken for one case's failure. Only results are stored, never errors."""
+
     def __init__(self, root: str | Path):
         self.root = Path(root).expanduser().resolve()
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise storage_error(e, "the stage cache (cache_dir)", self.root) from None
         self._local = threading.local()
+
+    def _fail(self, e: Exception) -> StorageError:
+        return storage_error(e, "the stage cache (cache_dir)", self.root / "stages.sqlite")
 
     # -- key/value ---------------------------------------------------------------------
     def _db(self) -> sqlite3.Connection:
@@ -47,12 +59,20 @@ class StageCache:
         return conn
 
     def get(self, ns: str, key: str) -> Any | None:
-        row = self._db().execute("SELECT value FROM kv WHERE ns=? AND key=?", (ns, key)).fetchone()
+        try:
+            row = self._db().execute("SELECT value FROM kv WHERE ns=? AND key=?",
+                                     (ns, key)).fetchone()
+        except (sqlite3.Error, OSError) as e:
+            raise self._fail(e) from None
         return None if row is None else json.loads(row[0])
 
     def put(self, ns: str, key: str, value: Any) -> None:
-        self._db().execute("INSERT OR REPLACE INTO kv (ns, key, value) VALUES (?, ?, ?)",
-                           (ns, key, json.dumps(value, ensure_ascii=False)))
+        blob = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        try:
+            self._db().execute("INSERT OR REPLACE INTO kv (ns, key, value) VALUES (?, ?, ?)",
+                               (ns, key, blob))
+        except (sqlite3.Error, OSError) as e:
+            raise self._fail(e) from None
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
@@ -69,8 +89,12 @@ class StageCache:
         complete on a clean exit; a failed build leaves it incomplete for the next try.
         """
         path = self.root / ns / key[:2] / key
-        path.mkdir(parents=True, exist_ok=True)
-        with open(path.parent / f"{key}.lock", "w") as lock:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            lock = open(path.parent / f"{key}.lock", "w")
+        except OSError as e:
+            raise self._fail(e) from None
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 done = (path / "DONE").exists()

@@ -10,6 +10,7 @@ from typing import Any
 from raglab.data.dataset import Dataset
 from raglab.data.io import write_jsonl
 from raglab.data.record import CaseRecord, read_records
+from raglab.errors import storage_error
 from raglab.data.schema import Case, may_see
 from raglab.metrics.judging import GoldItem, judge_hits
 
@@ -55,27 +56,77 @@ def judge_output(case: Case, output: dict[str, Any], dataset: Dataset,
 
 class RecordWriter:
     """Appends one JSON line per case, flushed and fsynced, so a kill loses at most the
-    line being written; ``load`` drops such a torn last line and rewrites the file clean."""
+    line being written; ``load`` drops such a torn last line and rewrites the file clean.
+
+    Every line is scrubbed of known secret values (a system's error page may echo its
+    request headers). A write that fails (disk full, I/O error) raises StorageError: the
+    lines before it stay as they were."""
 
     def __init__(self, path: Path):
         self.path = path
         self._fh = None
 
-    def load(self) -> list[CaseRecord]:
+    def load(self, retry_errors: bool = True) -> list[CaseRecord]:
+        """The records to keep. With ``retry_errors`` the records of cases that failed (the
+        system's or a grader's error) are dropped, so a resume runs those cases again."""
         rows = read_records(self.path)
-        if self.path.exists():
-            write_jsonl(self.path, [r.to_json() for r in rows])  # drop a torn last line
-        return rows
+        kept = [r for r in rows if not (retry_errors and r.error)]
+        # the last record of a case wins (a healed case may follow its old error)
+        by_id = {r.case_id: r for r in kept}
+        kept = [r for r in kept if by_id[r.case_id] is r]
+        if self.path.exists() and (len(kept) != len(rows) or _torn(self.path)):
+            write_jsonl(self.path, [r.to_json() for r in kept])
+        return kept
 
     def append(self, record: CaseRecord) -> None:
-        if self._fh is None:
-            self._fh = open(self.path, "a", encoding="utf-8")
-        self._fh.write(json.dumps(record.to_json(), ensure_ascii=False, allow_nan=False)
-                       + "\n")
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        from raglab.secrets import SCRUBBER
+
+        line = json.dumps(SCRUBBER.scrub_obj(record.to_json()), ensure_ascii=False,
+                          allow_nan=False) + "\n"
+        try:
+            if self._fh is None:
+                self._fh = open(self.path, "a", encoding="utf-8")
+            self._fh.write(line)
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as e:
+            self._drop_partial()
+            raise storage_error(e, "records.jsonl", self.path) from None
+
+    def _drop_partial(self) -> None:
+        """After a failed append, cut the file back to its last complete line."""
+        try:
+            if self._fh is not None:
+                self._fh.close()
+        except OSError:
+            pass
+        self._fh = None
+        try:
+            data = self.path.read_bytes()
+            end = data.rfind(b"\n") + 1
+            if end != len(data):
+                with open(self.path, "r+b") as fh:
+                    fh.truncate(end)
+        except OSError:
+            pass  # a torn last line is dropped by the next load anyway
 
     def close(self) -> None:
         if self._fh is not None:
-            self._fh.close()
+            try:
+                self._fh.close()
+            except OSError:
+                pass
             self._fh = None
+
+
+def _torn(path: Path) -> bool:
+    """Whether the file does not end with a complete line."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() == 0:
+                return False
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
+    except OSError:
+        return False

@@ -46,6 +46,28 @@ _READY: set[str] = set()  # sqlite stores initialised by this process
 
 
 # ---- mlflow plumbing -----------------------------------------------------------------------
+#: MLflow's own retry settings for HTTP stores; raglab bounds them unless the user set them
+_WAIT_VARS = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
+              "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", "MLFLOW_HTTP_REQUEST_TIMEOUT")
+_USER_WAITS: set[str] | None = None
+
+
+def bound_waits(timeout_s: float) -> None:
+    """Bound what one MLflow request may cost against a server that stopped answering:
+    3 attempts of ``timeout_s / 3`` each, 1 s then 2 s apart (MLflow's defaults: 7 retries
+    of up to 120 s, about 250 s against a dead server). Variables the user set are kept."""
+    global _USER_WAITS
+    if _USER_WAITS is None:
+        _USER_WAITS = {v for v in _WAIT_VARS if v in os.environ}
+    values = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+              "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+              "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.2",
+              "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, int(timeout_s / 3)))}
+    for name, value in values.items():
+        if name not in _USER_WAITS:
+            os.environ[name] = value
+
+
 def _client(uri: str):
     """An MlflowClient; creating one creates/upgrades a database store's tables.
 
@@ -121,11 +143,13 @@ def _experiment_id(client, uri: str, name: str) -> str:
 
 
 def _param_value(value: Any) -> str:
+    from raglab.secrets import scrub
+
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value)[:MAX_PARAM_VALUE_LENGTH]
+    return scrub(str(value))[:MAX_PARAM_VALUE_LENGTH]
 
 
 def _chunks(items: list, size: int):
@@ -157,20 +181,37 @@ class MlflowRun:
     @classmethod
     def start(cls, uri: str, experiment: str, run_name: str | None,
               params: Mapping[str, str | int | float | bool | None] | None = None,
-              tags: Mapping[str, str] | None = None, sweep_dir: str | Path | None = None
-              ) -> "MlflowRun":
+              tags: Mapping[str, str] | None = None, sweep_dir: str | Path | None = None,
+              resume: Mapping[str, Any] | None = None) -> "MlflowRun":
+        """A new run, or, with ``resume`` (a previous :meth:`identity` of the same run
+        directory), that run again, set back to RUNNING, when the store still holds it."""
+        from raglab.secrets import scrub
+
         uri = normalize_uri(uri)
         client = _client(uri)
         exp_id = _experiment_id(client, uri, experiment)
         parent = _sweep_parent(client, exp_id, uri, Path(sweep_dir)) if sweep_dir else None
-        run_tags = {str(k): str(v)[:MAX_TAG_VALUE_LENGTH] for k, v in (tags or {}).items()
-                    if v is not None}
+        run_tags = {str(k): scrub(str(v))[:MAX_TAG_VALUE_LENGTH]
+                    for k, v in (tags or {}).items() if v is not None}
         if parent:
             run_tags["mlflow.parentRunId"] = parent
-        run = client.create_run(exp_id, run_name=run_name, tags=run_tags)
-        self = cls(client, run.info.run_id, parent, run_tags, exp_id)
+        run_name = scrub(run_name) if run_name else run_name
+        old = _resumable(client, uri, exp_id, resume)
+        if old is not None:
+            client.update_run(old, status="RUNNING")
+            self = cls(client, old, parent, run_tags, exp_id)
+            self._log_tags(run_tags)
+        else:
+            run = client.create_run(exp_id, run_name=run_name, tags=run_tags)
+            self = cls(client, run.info.run_id, parent, run_tags, exp_id)
+        self.uri = uri
         self._log_params(params or {})
         return self
+
+    def identity(self) -> dict[str, str]:
+        """What a resume needs to find this run again (kept in the run directory)."""
+        return {"uri": getattr(self, "uri", ""), "experiment_id": str(self.experiment_id),
+                "run_id": self._run_id}
 
     def _log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
@@ -233,7 +274,9 @@ class MlflowRun:
     def _log_tags(self, tags: Mapping[str, str]) -> None:
         from mlflow.entities import RunTag
 
-        items = [RunTag(k, str(v)[:MAX_TAG_VALUE_LENGTH]) for k, v in tags.items()]
+        from raglab.secrets import scrub
+
+        items = [RunTag(k, scrub(str(v))[:MAX_TAG_VALUE_LENGTH]) for k, v in tags.items()]
         for batch in _chunks(items, PARAMS_PER_BATCH):
             self._client.log_batch(self._run_id, tags=batch)
 
@@ -279,6 +322,21 @@ class MlflowRun:
         self._log_tags({"raglab.error": " ".join(str(message).split())})
         _set_terminated(self._client, self._run_id, "FAILED")
         _set_terminated(self._client, self.parent_run_id, "FAILED")
+
+
+def _resumable(client, uri: str, exp_id: str, resume: Mapping[str, Any] | None) -> str | None:
+    """The run id of ``resume`` when it names a live run of this store and experiment."""
+    if not isinstance(resume, Mapping) or not resume.get("run_id"):
+        return None
+    if resume.get("uri") != uri or str(resume.get("experiment_id")) != str(exp_id):
+        return None
+    from mlflow.exceptions import MlflowException
+
+    try:
+        info = client.get_run(str(resume["run_id"])).info
+    except MlflowException:
+        return None
+    return info.run_id if info.lifecycle_stage == "active" else None
 
 
 def _sweep_parent(client, exp_id: str, uri: str, sweep_dir: Path) -> str:
