@@ -83,30 +83,31 @@ class RecordWriter:
 
         line = json.dumps(SCRUBBER.scrub_obj(record.to_json()), ensure_ascii=False,
                           allow_nan=False) + "\n"
+        start = None
         try:
             if self._fh is None:
-                self._fh = open(self.path, "a", encoding="utf-8")
-            self._fh.write(line)
+                self._fh = open(self.path, "ab")
+            start = self._fh.tell()
+            self._fh.write(line.encode("utf-8"))
             self._fh.flush()
             os.fsync(self._fh.fileno())
         except OSError as e:
-            self._drop_partial()
+            self._drop_partial(start)
             raise storage_error(e, "records.jsonl", self.path) from None
 
-    def _drop_partial(self) -> None:
-        """After a failed append, cut the file back to its last complete line."""
+    def _drop_partial(self, start: int | None) -> None:
+        """After a failed append, cut the file back to where that line began."""
         try:
             if self._fh is not None:
                 self._fh.close()
         except OSError:
             pass
         self._fh = None
+        if start is None:
+            return
         try:
-            data = self.path.read_bytes()
-            end = data.rfind(b"\n") + 1
-            if end != len(data):
-                with open(self.path, "r+b") as fh:
-                    fh.truncate(end)
+            with open(self.path, "r+b") as fh:
+                fh.truncate(start)
         except OSError:
             pass  # a torn last line is dropped by the next load anyway
 
