@@ -58,6 +58,10 @@ def url_secrets(text: str) -> list[str]:
             parts = urlsplit(m.group(0))
             if parts.password:
                 out.append(parts.password)
+                import base64  # what an HTTP client sends for it (Basic auth)
+
+                pair = f"{parts.username or ''}:{parts.password}".encode()
+                out.append(base64.b64encode(pair).decode("ascii"))
             out += [v for k, v in parse_qsl(parts.query, keep_blank_values=False)
                     if _secret_query(k)]
         except ValueError:

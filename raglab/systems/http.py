@@ -101,7 +101,7 @@ class HttpSystem:
         import requests
 
         cfg = self.cfg
-        deadline = time.monotonic() + cfg.connect_timeout_s + cfg.read_timeout_s
+        deadline = time.monotonic() + cfg.read_timeout_s
         if self._run_deadline is not None:
             deadline = min(deadline, self._run_deadline)
         try:
