@@ -201,6 +201,8 @@ class MlflowRun:
             client.update_run(old, status="RUNNING")
             self = cls(client, old, parent, run_tags, exp_id)
             self._log_tags(run_tags)
+            have = set(client.get_run(old).data.params)  # params cannot change: add new ones
+            params = {k: v for k, v in (params or {}).items() if metric_key(k) not in have}
         else:
             run = client.create_run(exp_id, run_name=run_name, tags=run_tags)
             self = cls(client, run.info.run_id, parent, run_tags, exp_id)
@@ -328,15 +330,29 @@ def _resumable(client, uri: str, exp_id: str, resume: Mapping[str, Any] | None) 
     """The run id of ``resume`` when it names a live run of this store and experiment."""
     if not isinstance(resume, Mapping) or not resume.get("run_id"):
         return None
-    if resume.get("uri") != uri or str(resume.get("experiment_id")) != str(exp_id):
-        return None
     from mlflow.exceptions import MlflowException
 
-    try:
+    try:  # run ids are unique: the same id in this store (by any URI) is the same run
         info = client.get_run(str(resume["run_id"])).info
     except MlflowException:
         return None
-    return info.run_id if info.lifecycle_stage == "active" else None
+    if info.lifecycle_stage != "active" or str(info.experiment_id) != str(exp_id):
+        return None
+    return info.run_id
+
+
+def unfinished_run(uri: str, experiment: str, resume: Mapping[str, Any] | None) -> str | None:
+    """The run a run directory started (``run.json``) when this store holds it and it is
+    not FINISHED (the store failed mid-run): ``raglab log`` finishes that run."""
+    uri = normalize_uri(uri)
+    client = _client(uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None or exp.lifecycle_stage != "active":
+        return None
+    run_id = _resumable(client, uri, exp.experiment_id, resume)
+    if run_id is None or client.get_run(run_id).info.status == "FINISHED":
+        return None
+    return run_id
 
 
 def _sweep_parent(client, exp_id: str, uri: str, sweep_dir: Path) -> str:
@@ -410,8 +426,10 @@ def _read_config(run_dir: Path) -> dict:
 def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None = None,
                 params: Mapping[str, Any] | None = None,
                 tags: Mapping[str, str] | None = None,
-                describe: Callable[[str], str] | None = None) -> str:
-    """Log a finished run directory (``raglab log RUN_DIR``); returns the MLflow run id."""
+                describe: Callable[[str], str] | None = None,
+                resume: Mapping[str, Any] | None = None) -> str:
+    """Log a finished run directory (``raglab log RUN_DIR``); returns the MLflow run id.
+    ``resume``: the run the directory started (continued when the store holds it)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run directory")
@@ -421,7 +439,7 @@ def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None =
     all_params.update(params or {})
     name = run_name or (cfg.get("run_name") if isinstance(cfg.get("run_name"), str) else None) \
         or run_dir.absolute().name
-    run = MlflowRun.start(uri, experiment, name, all_params, dict(tags or {}))
+    run = MlflowRun.start(uri, experiment, name, all_params, dict(tags or {}), resume=resume)
     try:
         run.finish(run_dir, describe=describe)
     except KeyboardInterrupt:
