@@ -35,7 +35,10 @@ def _stable(line: str) -> dict:
     rec = json.loads(line)
     if rec.get("output"):
         rec["output"].pop("latency_ms", None)
-    rec["metrics"] = {k: v for k, v in rec["metrics"].items() if not k.startswith("latency")}
+    # latency is measured, and a cost depends on which prompts the API had cached when the
+    # call was made (a cache write costs more than a read): neither is a lost or changed result
+    rec["metrics"] = {k: v for k, v in rec["metrics"].items()
+                      if not k.startswith("latency") and "cost_usd" not in k}
     rec.pop("grading_cost_usd", None)
     return rec
 
@@ -74,12 +77,15 @@ def test_twenty_sigkills_lose_nothing_repeat_no_paid_call_and_leave_no_orphan(tm
         # each paid judgment asked once: the killed runs together paid what one run paid,
         # plus at most the requests in flight at each kill (never answered, never cached)
         paid = len(srv.calls("/v1/messages"))
+        print(f"kills={kills} paid_killed={paid} paid_uninterrupted={paid_ref}")
         assert paid <= paid_ref + 2 * kills * 2, (paid, paid_ref)
     ref_recs = sorted((_stable(x) for x in (tmp_path / "ref/records.jsonl").read_text().splitlines()),
                       key=lambda r: r["case_id"])
     got = [_stable(x) for x in (tmp_path / "killed/records.jsonl").read_text().splitlines()]
     assert len(got) == len({r["case_id"] for r in got}) == len(ref_recs)  # none lost or twice
-    assert sorted(got, key=lambda r: r["case_id"]) == ref_recs  # none different
+    diffs = [d for a, b in zip(sorted(got, key=lambda r: r["case_id"]), ref_recs)
+             for d in _diff(a, b)]
+    assert not diffs, diffs[:5]  # none different
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
@@ -87,6 +93,17 @@ def test_twenty_sigkills_lose_nothing_repeat_no_paid_call_and_leave_no_orphan(tm
     runs = client.search_runs([exp.experiment_id])
     assert all(r.info.status == "FINISHED" for r in runs), [r.info.status for r in runs]
     assert len(runs) == 2  # the reference run and the killed run's one MLflow run
+
+
+def _diff(a, b, path=""):
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            yield from _diff(a.get(k), b.get(k), f"{path}.{k}")
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            yield from _diff(x, y, f"{path}.{i}")
+    elif a != b:
+        yield f"{path}: {str(a)[:80]!r} != {str(b)[:80]!r}"
 
 
 SLOW_SYSTEM = """
