@@ -14,6 +14,8 @@ commands:
   validate [overrides]   check a dataset: schema, ids, gold quotes; writes quarantine.jsonl
   log RUN_DIR [--uri URI] [--experiment NAME]
                          log a finished run directory to MLflow (e.g. after an outage)
+  compare BASELINE CANDIDATE | SWEEP --baseline JOB
+                         paired per-slice comparison; writes compare.md/.html/.json
 
 overrides are Hydra overrides, e.g. dataset.corpus=PATH dataset.cases=PATH system=replay
 system.path=PATH grader=heuristic|claude|none chunker.size=256 k=5 tracking=none.
@@ -26,6 +28,7 @@ COMMANDS = {
     "run": "raglab.commands.run",
     "validate": "raglab.commands.validate",
     "log": "raglab.commands.log",
+    "compare": "raglab.commands.compare",
 }
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from raglab.data.io import read_jsonl_tolerant
+from raglab.data.schema import Forbidden
 from raglab.data.verdicts import Verdict
 from raglab.errors import UserError
 
@@ -30,7 +31,8 @@ class GoldSummary(BaseModel):
     grades: list[Any] = Field(default_factory=list)  # graded relevance of each evidence item
     nuggets_vital: list[bool] = Field(default_factory=list)
     has_reference: bool = False
-    must_not_contain: list[str] = Field(default_factory=list)
+    # plain strings or {"text", "kind"} entries, as in the case
+    must_not_contain: list[str | Forbidden] = Field(default_factory=list)
 
 
 class CaseRecord(BaseModel):

@@ -59,6 +59,25 @@ class Nugget(Strict):
     vital: StrictBool = False
 
 
+MustNotContainKind = Literal["injection", "outdated", "secret", "distractor"]
+MUST_NOT_CONTAIN_KINDS: tuple[str, ...] = ("injection", "outdated", "secret", "distractor")
+
+
+class Forbidden(Strict):
+    """A ``must_not_contain`` entry with its kind: an injected instruction's marker, an
+    outdated value, a secret, or a distractor (a plausible wrong answer)."""
+
+    text: str = Field(min_length=1)
+    kind: MustNotContainKind | None = None
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("a must_not_contain text must not be blank")
+        return v
+
+
 class Case(Strict):
     id: str = Field(min_length=1)
     question: str = Field(min_length=1)
@@ -69,7 +88,8 @@ class Case(Strict):
     nuggets: list[Nugget] = Field(default_factory=list)
     answerable: StrictBool = True
     tags: dict[str, str] = Field(default_factory=dict)
-    must_not_contain: list[str] = Field(default_factory=list)
+    # plain strings, or {"text": ..., "kind": ...} objects (Forbidden)
+    must_not_contain: list[str | Forbidden] = Field(default_factory=list)
 
     @field_validator("question")
     @classmethod

@@ -1,18 +1,22 @@
 """The offline, deterministic grader (no model, no key).
 
 What it does, and its limits (also in the README):
-- claims: the answer's sentences (and ';'-separated clauses), with citation markers,
-  greetings, hedges and refusal sentences dropped. Pronouns are NOT resolved.
+- claims: raglab.text.answers.claims_of: the answer's sentences (and ';'-separated
+  clauses), headings, citation markers, greetings, hedges and refusal clauses dropped (the
+  facts beside a refusal are kept; "Yes." is a claim). Pronouns are NOT resolved.
 - verification: each claim is aligned with the context sentence covering most of its
   content terms (light stemming; rapidfuzz token ratio breaks ties). Covered at
   ``support_threshold`` or above: SUPPORTED, unless a number, a negation or a capitalised
-  entity of the claim disagrees with that sentence (CONTRADICTED). Partly covered with such
-  a disagreement: CONTRADICTED. Otherwise NOT_FOUND. Paraphrases with other words are
-  missed (NOT_FOUND), and contradictions that need world knowledge are missed.
-- nuggets: term coverage of the nugget by the answer (YES / PARTIAL / NO thresholds); a
-  number of the nugget missing from the answer caps it at PARTIAL.
-- relevance: how much of the question the answer covers, and how many of its sentences
-  touch the question at all.
+  entity of the claim disagrees with that sentence (CONTRADICTED; entities are compared
+  word by word, so a heading glued to its sentence is no disagreement). Partly covered with
+  a number or negation disagreement: CONTRADICTED. Otherwise NOT_FOUND. Paraphrases with
+  other words are missed (NOT_FOUND), and contradictions that need world knowledge are
+  missed.
+- nuggets: term coverage of the nugget by the answer (YES / PARTIAL / NO thresholds); then
+  the answer sentence aligned with the nugget must agree in polarity and numbers (else NO);
+  a number of the nugget missing from the answer caps it at PARTIAL.
+- relevance: :func:`judge_relevance` (topic coverage, the asked slot, the question's own
+  numbers and names, off-question sentences).
 """
 
 from __future__ import annotations
@@ -26,38 +30,24 @@ from rapidfuzz import fuzz
 from raglab.config import DecompositionCfg
 from raglab.data.schema import Strict
 from raglab.registry import register
+from raglab.text.answers import answer_sentences, claims_of, strip_citations
+from raglab.text.lexical import NUMBER, STOPWORDS, content_terms
 from raglab.text.normalize import normalize
-from raglab.metrics.generation import is_refusal_text
-from raglab.text.lexical import NUMBER, content_terms
-from raglab.text.sentences import split_sentences, strip_citations
+from raglab.text.sentences import split_sentences
 
-_HEDGE_PREFIX = re.compile(
-    r"^(i think|i believe|it seems( that)?|it appears( that)?|probably|perhaps|maybe|"
-    r"in short|overall|basically|to summari[sz]e|based on the (documents|passages|context)),?\s+",
-    re.I)
-_NON_CLAIM = re.compile(
-    r"^(hi|hello|hey|thanks|thank you|hope (this|that) helps|let me know|feel free|"
-    r"please (let|reach|contact)|sure|of course|great question|good question)\b", re.I)
+__all__ = ["HeuristicGrader", "context_windows", "decompose", "judge_nugget",
+           "judge_relevance", "split_sentences", "strip_citations", "verify_claim"]
+
 _NEGATION = re.compile(r"\b(not|no|never|cannot|can't|won't|isn't|aren't|doesn't|don't|"
                        r"didn't|without|none|nor)\b", re.I)
 _ENTITY = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][a-zA-Z0-9]+(?:\s+[A-Z][a-zA-Z0-9]+)*)")
 
 
 def decompose(answer: str, max_claims: int, drop_hedges: bool) -> list[str]:
-    claims: list[str] = []
-    for sent in split_sentences(strip_citations(answer)):
-        sent = sent.lstrip("#*-• ").strip()
-        if not sent or is_refusal_text(sent):
-            continue
-        if drop_hedges:
-            if _NON_CLAIM.match(sent):
-                continue
-            sent = _HEDGE_PREFIX.sub("", sent)
-        for clause in re.split(r";\s+", sent):
-            clause = clause.strip(" ;")
-            if len(content_terms(clause)) >= 2:
-                claims.append(clause)
-    return claims[:max_claims]
+    """Claims of an answer (raglab.text.answers.claims_of): its sentences and ';'-clauses,
+    headings, citation markers and refusal clauses apart; with ``drop_hedges`` greetings and
+    hedges too."""
+    return claims_of(answer, max_claims, drop_hedges)
 
 
 def _numbers(text: str) -> set[str]:
@@ -68,18 +58,22 @@ def _negated(text: str) -> bool:
     return bool(_NEGATION.search(text))
 
 
-def _entities(text: str) -> set[str]:
-    return {normalize(e) for e in _ENTITY.findall(text)}
+def _entity_tokens(text: str) -> set[str]:
+    """Tokens of the capitalised names of a text (not its first word, not stopwords)."""
+    return {t for e in _ENTITY.findall(text) for t in normalize(e).split() if t not in STOPWORDS}
 
 
 def _disagreement(claim: str, sentence: str) -> str | None:
+    """How a claim disagrees with its aligned context sentence: a number of the claim the
+    sentence lacks while it states others, opposite polarity, or each naming an entity the
+    other does not (token-wise, so a heading glued to its sentence is no disagreement)."""
     cn, sn = _numbers(claim), _numbers(sentence)
     if cn and sn and not cn <= sn:
         return "number"
     if _negated(claim) != _negated(sentence):
         return "negation"
-    ce, se = _entities(claim), _entities(sentence)
-    if ce and se and not (ce & se) and not ce <= set(normalize(sentence).split()):
+    ce, se = _entity_tokens(claim), _entity_tokens(sentence)
+    if ce - set(normalize(sentence).split()) and se - set(normalize(claim).split()):
         return "entity"
     return None
 
@@ -121,30 +115,140 @@ def verify_claim(claim: str, windows: list[tuple[str, frozenset[str], str, int]]
     return "NOT_FOUND", sent
 
 
+_CLAUSE_SPLIT = re.compile(r"\s*[;,:]\s*|\s+(?:but|so|because|although|though|whereas|unless)"
+                           r"\s+", re.I)
+
+
+def _aligned_clauses(terms: set[str], text: str) -> tuple[list[str], int]:
+    """The clauses of ``text`` (its sentences cut at commas and conjunctions) that cover
+    most of ``terms``, and how many terms they cover."""
+    best: list[str] = []
+    best_cov = 0
+    for sent in split_sentences(text):
+        for clause in _CLAUSE_SPLIT.split(sent):
+            cov = len(terms & set(content_terms(clause)))
+            if cov > best_cov:
+                best, best_cov = [clause], cov
+            elif cov == best_cov and cov > 0:
+                best.append(clause)
+    return best, best_cov
+
+
 def judge_nugget(nugget: str, answer: str, yes: float, partial: float) -> tuple[str, str | None]:
+    """YES / PARTIAL / NO by term coverage of the nugget, then clause by clause: an answer
+    clause aligned with a clause of the nugget but of opposite polarity makes it NO when it
+    covers that clause (at ``yes``), else caps it at PARTIAL; another number where the
+    nugget has one (in the aligned clause) is NO; a number of the nugget missing from the
+    answer caps it at PARTIAL."""
     terms = set(content_terms(nugget))
     if not terms:
         return "NO", None
-    a_terms = set(content_terms(strip_citations(answer)))
-    cov = 100.0 * len(terms & a_terms) / len(terms)
-    missing_number = bool(_numbers(nugget) - _numbers(answer))
-    if cov >= yes and not missing_number:
-        return "YES", None
-    if cov >= partial:
-        return "PARTIAL", None
-    return "NO", None
+    text = strip_citations(answer)
+    cov = 100.0 * len(terms & set(content_terms(text))) / len(terms)
+    if cov < partial:
+        return "NO", None
+    capped = False
+    for part in _CLAUSE_SPLIT.split(nugget):  # each clause of the nugget, its own polarity
+        p_terms = set(content_terms(part))
+        p_clauses, p_n = _aligned_clauses(p_terms, text)
+        if p_n and not any(_negated(c) == _negated(part) for c in p_clauses):
+            if 100.0 * p_n / len(p_terms) >= yes:
+                return "NO", p_clauses[0]
+            capped = True
+    clauses, n = _aligned_clauses(terms, text)
+    strong = 100.0 * n / len(terms) >= yes
+    evidence = clauses[0] if clauses else None
+    nn = _plain_numbers(nugget)
+    missing_number = bool(nn - _plain_numbers(text))
+    if missing_number and strong and any(_plain_numbers(c) and not nn & _plain_numbers(c)
+                                         for c in clauses):
+        return "NO", evidence
+    if cov >= yes and not missing_number and not capped:
+        return "YES", evidence
+    return "PARTIAL", evidence
+
+
+# What a question asks for, when it asks for a value: a quantity or a time.
+_ASKS_QUANTITY = re.compile(
+    r"\bhow\s+(many|much|long|often|soon|late|far|big|large|old)\b"
+    r"|\bwhat\s+(percentage|percent|rate|fee|price|cost|amount|number|limit|size)\b"
+    r"|\b(max|maximum|min|minimum)\b", re.I)
+_ASKS_TIME = re.compile(r"^\s*when\b|\bwhen\s+(do|does|is|are|will|can|should|did|would|"
+                        r"must)\b|\bwhat\s+(time|date|day)\b|\bby\s+when\b|\bwhich\s+day\b",
+                        re.I)
+_QUANTITY = re.compile(
+    r"\d|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|once|twice|"
+    r"daily|weekly|monthly|yearly|annually|hourly|free|unlimited|no\s+limit|none|half|"
+    r"dozen|hundred|thousand)\b", re.I)
+_TIME = re.compile(
+    r"\d|\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|february|"
+    r"march|april|may|june|july|august|september|october|november|december|today|"
+    r"tomorrow|tonight|yesterday|immediately|instantly|now|next|after|before|until|"
+    r"renewal|end|start|beginning|daily|weekly|monthly|annually|yearly|midnight|noon|once|"
+    r"every|morning|evening|night|week|month|year|quarter|day)\b", re.I)
+_ON_QUESTION = 0.25  # a sentence touches the question when it covers this share of its terms
+_TOPIC_MIN = 0.34    # an answer covering less of the question's terms is off topic
+
+
+def asked_slot(question: str) -> str | None:
+    """``"quantity"`` or ``"time"`` when the question asks for such a value, else None."""
+    if _ASKS_QUANTITY.search(question):
+        return "quantity"
+    if _ASKS_TIME.search(question):
+        return "time"
+    return None
+
+
+_PLAIN_NUMBER = re.compile(r"\b\d+(?:[.,]\d+)*(?:st|nd|rd|th)?\b")
+_CALENDAR = frozenset("""monday tuesday wednesday thursday friday saturday sunday january
+february march april may june july august september october november december""".split())
+
+
+def _names(text: str) -> set[str]:
+    """Content terms of the capitalised names of a text, calendar words apart."""
+    return set(content_terms(" ".join(_ENTITY.findall(text)))) - _CALENDAR - {"i"}
+
+
+def _plain_numbers(text: str) -> set[str]:
+    """Standalone numbers (not the digits of a code such as T2), without leading zeros."""
+    return {n.replace(",", "").lstrip("0") or "0" for n in _PLAIN_NUMBER.findall(text)}
+
+
+def _other_subject(question: str, text: str, a_terms: set[str]) -> str | None:
+    """Why the answer is about something else: it states none of the question's numbers
+    but others, or none of its (two or more) names but others."""
+    qn, an = _plain_numbers(question), _plain_numbers(text)
+    if qn and an and not qn & an:
+        return f"asks about {', '.join(sorted(qn))}; the answer states {', '.join(sorted(an))}"
+    keys = _names(question)
+    others = _names(text) - set(content_terms(question))
+    if len(keys) >= 2 and not keys & a_terms and others:
+        return f"asks about {', '.join(sorted(keys))}; answers about {', '.join(sorted(others))}"
+    return None
 
 
 def judge_relevance(question: str, answer: str) -> tuple[str, str]:
+    """DIFFERENT_QUESTION when the answer covers under a third of the question's terms,
+    gives no value of the kind asked (a quantity, a time), or answers about other numbers
+    or names than the question's; ADDS_UNNEEDED when half or
+    more of its sentences do not touch the question; else ANSWERS_AS_ASKED."""
     q = set(content_terms(question))
-    sents = split_sentences(strip_citations(answer))
-    a_terms = set(content_terms(answer))
+    sents = [s.text for s in answer_sentences(answer) if not s.heading]
+    text = " ".join(sents)
+    a_terms = set(content_terms(text))
     q_cov = len(q & a_terms) / len(q) if q else 0.0
-    if q_cov < 0.25:
+    if q_cov < _TOPIC_MIN:
         return "DIFFERENT_QUESTION", f"answer covers {q_cov:.0%} of the question's terms"
-    touching = sum(1 for s in sents if q & set(content_terms(s)))
-    if sents and touching / len(sents) < 0.5:
-        return "ADDS_UNNEEDED", f"{len(sents) - touching} of {len(sents)} sentences off the question"
+    slot = asked_slot(question)
+    if slot and not (_QUANTITY if slot == "quantity" else _TIME).search(text):
+        return "DIFFERENT_QUESTION", f"the question asks for a {slot}; the answer gives none"
+    other = _other_subject(question, text, a_terms)
+    if other:
+        return "DIFFERENT_QUESTION", other
+    need = max(1, round(_ON_QUESTION * len(q)))
+    off = sum(1 for s in sents if len(q & set(content_terms(s))) < need)
+    if sents and 2 * off >= len(sents):
+        return "ADDS_UNNEEDED", f"{off} of {len(sents)} sentences off the question"
     return "ANSWERS_AS_ASKED", f"answer covers {q_cov:.0%} of the question's terms"
 
 

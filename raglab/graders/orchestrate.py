@@ -10,13 +10,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from raglab.graders.heuristic import decompose
-from raglab.text.sentences import split_sentences, strip_citations
-from raglab.graders.spec import FAMILY_PROMPTS
 from raglab.cache import StageCache, content_key
 from raglab.data.verdicts import Grader, Verdict
+from raglab.graders.spec import FAMILY_PROMPTS
 from raglab.llm.client import LLMCallError
 from raglab.llm.cost import current_meter, metering
+from raglab.text.answers import answer_sentences, citations_of, factual_sentences
 
 #: a grader call that still failed after its retries (the LLM client's error)
 GraderCallError = LLMCallError
@@ -82,7 +81,8 @@ class Grading:
                 for i, (c, r) in enumerate(zip(ref_claims, res))]
 
     async def grade(self, case: Any, output: dict[str, Any]) -> tuple[list[dict], int]:
-        """Verdicts for one case and the number of factual sentences of its answer."""
+        """Verdicts for one case and the number of factual sentences of its answer (of
+        :func:`raglab.text.answers.answer_sentences`, the one split citations index)."""
         answer = output.get("answer")
         if answer is None:
             return [], 0
@@ -112,9 +112,11 @@ class Grading:
             claim_verdicts("faithfulness", claims))]
         if case.answerable and case.reference_answer:
             jobs.append(self._correctness(q, case.reference_answer, answer))
-        jobs.append(self._family(
-            "relevance", "rubric", self._cached("relevance", "relevance", q, answer),
-            lambda res: [self._verdict("relevance", "rubric", label=res[0], evidence=res[1])]))
+        if case.answerable:  # relevance does not apply to unanswerable cases
+            jobs.append(self._family(
+                "relevance", "rubric", self._cached("relevance", "relevance", q, answer),
+                lambda res: [self._verdict("relevance", "rubric", label=res[0],
+                                           evidence=res[1])]))
         if case.answerable and case.nuggets:
             texts = [n.text for n in case.nuggets]
             jobs.append(self._family(
@@ -122,13 +124,14 @@ class Grading:
                 lambda res: [self._verdict("nuggets", "nugget", item=t, label=lab, evidence=ev,
                                            index=i, vital=case.nuggets[i].vital)
                              for i, (t, (lab, ev)) in enumerate(zip(texts, res))]))
-        sentences = split_sentences(answer)
-        factual = sum(1 for s in sentences if _is_factual(s))
-        pairs = [(c["sentence"], p) for c in output.get("citations", [])
-                 for p in c.get("context", [])
-                 if c["sentence"] < len(sentences) and p < len(context)]
+        sentences = answer_sentences(answer)
+        is_factual = set(factual_sentences(answer))
+        # one verification per (factual sentence, cited passage) pair
+        pairs = sorted({(c["sentence"], p) for c in citations_of(output)
+                        for p in c.get("context", [])
+                        if c["sentence"] in is_factual and 0 <= p < len(context)})
         for si, pi in pairs:
-            sent = strip_citations(sentences[si])
+            sent = sentences[si].text
             jobs.append(self._family(
                 "citations", "claim",
                 self._cached("citations", "verify", [sent], [context[pi]], "citations"),
@@ -137,10 +140,4 @@ class Grading:
                     sentence=si, passage=pi)]))
         for part in await asyncio.gather(*jobs):
             verdicts += part
-        return verdicts, factual
-
-
-def _is_factual(sentence: str) -> bool:
-    """A sentence with at least one claim (the offline decomposition, for every grader)."""
-    return bool(decompose(sentence, 1, True))
-
+        return verdicts, len(is_factual)

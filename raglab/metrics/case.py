@@ -9,6 +9,7 @@ from raglab.text.normalize import count_tokens
 from raglab.metrics import generation as gen
 from raglab.metrics.catalog import METRICS, STAGES, stage_metric_names
 from raglab.metrics.retrieval import context_metrics, graded_context_precision, ranked_list_metrics
+from raglab.text.answers import citations_of, factual_sentences
 
 
 def stage_cutoffs(cutoffs: Sequence[int], depth: int) -> list[int]:
@@ -64,7 +65,7 @@ def case_metrics(record: dict[str, Any], cutoffs: Sequence[int], k: int,
     graded = bool(record.get("graded"))
     abst = gen.abstained(answer, verdicts)
     m.update(gen.abstention_metrics(abst, gold["answerable"]))
-    m["must_not_contain_rate"] = gen.must_not_contain(answer, gold["must_not_contain"])
+    m.update(gen.must_not_contain_metrics(answer, gold["must_not_contain"]))
     if not graded or answer is None:
         return m
     m["grading_cost_usd"] = record.get("grading_cost_usd")
@@ -72,12 +73,14 @@ def case_metrics(record: dict[str, Any], cutoffs: Sequence[int], k: int,
     if scored:
         m["final.context_precision_graded"] = graded_context_precision(judged["context"],
                                                                        verdicts)
-    citations = out.get("citations") or []
-    cited = {c["sentence"] for c in citations if c.get("context")}
-    m.update(gen.citation_metrics(verdicts, record.get("n_factual_sentences", 0), cited,
+    # explicit citations, else the answer's [n] markers, for every system
+    citations = citations_of(out)
+    n_ctx = len(out.get("context") or [])
+    cited = {c["sentence"] for c in citations if any(0 <= p < n_ctx for p in c["context"])}
+    m.update(gen.citation_metrics(verdicts, factual_sentences(answer), cited,
                                   bool(citations)))
     m["correctness"] = gen.correctness(verdicts, bool(abst), gold["answerable"],
                                        gold["has_reference"])
-    m["relevance"] = gen.relevance(verdicts, bool(abst))
+    m["relevance"] = gen.relevance(verdicts, bool(abst), gold["answerable"])
     m.update(gen.nugget_metrics(verdicts, gold["nuggets_vital"], gold["answerable"], bool(abst)))
     return m

@@ -7,11 +7,12 @@ FAMILIES = ("retrieval", "faithfulness", "citations", "correctness", "relevance"
 CODE_VERSIONS = {
     "retrieval": 2,  # 2: evidence found on the union of a document's hits; context precision
                      # a share (average precision apart); null for unanswerable cases
-    "faithfulness": 2,  # 2: claim verdicts name the supporting passage
-                        # (final.context_precision_graded)
-    "citations": 1,
-    "correctness": 2,  # 2: reference claims checked against the answer
-    "relevance": 1,
-    "nuggets": 1,
-    "abstention": 1,
+    "faithfulness": 3,  # 2: claim verdicts name the supporting passage
+                        # (final.context_precision_graded); 3: partial refusals keep their
+                        # facts; headings apart; entity check token by token
+    "citations": 2,  # 2: markers attach to the sentence they follow; coverage not clamped
+    "correctness": 3,  # 2: reference claims checked against the answer; 3: a refusal is 0
+    "relevance": 2,  # 2: a refusal is 0, null when unanswerable; slot/key-term/off-question rubric
+    "nuggets": 2,  # 2: polarity and numbers of the aligned sentence; PARTIAL for implied
+    "abstention": 2,  # 2: an abstention asserts nothing; must_not_contain kinds and rates
 }

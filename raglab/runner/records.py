@@ -19,7 +19,8 @@ def gold_summary(case: Case) -> dict[str, Any]:
     return {"answerable": case.answerable, "grades": [e.grade for e in case.evidence],
             "nuggets_vital": [n.vital for n in case.nuggets],
             "has_reference": bool(case.reference_answer),
-            "must_not_contain": list(case.must_not_contain)}
+            "must_not_contain": [m if isinstance(m, str) else m.model_dump(exclude_none=True)
+                                 for m in case.must_not_contain]}
 
 
 def gold_items(case: Case, dataset: Dataset) -> list[GoldItem]:

@@ -5,17 +5,15 @@ client or None)`` and has ``generate(question, context_texts) -> dict`` with ``a
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import Field
 
-from raglab.data.schema import Citation, Strict
+from raglab.data.schema import Strict
 from raglab.registry import register
-from raglab.text.sentences import sentence_spans
+from raglab.text.answers import parse_citations
 from raglab.text.lexical import content_terms, coverage
-
-_CITE = re.compile(r"\[(\d+)\]")
+from raglab.text.sentences import segments
 
 
 class ExtractiveGenCfg(Strict):
@@ -45,16 +43,15 @@ def render_prompt(template: str, question: str, context_texts: list[str]) -> str
 def generate_extractive(question: str, context_texts: list[str], cfg: Any) -> dict[str, Any]:
     """Pick the context sentences covering most of the question's content terms.
 
-    Answers ``cfg.refusal`` when no sentence covers at least ``cfg.min_score`` of them.
+    Headings are never picked, nor glued to the sentence below them. Answers
+    ``cfg.refusal`` when no sentence covers at least ``cfg.min_score`` of them.
     """
     q = set(content_terms(question))
     scored: list[tuple[float, int, int, str]] = []
     for ci, text in enumerate(context_texts):
-        for si, (s, e) in enumerate(sentence_spans(text)):
-            sent = " ".join(text[s:e].split())
-            if sent.startswith("#"):
-                sent = sent.lstrip("# ")
-            scored.append((coverage(q, sent), ci, si, sent))
+        for si, seg in enumerate(segments(text)):
+            if not seg.heading:
+                scored.append((coverage(q, seg.text), ci, si, seg.text))
     scored.sort(key=lambda r: (-r[0], r[1], r[2]))
     picked = [r for r in scored[: cfg.max_sentences] if r[0] >= cfg.min_score and r[0] > 0]
     seen: set[str] = set()
@@ -62,22 +59,10 @@ def generate_extractive(question: str, context_texts: list[str], cfg: Any) -> di
     if not picked:
         return {"answer": cfg.refusal, "citations": [], "usage": {"cost_usd": 0.0}}
     picked.sort(key=lambda r: (r[1], r[2]))
-    sentences, citations = [], []
-    for i, (_, ci, _, sent) in enumerate(picked):
-        sentences.append(f"{sent} [{ci + 1}]")
-        citations.append(Citation(sentence=i, context=[ci]).model_dump())
-    return {"answer": " ".join(sentences), "citations": citations, "usage": {"cost_usd": 0.0}}
-
-
-def citations_from_answer(answer: str, n_context: int) -> list[dict[str, Any]]:
-    """[n] markers per sentence of a generated answer -> citations (0-based context index)."""
-    out = []
-    for i, (s, e) in enumerate(sentence_spans(answer)):
-        refs = sorted({int(m.group(1)) - 1 for m in _CITE.finditer(answer[s:e])
-                       if 1 <= int(m.group(1)) <= n_context})
-        if refs:
-            out.append({"sentence": i, "context": refs})
-    return out
+    answer = " ".join(f"{sent} [{ci + 1}]" for _, ci, _, sent in picked)
+    # the citations index the one answer split (raglab.text.answers) the graders use
+    return {"answer": answer, "citations": parse_citations(answer, len(context_texts)),
+            "usage": {"cost_usd": 0.0}}
 
 
 def generate_anthropic(question: str, context_texts: list[str], cfg: Any, prompt: Any,
@@ -90,7 +75,7 @@ def generate_anthropic(question: str, context_texts: list[str], cfg: Any, prompt
                      max_tokens=cfg.max_tokens, purpose="generate")
     resp = llm.complete_sync(req)
     answer = resp.text.strip()
-    return {"answer": answer, "citations": citations_from_answer(answer, len(context_texts)),
+    return {"answer": answer, "citations": parse_citations(answer, len(context_texts)),
             "usage": resp.usage_dict(), "cached": resp.cached, "latency_ms": resp.latency_ms}
 
 

@@ -20,7 +20,7 @@ from raglab.systems.base import SystemRequest, WorkCounter
 from raglab.systems.index.store import build_or_load_index
 from raglab.text.normalize import count_tokens
 
-GENERATION_VERSION = 1
+GENERATION_VERSION = 2  # 2: headings never glued to answers; citations from the shared split
 #: the groups the reference pipeline is built from (in pipeline order)
 PIPELINE_GROUPS = ("chunker", "embedder", "reranker", "generator")
 

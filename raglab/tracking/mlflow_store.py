@@ -499,3 +499,66 @@ def summarize_sweep(uri: str, experiment: str, sweep_dir: Path, name: str,
                        mlflow_ui.view_state(view_params, view_metrics,
                                             f"tags.`mlflow.parentRunId` = '{parent_id}'"))
     return parent_id, exp.experiment_id, mlflow_ui.view_url(uri, exp.experiment_id, view_id)
+
+
+# ---- reading runs back (raglab compare) ----------------------------------------------------
+RUN_FILES = ("records.jsonl", "metrics.json", "config.yaml")
+
+
+def _existing_client(uri: str):
+    """A client for a store that must already exist (reading never creates a database)."""
+    uri = normalize_uri(uri)
+    check_tracking(uri)
+    db = sqlite_path(uri)
+    if db is not None and not db.is_file():
+        raise UserError(f"no MLflow store at {db}")
+    return _client(uri)
+
+
+def _run_info(run) -> dict[str, Any]:
+    tags = dict(run.data.tags)
+    return {"run_id": run.info.run_id, "status": run.info.status,
+            "run_name": run.info.run_name or tags.get("mlflow.runName"),
+            "tags": tags, "params": dict(run.data.params),
+            "parent_run_id": tags.get("mlflow.parentRunId")}
+
+
+def read_run(run_id: str, uri: str, dest: Path) -> dict[str, Any]:
+    """Download a run's ``records.jsonl``, ``metrics.json`` and ``config.yaml`` (those it has)
+    into ``dest``; return its id, status, name, tags, params and parent id.
+    UserError when the store or the run does not exist."""
+    from mlflow.exceptions import MlflowException
+
+    client = _existing_client(uri)
+    try:
+        run = client.get_run(run_id)
+    except MlflowException:
+        raise UserError(f"unknown MLflow run id {run_id!r} in {ui_command(uri).split()[-1]}") \
+            from None
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    present = {f.path for f in client.list_artifacts(run_id)}
+    for name in RUN_FILES:
+        if name in present:
+            client.download_artifacts(run_id, name, str(dest))
+    return _run_info(run)
+
+
+def child_runs(parent_run_id: str, uri: str) -> list[dict[str, Any]]:
+    """The child runs of a sweep's parent run, oldest first (``_run_info`` dicts)."""
+    client = _existing_client(uri)
+    parent = client.get_run(parent_run_id)
+    runs = client.search_runs([parent.info.experiment_id],
+                              filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'",
+                              max_results=10000, order_by=["attributes.start_time ASC"])
+    return [_run_info(r) for r in runs]
+
+
+def log_files_to_run(run_id: str, uri: str, paths: list[Path], artifact_path: str | None = None,
+                     tags: Mapping[str, str] | None = None) -> None:
+    """Add files as artifacts of an existing run (any status) and set tags on it."""
+    client = _existing_client(uri)
+    for path in paths:
+        client.log_artifact(run_id, str(path), artifact_path=artifact_path)
+    for key, value in (tags or {}).items():
+        client.set_tag(run_id, key, str(value)[:MAX_TAG_VALUE_LENGTH])

@@ -34,7 +34,8 @@ def test_faithfulness_and_contradictions_apart():
 
 def test_abstention_is_null_faithfulness_and_a_false_refusal_when_answerable():
     m = case_metrics(_record(answer="I don't know.", verdicts=[DEC0]), [1], 1, 1)
-    assert m["faithfulness"] is None and m["relevance"] is None
+    assert m["faithfulness"] is None
+    assert m["relevance"] == 0.0 and m["correctness"] == 0.0  # refusing is no free pass
     assert m["false_refusal_rate"] == 1.0
     assert m["vital_nugget_recall"] == 0.0 and m["all_vital_present"] == 0.0
 
@@ -60,7 +61,8 @@ def test_nugget_weights():
 
 def test_citations_only_when_the_output_cites():
     vs = [DEC2, v("citations", "SUPPORTED"), v("citations", "NOT_FOUND")]
-    m = case_metrics(_record(verdicts=vs, citations=[{"sentence": 0, "context": [0]}], factual=2),
+    m = case_metrics(_record(answer="Refunds take five days. Fees are waived on Pro plans.",
+                             verdicts=vs, citations=[{"sentence": 0, "context": [0]}], factual=2),
                      [1], 1, 1)
     assert m["citation_precision"] == 0.5 and m["citation_coverage"] == 0.5
     m2 = case_metrics(_record(verdicts=[DEC2]), [1], 1, 1)

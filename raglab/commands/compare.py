@@ -1,0 +1,149 @@
+"""``raglab compare BASELINE CANDIDATE`` and ``raglab compare SWEEP --baseline JOB``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from raglab.commands.common import conf_dir
+from raglab.commands.common import fail as _fail
+
+DESCRIPTION = """Paired, per-slice comparison of a candidate run with a baseline run (run
+directories or MLflow run ids), or of every job of a sweep (a Hydra multirun directory or an
+MLflow parent run id) with one of its jobs. Writes compare.md, compare.html and compare.json.
+Exit 0 done, 2 usage or input error, 3 metric versions differ."""
+
+EPILOG = """examples:
+  raglab compare outputs/k3 outputs/k10
+  raglab compare 0f3c...e1 9a1b...77 --uri sqlite:///mlflow.db
+  raglab compare multirun/2026-12-01/10-00-00 --baseline chunker.size=128,k=3
+settings default to conf/compare/default.yaml; --set KEY=VALUE changes one
+(e.g. --set min_slice_n=30)."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="raglab compare", description=DESCRIPTION, epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", metavar="RUN",
+                    help="BASELINE CANDIDATE, or one SWEEP with --baseline")
+    ap.add_argument("--baseline", metavar="JOB", help="the sweep's baseline job: its number, "
+                    "its name (e.g. chunker.size=128,k=3) or its MLflow run id")
+    ap.add_argument("--out", type=Path, metavar="DIR", help="output directory (default: "
+                    "compare-BASE-CAND/ next to the candidate run; for a sweep "
+                    "SWEEP/compare-vs-JOB/)")
+    ap.add_argument("--uri", default=None, metavar="URI", help="MLflow tracking URI for run "
+                    "ids (default: sqlite:///mlflow.db in the current directory)")
+    ap.add_argument("--adjust", choices=("holm", "bh"), help="p-value adjustment across the "
+                    "metric x slice family (default: holm)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="change one compare setting (alpha, confidence, n_bootstrap, seed, "
+                    "min_slice_n, max_flipped, flip_thresholds.METRIC)")
+    ap.add_argument("--allow-case-mismatch", action="store_true",
+                    help="compare the cases both runs have (says so at the top)")
+    ap.add_argument("--allow-version-mismatch", action="store_true",
+                    help="compare runs whose metric versions differ; those rows are marked "
+                    "not comparable")
+    ap.add_argument("--allow-incomplete", action="store_true",
+                    help="compare a run that did not finish (killed, failed, missing cases)")
+    return ap
+
+
+def settings(adjust: str | None, sets: list[str]):
+    """The CompareCfg: conf/compare/default.yaml, then --adjust and --set."""
+    import yaml
+    from pydantic import ValidationError
+
+    from raglab.errors import UserError
+    from raglab.report.compare_config import CompareCfg
+
+    data = yaml.safe_load((conf_dir() / "compare" / "default.yaml").read_text()) or {}
+    for item in sets:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--set {item!r}: expected KEY=VALUE")
+        parsed = yaml.safe_load(value) if value else None
+        if key.startswith("flip_thresholds."):
+            data.setdefault("flip_thresholds", {})[key.split(".", 1)[1]] = parsed
+        else:
+            data[key] = parsed
+    if adjust:
+        data["adjust"] = adjust
+    try:
+        return CompareCfg.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = ".".join(str(p) for p in err["loc"])
+        raise UserError(f"compare setting {loc}: "
+                        f"{'unknown key' if err['type'] == 'extra_forbidden' else err['msg']}") \
+            from None
+
+
+def main(argv: list[str]) -> None:
+    args = _parser().parse_args(argv)
+    from raglab.errors import UserError
+    from raglab.report.compare import VersionMismatch
+
+    try:
+        if args.baseline is not None:
+            if len(args.runs) != 1:
+                raise UserError("--baseline goes with one SWEEP (a multirun directory or an "
+                                "MLflow parent run id), not with two runs")
+            from raglab.commands.compare_sweep import run_sweep
+
+            run_sweep(args, settings(args.adjust, args.set))
+        else:
+            if len(args.runs) != 2:
+                raise UserError("expected BASELINE CANDIDATE (two runs), or SWEEP --baseline JOB")
+            run_pair(args, settings(args.adjust, args.set))
+    except VersionMismatch as e:
+        _fail(str(e), 3)
+    except UserError as e:
+        _fail(str(e), 2)
+
+
+def default_out(base, cand) -> Path:
+    from raglab.report.compare_load import safe_name
+
+    where = cand.run_dir.parent if cand.mlflow_run_id is None else (
+        cand.origin_dir.parent if cand.origin_dir is not None else Path.cwd())
+    return where / f"compare-{safe_name(base.label)}-{safe_name(cand.label)}"
+
+
+def write_outputs(out: Path, files: dict[str, str]) -> list[Path]:
+    """Each file under a temporary name, then renamed into place."""
+    from raglab.data.io import atomic_write_text
+
+    paths = []
+    for name, text in files.items():
+        atomic_write_text(out / name, text)
+        paths.append(out / name)
+    return paths
+
+
+def run_pair(args, cfg) -> None:
+    import json
+
+    from raglab.report.compare import compare_runs, load_run
+    from raglab.report.compare_render import render_html, render_md, render_terminal
+
+    base = load_run(args.runs[0], args.uri)
+    cand = load_run(args.runs[1], args.uri)
+    comp = compare_runs(base, cand, cfg, allow_case_mismatch=args.allow_case_mismatch,
+                        allow_version_mismatch=args.allow_version_mismatch,
+                        allow_incomplete=args.allow_incomplete)
+    files = {"compare.md": render_md(comp), "compare.html": render_html(comp),
+             "compare.json": json.dumps(comp.to_json(), indent=1, ensure_ascii=False,
+                                        allow_nan=False) + "\n"}
+    out = (args.out or default_out(base, cand)).resolve()
+    paths = write_outputs(out, files)
+    print(render_terminal(comp))
+    print(f"wrote {out}/compare.md, compare.html, compare.json")
+    if cand.mlflow_run_id:
+        from raglab.tracking.mlflow_store import log_files_to_run
+
+        log_files_to_run(cand.mlflow_run_id, cand.tracking_uri, paths, artifact_path="compare",
+                         tags={"raglab.compared_with": base.mlflow_run_id or str(base.run_dir)})
+        print(f"logged to MLflow run {cand.mlflow_run_id} (artifacts compare/, tag "
+              "raglab.compared_with)")
+    sys.stdout.flush()

@@ -1,0 +1,45 @@
+"""``raglab compare SWEEP --baseline JOB``: every job of a sweep against one of its jobs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from raglab.metrics.catalog import HEADLINE
+
+TERMINAL_METRICS = ("final.evidence_recall", "faithfulness", "vital_nugget_recall",
+                    "false_refusal_rate", "false_answer_rate")
+
+
+def run_sweep(args, cfg) -> None:
+    from raglab.commands.compare import write_outputs
+    from raglab.report.compare_load import DEFAULT_TRACKING_URI, safe_name
+    from raglab.report.sweep import compare_sweep, find_job, load_sweep, sweep_json
+    from raglab.report.sweep_render import (render_sweep_html, render_sweep_md,
+                                            render_sweep_terminal)
+
+    ref = args.runs[0]
+    jobs, params = load_sweep(ref, args.uri or DEFAULT_TRACKING_URI)
+    base = find_job(jobs, args.baseline)
+    if len(jobs) < 2:
+        from raglab.errors import UserError
+        raise UserError(f"the sweep {ref} has one job only: nothing to compare")
+    sc = compare_sweep(ref, jobs, params, base, cfg,
+                       allow_case_mismatch=args.allow_case_mismatch,
+                       allow_version_mismatch=args.allow_version_mismatch,
+                       allow_incomplete=args.allow_incomplete)
+    files = {"compare.md": render_sweep_md(sc), "compare.html": render_sweep_html(sc),
+             "compare.json": json.dumps(sweep_json(sc), indent=1, ensure_ascii=False,
+                                        allow_nan=False) + "\n"}
+    sweep_dir = Path(ref)
+    if args.out is not None:
+        out = args.out
+    elif sweep_dir.is_dir():
+        out = sweep_dir / f"compare-vs-{safe_name(base.name)}"
+    else:
+        out = Path.cwd() / f"compare-sweep-{ref[:8]}-vs-{safe_name(base.name)}"
+    out = out.resolve()
+    write_outputs(out, files)
+    shown = [m for m in TERMINAL_METRICS if m in HEADLINE]
+    print(render_sweep_terminal(sc, shown))
+    print(f"wrote {out}/compare.md, compare.html, compare.json")

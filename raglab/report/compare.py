@@ -1,0 +1,349 @@
+"""Paired comparison of a candidate run with a baseline run (``raglab compare``).
+
+Cases are paired on case ids; every metric is compared overall and per slice (every tag key,
+plus ``answerable``) with :func:`raglab.stats.paired_table`, and the p-values of the whole
+metric x slice family are adjusted together (Holm by default, Benjamini-Hochberg by option).
+Reads the runs' records only (DESIGN rule 1); renders nothing (see ``compare_render``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from raglab.errors import UserError
+from raglab.metrics.aggregate import slice_keys
+from raglab.metrics.catalog import HEADLINE, family_of, spec_of
+from raglab.report.compare_config import CompareCfg
+from raglab.report.compare_load import RunSource, load_run, questions
+
+__all__ = ["RunSource", "load_run", "VersionMismatch", "Comparison", "compare_runs",
+           "CompareCfg", "ROW_KEYS"]
+
+ROW_KEYS = ("metric", "slice", "baseline", "candidate", "delta", "ci_low", "ci_high",
+            "p_value", "p_adjusted", "n", "wins", "ties", "losses", "comparable")
+NOT_RECORDED = "not recorded"
+PASSED = "passed"
+
+
+class VersionMismatch(UserError):
+    """Metric versions differ where the comparison needs them equal (the CLI exits 3)."""
+
+
+@dataclass
+class Comparison:
+    baseline: RunSource
+    candidate: RunSource
+    rows: list[dict]                       # compare.json rows (exactly ROW_KEYS)
+    flipped: dict
+    diagnoses: dict
+    versions: dict
+    warnings: list[str]
+    settings: dict
+    row_info: list[dict] = field(default_factory=list)   # parallel to rows: family, kind, ...
+    slices: list[dict] = field(default_factory=list)     # [{key, value, n, small}]
+    metrics: dict = field(default_factory=dict)          # name -> {family, direction, kind}
+    _index: dict | None = field(default=None, repr=False)
+
+    def _position(self, metric: str, slice: tuple[str, str] | None) -> int | None:
+        if self._index is None:
+            self._index = {(r["metric"], None if r["slice"] is None else
+                            (r["slice"]["key"], r["slice"]["value"])): i
+                           for i, r in enumerate(self.rows)}
+        return self._index.get((metric, None if slice is None else tuple(slice)))
+
+    def row(self, metric: str, slice: tuple[str, str] | None = None) -> dict | None:
+        """The row of ``metric`` overall (``slice`` None) or in slice ``(key, value)``."""
+        i = self._position(metric, slice)
+        return None if i is None else self.rows[i]
+
+    def info(self, metric: str, slice: tuple[str, str] | None = None) -> dict | None:
+        """That row's extra facts: family, direction, kind, small, slice_n, test,
+        ci_method, significant (after adjustment)."""
+        i = self._position(metric, slice)
+        return None if i is None else self.row_info[i]
+
+    def to_json(self) -> dict:
+        def run(src: RunSource) -> dict:
+            return {"label": src.label, "ref": src.ref, "run_dir": str(src.run_dir)
+                    if src.mlflow_run_id is None else None,
+                    "mlflow_run_id": src.mlflow_run_id, "n_records": len(src.by_id())}
+
+        return {"baseline": run(self.baseline), "candidate": run(self.candidate),
+                "settings": self.settings, "warnings": self.warnings,
+                "versions": self.versions, "metrics": self.metrics, "slices": self.slices,
+                "rows": self.rows, "flipped": self.flipped, "diagnoses": self.diagnoses}
+
+
+# ---- checks ---------------------------------------------------------------------------------
+def _pair_cases(b: RunSource, c: RunSource, allow: bool, warnings: list[str]) -> list[str]:
+    bid, cid = b.by_id(), c.by_id()
+    only_b = [k for k in bid if k not in cid]
+    only_c = [k for k in cid if k not in bid]
+    shared = [k for k in bid if k in cid]
+    if only_b or only_c:
+        def some(ids: list[str]) -> str:
+            return ", ".join(ids[:3]) + (", ..." if len(ids) > 3 else "")
+        what = (f"the case sets differ: {len(only_b)} only in the baseline"
+                + (f" ({some(only_b)})" if only_b else "")
+                + f", {len(only_c)} only in the candidate" + (f" ({some(only_c)})" if only_c
+                                                             else ""))
+        if not allow:
+            raise UserError(f"{what}; pass --allow-case-mismatch to compare the "
+                            f"{len(shared)} shared cases")
+        if not shared:
+            raise UserError(f"{what}; no case is in both runs")
+        warnings.append(f"{what}: only the {len(shared)} cases in both runs are compared")
+    return shared
+
+
+def _check_versions(b: RunSource, c: RunSource, families: set[str], allow: bool,
+                    warnings: list[str]) -> tuple[dict, set[str]]:
+    vb = b.metrics.get("metric_versions") or {}
+    vc = c.metrics.get("metric_versions") or {}
+    bad = sorted(f for f in families if vb.get(f) != vc.get(f))
+    versions = {"baseline": vb, "candidate": vc,
+                "mismatched": {f: {"baseline": vb.get(f), "candidate": vc.get(f)} for f in bad}}
+    db, dc = vb.get("diagnosis"), vc.get("diagnosis")
+    if db is not None and dc is not None and db != dc:
+        warnings.append(f"the runs were diagnosed under different thresholds (diagnosis "
+                        f"version: baseline {db}, candidate {dc}): their diagnosis counts "
+                        "are not comparable")
+    if bad:
+        what = "; ".join(f"{f}: baseline {vb.get(f)}, candidate {vc.get(f)}" for f in bad)
+        if not allow:
+            raise VersionMismatch(f"metric versions differ ({what}); the runs were graded "
+                                  "differently: pass --allow-version-mismatch to compare anyway")
+        warnings.append(f"metric versions differ ({what}): those families' rows are marked "
+                        "not comparable")
+    return versions, set(bad)
+
+
+def _check_complete(runs: dict[str, RunSource], allow: bool, warnings: list[str]) -> None:
+    for role, src in runs.items():
+        why = src.incomplete()
+        if why is None:
+            continue
+        if not allow:
+            raise UserError(f"the {role} run {src.ref} did not finish ({why}); "
+                            "pass --allow-incomplete to compare it anyway")
+        warnings.append(f"the {role} run did not finish ({why})")
+
+
+# ---- the comparison -------------------------------------------------------------------------
+def _metric_names(b: RunSource, c: RunSource, ids: list[str]) -> tuple[list[str], list[str]]:
+    """Metrics reported by both runs (in the baseline's order), and those only one has."""
+    def names(src: RunSource) -> dict[str, None]:
+        seen: dict[str, None] = {}
+        by = src.by_id()
+        for cid in ids:
+            for k in by[cid]["metrics"]:
+                seen.setdefault(k, None)
+        return seen
+
+    nb, nc = names(b), names(c)
+    return [n for n in nb if n in nc], sorted(set(nb) ^ set(nc))
+
+
+def _matrix(src: RunSource, ids: list[str], names: list[str]):
+    """``(len(ids), len(names))`` floats; NaN where a metric does not apply (None)."""
+    import numpy as np
+
+    by = src.by_id()
+    rows = [[m.get(n) for n in names] for m in (by[cid]["metrics"] for cid in ids)]
+    try:
+        return np.array(rows, dtype=float)   # None becomes NaN
+    except (TypeError, ValueError):          # a non-numeric value somewhere: cell by cell
+        out = np.full((len(ids), len(names)), np.nan)
+        for i, row in enumerate(rows):
+            for j, v in enumerate(row):
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    out[i, j] = v
+        return out
+
+
+def _slice_groups(b: RunSource, ids: list[str]) -> dict[tuple[str, str], list[int]]:
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    by = b.by_id()
+    for i, cid in enumerate(ids):
+        r = by[cid]
+        if "gold" not in r:
+            r = {**r, "gold": {"answerable": True}}
+        for k, v in slice_keys(r).items():
+            groups[(k, v)].append(i)
+    return dict(sorted(groups.items()))
+
+
+def _num(x) -> float | None:
+    return None if x is None else float(x)
+
+
+def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
+                 allow_case_mismatch: bool = False, allow_version_mismatch: bool = False,
+                 allow_incomplete: bool = False) -> Comparison:
+    """Compare ``candidate`` with ``baseline``. UserError on an incomplete run or different
+    case sets, VersionMismatch on different metric versions (unless allowed)."""
+    import numpy as np
+
+    from raglab.stats import adjust_pvalues, paired_table
+
+    warnings: list[str] = []
+    _check_complete({"baseline": baseline, "candidate": candidate}, allow_incomplete, warnings)
+    ids = _pair_cases(baseline, candidate, allow_case_mismatch, warnings)
+    names, unpaired = _metric_names(baseline, candidate, ids)
+    families = {f for f in map(family_of, names) if f}
+    versions, bad = _check_versions(baseline, candidate, families, allow_version_mismatch,
+                                    warnings)
+    metrics = {}
+    for n in names:
+        spec = spec_of(n)
+        metrics[n] = {"family": spec.family if spec else None,
+                      "direction": spec.direction if spec else "none",
+                      "kind": spec.kind if spec else "share",
+                      "headline": n in HEADLINE}
+    kinds = [metrics[n]["kind"] for n in names]
+    directions = [metrics[n]["direction"] for n in names]
+    B, C = _matrix(baseline, ids, names), _matrix(candidate, ids, names)
+    groups: list[tuple[tuple[str, str] | None, Any]] = [(None, np.arange(len(ids)))]
+    groups += [(key, np.asarray(idx)) for key, idx in _slice_groups(baseline, ids).items()]
+    rows, info, slices = [], [], []
+    tables = [paired_table(B[idx], C[idx], kinds, directions, confidence=cfg.confidence,
+                           n_resamples=cfg.n_bootstrap, seed=cfg.seed) for _, idx in groups]
+    for (key, idx), stats in zip(groups, tables):
+        b, c = B[idx], C[idx]
+        both = ~np.isnan(b) & ~np.isnan(c)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cnt = both.sum(axis=0)
+            mb = np.where(both, b, 0.0).sum(axis=0) / np.maximum(cnt, 1)
+            mc = np.where(both, c, 0.0).sum(axis=0) / np.maximum(cnt, 1)
+        small = key is not None and len(idx) < cfg.min_slice_n
+        if key is not None:
+            slices.append({"key": key[0], "value": key[1], "n": int(len(idx)), "small": small})
+        for j, (name, st) in enumerate(zip(names, stats)):
+            fam = metrics[name]["family"]
+            comparable = fam not in bad
+            rows.append({
+                "metric": name,
+                "slice": None if key is None else {"key": key[0], "value": key[1]},
+                "baseline": float(mb[j]) if cnt[j] else None,
+                "candidate": float(mc[j]) if cnt[j] else None,
+                "delta": _num(st.delta), "ci_low": _num(st.ci_low), "ci_high": _num(st.ci_high),
+                "p_value": _num(st.p_value), "p_adjusted": None, "n": int(st.n),
+                "wins": int(st.wins), "ties": int(st.ties), "losses": int(st.losses),
+                "comparable": comparable})
+            info.append({"family": fam, "direction": metrics[name]["direction"],
+                         "kind": metrics[name]["kind"], "small": small,
+                         "slice_n": int(len(idx)), "test": st.test, "ci_method": st.ci_method,
+                         "significant": False})
+    family = []
+    for i, r in enumerate(rows):
+        if not r["comparable"] or r["p_value"] is None:
+            continue
+        if r["wins"] + r["losses"] == 0:   # every paired difference is zero: cannot reject
+            r["p_adjusted"] = 1.0
+            continue
+        family.append(i)
+    adjusted = adjust_pvalues([rows[i]["p_value"] for i in family], cfg.adjust)
+    for i, p in zip(family, adjusted):
+        rows[i]["p_adjusted"] = p
+        info[i]["significant"] = p is not None and p < cfg.alpha
+    settings = {"confidence": cfg.confidence, "n_bootstrap": cfg.n_bootstrap, "seed": cfg.seed,
+                "adjust": cfg.adjust, "adjust_name": ADJUST_NAMES[cfg.adjust],
+                "alpha": cfg.alpha, "min_slice_n": cfg.min_slice_n, "n_cases": len(ids),
+                "family_size": len(family), "flip_thresholds": dict(cfg.flip_thresholds),
+                "unpaired_metrics": unpaired}
+    comp = Comparison(baseline, candidate, rows, {}, {}, versions, warnings, settings, info,
+                      slices, metrics)
+    comp.flipped = flipped_cases(baseline, candidate, ids, cfg)
+    comp.diagnoses = diagnosis_counts(baseline, candidate, ids)
+    return comp
+
+
+ADJUST_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
+
+
+# ---- flipped cases and diagnoses ------------------------------------------------------------
+def passes(metric: str, value: float, threshold: float) -> bool:
+    spec = spec_of(metric)
+    if spec is not None and spec.direction == "lower":
+        return value <= threshold
+    return value >= threshold
+
+
+def _answer(rec: dict) -> str | None:
+    out = rec.get("output")
+    return out.get("answer") if isinstance(out, dict) else None
+
+
+def diagnosis_of(rec: dict) -> Any:
+    """A record's diagnosis: None (passed), a dict, or ``"not recorded"`` (older runs)."""
+    return rec["diagnosis"] if "diagnosis" in rec else NOT_RECORDED
+
+
+def flipped_cases(b: RunSource, c: RunSource, ids: list[str], cfg: CompareCfg) -> dict:
+    bid, cid = b.by_id(), c.by_id()
+    found: dict[str, dict[str, list[str]]] = {}
+    for metric, t in cfg.flip_thresholds.items():
+        flips: dict[str, list[str]] = {"pass_to_fail": [], "fail_to_pass": []}
+        for case in ids:
+            vb, vc = bid[case]["metrics"].get(metric), cid[case]["metrics"].get(metric)
+            if vb is None or vc is None:
+                continue
+            pb, pc = passes(metric, vb, t), passes(metric, vc, t)
+            if pb != pc:
+                flips["pass_to_fail" if pb else "fail_to_pass"].append(case)
+        found[metric] = flips
+    wanted = {x for f in found.values() for lst in f.values() for x in lst[:cfg.max_flipped]}
+    qs = questions(c, wanted) or questions(b, wanted)
+    out = {}
+    for metric, flips in found.items():
+        entry: dict[str, Any] = {"threshold": cfg.flip_thresholds[metric],
+                                 "direction": spec_of(metric).direction
+                                 if spec_of(metric) else "higher"}
+        for way, lst in flips.items():
+            entry[f"n_{way}"] = len(lst)
+            entry[way] = [{
+                "case_id": x, "question": qs.get(x),
+                "baseline": bid[x]["metrics"].get(metric),
+                "candidate": cid[x]["metrics"].get(metric),
+                "baseline_answer": _answer(bid[x]), "candidate_answer": _answer(cid[x]),
+                "baseline_diagnosis": diagnosis_of(bid[x]),
+                "candidate_diagnosis": diagnosis_of(cid[x]),
+            } for x in lst[:cfg.max_flipped]]
+        out[metric] = entry
+    return out
+
+
+def _causes(rec: dict) -> list[str]:
+    d = diagnosis_of(rec)
+    if d == NOT_RECORDED:
+        return [NOT_RECORDED]
+    if d is None:
+        return [PASSED]
+    causes = d.get("causes") if isinstance(d, dict) else None
+    return [str(x) for x in causes] if causes else ["unspecified"]
+
+
+def diagnosis_counts(b: RunSource, c: RunSource, ids: list[str]) -> dict:
+    """Cases per diagnosis cause in each run, overall and per slice (a case with several
+    causes counts once under each)."""
+    bid, cid = b.by_id(), c.by_id()
+    overall = {"baseline": Counter(), "candidate": Counter()}
+    per: dict[str, dict[str, dict[str, Counter]]] = defaultdict(
+        lambda: defaultdict(lambda: {"baseline": Counter(), "candidate": Counter()}))
+    for case in ids:
+        rb = bid[case]
+        keys = slice_keys(rb if "gold" in rb else {**rb, "gold": {"answerable": True}})
+        for role, rec in (("baseline", rb), ("candidate", cid[case])):
+            causes = _causes(rec)
+            overall[role].update(causes)
+            for k, v in keys.items():
+                per[k][v][role].update(causes)
+    recorded = {role: any("diagnosis" in r for r in (src.by_id()[x] for x in ids))
+                for role, src in (("baseline", b), ("candidate", c))}
+    return {"recorded": recorded,
+            "overall": {role: dict(cnt) for role, cnt in overall.items()},
+            "slices": {k: {v: {role: dict(cnt) for role, cnt in roles.items()}
+                           for v, roles in sorted(vals.items())}
+                       for k, vals in sorted(per.items())}}

@@ -1,0 +1,187 @@
+"""Loading a run for a comparison: a run directory or an MLflow run id (downloaded).
+
+Everything a comparison reads comes from the run's own files (``records.jsonl``,
+``metrics.json``, ``config.yaml``); nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raglab.data.io import read_jsonl_tolerant
+from raglab.errors import UserError
+
+DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
+MLFLOW_ID = re.compile(r"^[0-9a-f]{32}$")
+UNFINISHED_STATUSES = ("KILLED", "FAILED", "RUNNING", "SCHEDULED")
+
+
+@dataclass
+class RunSource:
+    ref: str                 # what the user passed
+    run_dir: Path            # local directory (an MLflow run is downloaded to a temp dir)
+    label: str               # short name (run_name, sweep overrides, or dir name)
+    config: dict             # config.yaml
+    metrics: dict            # metrics.json ({} when missing: the run is incomplete)
+    records: list[dict]      # records.jsonl lines, in file order
+    mlflow_run_id: str | None = None
+    tracking_uri: str | None = None
+    status: str | None = None          # MLflow status (None for a run directory)
+    origin_dir: Path | None = None     # where an MLflow run was written (its raglab.run_dir)
+    _by_id: dict[str, dict] | None = field(default=None, repr=False, compare=False)
+
+    def by_id(self) -> dict[str, dict]:
+        """Records by case id (a case written twice: the last line wins)."""
+        if self._by_id is None:
+            self._by_id = {r["case_id"]: r for r in self.records}
+        return self._by_id
+
+    def incomplete(self) -> str | None:
+        """Why this run did not finish, or None."""
+        if self.status in UNFINISHED_STATUSES:
+            return f"its MLflow status is {self.status}"
+        if not self.metrics:
+            return "metrics.json is missing"
+        n = self.metrics.get("n_cases")
+        if isinstance(n, int) and len(self.by_id()) < n:
+            return f"records.jsonl holds {len(self.by_id())} of its {n} cases"
+        return None
+
+    def dataset_cases(self) -> Path | None:
+        ds = self.config.get("dataset") if isinstance(self.config.get("dataset"), dict) else {}
+        cases = ds.get("cases")
+        if not cases:
+            return None
+        from raglab.data.dataset import resolve_path
+
+        path = resolve_path(str(cases))
+        if path.is_absolute():
+            return path
+        # relative to where the run was started: the cwd, or a directory above the run's
+        bases = [Path.cwd()]
+        for d in (self.origin_dir, self.run_dir if self.mlflow_run_id is None else None):
+            if d is not None:
+                bases += list(d.parents)[:4]
+        return next((b / path for b in bases if (b / path).is_file()), Path.cwd() / path)
+
+
+def _read_yaml(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise UserError(f"invalid YAML ({str(exc).splitlines()[0]})", file=str(path)) from None
+    return data if isinstance(data, dict) else {}
+
+
+def _read_records(path: Path) -> list[dict]:
+    if not path.is_file():
+        hint = (" (a sweep directory: compare it with SWEEP --baseline JOB)"
+                if (path.parent / "multirun.yaml").is_file() else "")
+        raise UserError(f"not a raglab run directory: {path.name} is missing{hint}",
+                        file=str(path.parent))
+    rows = read_jsonl_tolerant(path)
+    for i, r in enumerate(rows, 1):
+        if not isinstance(r, dict) or not isinstance(r.get("case_id"), str):
+            raise UserError("a record without a case_id", file=str(path), line=i)
+        if not isinstance(r.get("metrics"), dict):
+            raise UserError("a record without metrics", file=str(path), line=i,
+                            case_id=r["case_id"])
+    if not rows:
+        raise UserError("no records: the run scored no case", file=str(path))
+    return rows
+
+
+def _read_metrics(run_dir: Path) -> dict:
+    if not (run_dir / "metrics.json").is_file():
+        return {}
+    from raglab.data.io import read_run_metrics
+
+    return read_run_metrics(run_dir)
+
+
+def load_dir(ref: str, run_dir: Path, label: str | None = None) -> RunSource:
+    run_dir = run_dir.resolve()
+    if not run_dir.is_dir():
+        raise UserError(f"no such run directory: {ref}")
+    records = _read_records(run_dir / "records.jsonl")
+    config = _read_yaml(run_dir / "config.yaml")
+    metrics = _read_metrics(run_dir)
+    if label is None:
+        label = config.get("run_name") if isinstance(config.get("run_name"), str) else None
+    if label is None and (run_dir.parent / "multirun.yaml").is_file():
+        from raglab.report.sweep import job_label
+
+        label = job_label(run_dir)
+    return RunSource(ref, run_dir, label or run_dir.name, config, metrics, records)
+
+
+def _temp_dir() -> Path:
+    path = Path(tempfile.mkdtemp(prefix="raglab-compare-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def load_mlflow(run_id: str, tracking_uri: str, label: str | None = None) -> RunSource:
+    from raglab.tracking.mlflow_store import read_run
+
+    dest = _temp_dir()
+    info = read_run(run_id, tracking_uri, dest)
+    if not (dest / "records.jsonl").is_file():
+        raise UserError(f"MLflow run {run_id} has no records.jsonl artifact")
+    src = load_dir(run_id, dest, label or info.get("run_name") or run_id[:8])
+    src.mlflow_run_id = run_id
+    src.tracking_uri = tracking_uri
+    src.status = info.get("status")
+    origin = info["tags"].get("raglab.run_dir")
+    src.origin_dir = Path(origin) if origin and Path(origin).is_dir() else None
+    return src
+
+
+def load_run(ref: str, tracking_uri: str | None = None) -> RunSource:
+    """A run directory, or an MLflow run id read back from ``tracking_uri`` (default
+    ``sqlite:///mlflow.db``). UserError on a missing run, no records or an unknown id."""
+    path = Path(ref).expanduser()
+    if path.exists():
+        return load_dir(ref, path)
+    if MLFLOW_ID.match(ref):
+        return load_mlflow(ref, tracking_uri or DEFAULT_TRACKING_URI)
+    raise UserError(f"no such run directory or MLflow run id: {ref}")
+
+
+def questions(run: RunSource, case_ids: set[str]) -> dict[str, str]:
+    """The question of each case, from the dataset the run used ({} when it is gone)."""
+    path = run.dataset_cases()
+    if path is None or not path.is_file():
+        return {}
+    import json
+
+    out: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict) and obj.get("id") in case_ids:
+                    out[obj["id"]] = str(obj.get("question", ""))
+    except (OSError, UnicodeDecodeError):
+        return out
+    return out
+
+
+def safe_name(text: str) -> str:
+    """A label made safe for a directory name."""
+    return re.sub(r"[^A-Za-z0-9._=,+-]+", "_", text).strip("._") or "run"

@@ -1,0 +1,255 @@
+"""Comparing every job of a sweep with one baseline job (``raglab compare SWEEP --baseline``).
+
+A sweep is a Hydra multirun directory (jobs in numbered subdirectories, the sweep's
+parameters in ``multirun.yaml``) or an MLflow parent run (its children). Each job is named by
+its swept parameters, ``chunker.size=128,k=3``, read from the job's own ``config.yaml``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raglab.errors import UserError
+from raglab.metrics.catalog import HEADLINE
+from raglab.report.compare import Comparison, compare_runs, passes
+from raglab.report.compare_config import CompareCfg
+from raglab.report.compare_load import MLFLOW_ID, RunSource, load_dir, load_mlflow, questions
+
+_SWEEP_FUNCS = ("range(", "choice(", "interval(", "glob(", "tag(", "sort(", "shuffle(")
+_IGNORED = ("hydra", "run_name")
+
+
+@dataclass
+class Job:
+    name: str                  # "chunker.size=128,k=3"
+    number: str                # the subdirectory (Hydra) or the MLflow run id
+    params: dict[str, str]     # swept parameter -> value
+    source: RunSource
+
+
+@dataclass
+class SweepComparison:
+    ref: str
+    params: list[str]
+    baseline: Job
+    jobs: list[Job]                                          # every job, baseline included
+    comparisons: dict[str, Comparison] = field(default_factory=dict)   # by job name
+    cells: dict[str, dict[str, dict]] = field(default_factory=dict)    # metric -> job -> cell
+    always_failing: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
+
+
+# ---- naming jobs ----------------------------------------------------------------------------
+def _read_yaml(path: Path) -> dict:
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _is_sweep_value(value: str) -> bool:
+    v = value.strip()
+    if v.startswith(_SWEEP_FUNCS):
+        return True
+    depth = 0
+    for ch in v:
+        depth += ch in "[{("
+        depth -= ch in "]})"
+        if ch == "," and depth == 0:
+            return True
+    return False
+
+
+def swept_keys(multirun: dict) -> list[str]:
+    """The swept parameters of a multirun.yaml: sweep overrides, then sweeper params."""
+    hydra = multirun.get("hydra") or {}
+    keys: list[str] = []
+    for o in ((hydra.get("overrides") or {}).get("task") or []):
+        key, sep, value = str(o).partition("=")
+        if sep and _is_sweep_value(value):
+            keys.append(key.lstrip("+~"))
+    params = (hydra.get("sweeper") or {}).get("params") or {}
+    keys += [str(k).lstrip("+~") for k in params if str(k).lstrip("+~") not in keys]
+    return keys
+
+
+def _lookup(config: dict, key: str) -> Any:
+    node: Any = config
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    if isinstance(node, dict):  # a config group: its choice
+        return node.get("name")
+    return node
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else str(value)
+
+
+def _flat(config: dict, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for k, v in config.items():
+        key = f"{prefix}{k}"
+        if not prefix and k in _IGNORED:
+            continue
+        if isinstance(v, dict):
+            out.update(_flat(v, key + "."))
+        else:
+            out[key] = _text(v)
+    return out
+
+
+def differing_keys(configs: list[dict]) -> list[str]:
+    flats = [_flat(c) for c in configs]
+    keys = list(dict.fromkeys(k for f in flats for k in f))
+    return [k for k in keys if len({f.get(k) for f in flats}) > 1]
+
+
+def name_of(params: dict[str, str]) -> str:
+    return ",".join(f"{k}={v}" for k, v in params.items()) or "defaults"
+
+
+def job_label(run_dir: Path) -> str | None:
+    """A Hydra multirun job's name from the sweep's multirun.yaml (None when unknown)."""
+    keys = swept_keys(_read_yaml(run_dir.parent / "multirun.yaml"))
+    config = _read_yaml(run_dir / "config.yaml")
+    return name_of({k: _text(_lookup(config, k)) for k in keys}) if keys and config else None
+
+
+def _name_jobs(sources: list[tuple[str, RunSource]], keys: list[str]) -> list[Job]:
+    if not keys:
+        keys = differing_keys([s.config for _, s in sources])
+    jobs = []
+    for number, src in sources:
+        params = {k: _text(_lookup(src.config, k)) for k in keys}
+        src.label = name_of(params)
+        jobs.append(Job(src.label, number, params, src))
+    return jobs
+
+
+# ---- loading a sweep ------------------------------------------------------------------------
+def load_sweep(ref: str, tracking_uri: str) -> tuple[list[Job], list[str]]:
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        subdirs = sorted((p for p in path.iterdir() if p.is_dir() and p.name.isdigit()),
+                         key=lambda p: int(p.name))
+        subdirs = [p for p in subdirs if (p / "records.jsonl").is_file()]
+        if not subdirs:
+            raise UserError(f"not a sweep directory: no numbered job directory with "
+                            f"records.jsonl in {ref}")
+        keys = swept_keys(_read_yaml(path / "multirun.yaml"))
+        sources = [(p.name, load_dir(str(p), p)) for p in subdirs]
+    elif MLFLOW_ID.match(ref):
+        from raglab.report.compare_load import _temp_dir
+        from raglab.tracking.mlflow_store import child_runs, read_run
+
+        parent = read_run(ref, tracking_uri, _temp_dir())
+        children = child_runs(ref, tracking_uri)
+        if not children:
+            raise UserError(f"MLflow run {ref} has no child runs: not a sweep's parent run")
+        sweep_dir = parent["tags"].get("raglab.sweep_dir")
+        keys = swept_keys(_read_yaml(Path(sweep_dir) / "multirun.yaml")) if sweep_dir else []
+        sources = [(c["run_id"], load_mlflow(c["run_id"], tracking_uri)) for c in children]
+    else:
+        raise UserError(f"no such sweep directory or MLflow run id: {ref}")
+    jobs = _name_jobs(sources, keys)
+    return jobs, list(jobs[0].params)
+
+
+def find_job(jobs: list[Job], wanted: str) -> Job:
+    """The job named ``wanted``: its number/run id, its name, or its parameters in any order."""
+    def pairs(text: str) -> set[str]:
+        parts: list[str] = []
+        for piece in text.split(","):
+            if "=" in piece or not parts:
+                parts.append(piece.strip())
+            else:
+                parts[-1] += "," + piece
+        return set(parts)
+
+    for test in (lambda j: j.number == wanted, lambda j: j.name == wanted,
+                 lambda j: pairs(j.name) == pairs(wanted)):
+        found = [j for j in jobs if test(j)]
+        if len(found) == 1:
+            return found[0]
+    names = ", ".join(f"{j.number}: {j.name}" for j in jobs[:12])
+    raise UserError(f"--baseline {wanted!r} names no job of the sweep (jobs: {names})")
+
+
+# ---- comparing ------------------------------------------------------------------------------
+def compare_sweep(ref: str, jobs: list[Job], params: list[str], baseline: Job,
+                  cfg: CompareCfg, **allow: bool) -> SweepComparison:
+    from raglab.stats import adjust_pvalues
+
+    sc = SweepComparison(ref, params, baseline, jobs)
+    for job in jobs:
+        if job is baseline:
+            continue
+        comp = compare_runs(baseline.source, job.source, cfg, **allow)
+        sc.comparisons[job.name] = comp
+        sc.warnings += [f"{job.name}: {w}" for w in comp.warnings]
+    metrics = [m for m in HEADLINE if any(c.row(m) for c in sc.comparisons.values())]
+    keys = []
+    for m in metrics:
+        sc.cells[m] = {}
+        for name, comp in sc.comparisons.items():
+            r = comp.row(m)
+            if r is None:
+                continue
+            cell = {k: r[k] for k in ("baseline", "candidate", "delta", "ci_low", "ci_high",
+                                      "p_value", "n", "comparable")}
+            cell.update(p_adjusted=None, significant=False,
+                        direction=comp.metrics[m]["direction"])
+            sc.cells[m][name] = cell
+            if r["comparable"] and r["p_value"] is not None:
+                keys.append((m, name))
+    adjusted = adjust_pvalues([sc.cells[m][n]["p_value"] for m, n in keys], cfg.adjust)
+    for (m, n), p in zip(keys, adjusted):
+        sc.cells[m][n]["p_adjusted"] = p
+        sc.cells[m][n]["significant"] = p is not None and p < cfg.alpha
+    sc.always_failing = always_failing(jobs, cfg)
+    sc.settings = {"alpha": cfg.alpha, "adjust": cfg.adjust, "confidence": cfg.confidence,
+                   "family_size": len(keys), "n_bootstrap": cfg.n_bootstrap, "seed": cfg.seed}
+    return sc
+
+
+def always_failing(jobs: list[Job], cfg: CompareCfg) -> list[dict]:
+    """Cases that fail a flip metric under every job where it applies (and it applies in
+    each): no configuration of the sweep passes them."""
+    ids = [cid for cid in jobs[0].source.by_id() if all(cid in j.source.by_id() for j in jobs)]
+    out = []
+    for cid in ids:
+        failed = []
+        for metric, t in cfg.flip_thresholds.items():
+            vals = [j.source.by_id()[cid]["metrics"].get(metric) for j in jobs]
+            if all(v is not None for v in vals) and not any(passes(metric, v, t) for v in vals):
+                failed.append(metric)
+        if failed:
+            out.append({"case_id": cid, "metrics": failed})
+    qs = questions(jobs[0].source, {x["case_id"] for x in out})
+    for x in out:
+        x["question"] = qs.get(x["case_id"])
+    return out
+
+
+def sweep_json(sc: SweepComparison) -> dict:
+    return {
+        "sweep": sc.ref, "params": sc.params, "baseline": sc.baseline.name,
+        "jobs": [{"name": j.name, "number": j.number, "params": j.params,
+                  "run_dir": str(j.source.run_dir) if j.source.mlflow_run_id is None else None,
+                  "mlflow_run_id": j.source.mlflow_run_id} for j in sc.jobs],
+        "settings": sc.settings, "warnings": sc.warnings, "tables": sc.cells,
+        "always_failing": sc.always_failing,
+        "comparisons": {n: {"rows": c.rows, "versions": c.versions, "warnings": c.warnings}
+                        for n, c in sc.comparisons.items()},
+    }
