@@ -25,7 +25,8 @@ def main(argv: list[str]) -> None:
     args = ap.parse_args(argv)
     run_dir = args.run_dir.resolve()
     from raglab.errors import UserError
-    from raglab.tracking.mlflow_store import check_tracking, log_run_dir, logged_run, ui_command
+    from raglab.tracking.mlflow_store import check_tracking, log_run_dir, ui_command
+    from raglab.tracking.mlflow_ui import logged_run
 
     try:  # the one place a user's mistake ends this command
         for name in ("metrics.json", "config.yaml", "records.jsonl"):

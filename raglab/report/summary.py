@@ -12,7 +12,7 @@ from raglab.metrics.catalog import HEADLINE, spec_of
 from raglab.report.format import fmt, num
 
 #: configuration keys that say how a run is recorded or scheduled, not what it measures
-_BOOKKEEPING = ("hydra", "run_name", "progress", "concurrency")
+_BOOKKEEPING = ("hydra", "run_name", "progress", "concurrency", "cache_dir", "tracking")
 
 
 def arrow(metric: str) -> str:
@@ -127,6 +127,10 @@ def run_description(name: str, metrics: Mapping[str, Any], cfg: Mapping[str, Any
              f"{fmt(metrics.get('n_cases'))} cases, {fmt(metrics.get('n_quarantined'))} "
              f"quarantined, {fmt(metrics.get('errors'))} with errors", ""]
     head = headline_names(overall)
+    shown = [n for n in head if num(overall.get(n)) is not None]
+    if shown:  # first, inline: the page shows only the description's first lines
+        lines += [" · ".join(f"{n} **{fmt(overall.get(n))}** {arrow(n)}".strip()
+                             for n in shown), ""]
     if head:
         lines += md_table(["headline metric", "value", "better"],
                           [[n, fmt(overall.get(n)), arrow(n)] for n in head]) + [""]
@@ -212,6 +216,9 @@ def sweep_markdown(title: str, jobs: Sequence[Mapping[str, Any]], keys: Sequence
     """The parent run's description: the job table (rows cut to fit ``limit`` characters,
     MLflow's tag size; the whole table is the ``sweep.html`` artifact)."""
     header, rows = sweep_rows(jobs, keys, labels)
+    if len(rows) <= 10:  # one column per job, one row per swept key and metric: narrow
+        header, rows = (["job", *(r[0] for r in rows)],
+                        [[header[i], *(r[i] for r in rows)] for i in range(1, len(header))])
     head = [f"**{_md(title)}**: {len(jobs)} jobs in `{_md(sweep_dir)}`; ↑ higher is better, "
             "↓ lower is better", ""]
     tail = ["", "The whole table is the artifact `sweep.html`; each job is a child run."]

@@ -97,7 +97,8 @@ def summarize(config: Any) -> str:
     lines = [f"sweep {name!r}: {len(jobs)} jobs in {sweep_dir}", sweep_text(header, rows, len(keys))]
     tracking = config.get("tracking") or {}
     if tracking.get("name") == "mlflow":
-        from raglab.tracking.mlflow_store import summarize_sweep, ui_command
+        from raglab.tracking.mlflow_store import ui_command
+        from raglab.tracking.mlflow_ui import summarize_sweep
 
         params = {k: ", ".join(dict.fromkeys(str(j["values"].get(k, "")) for j in jobs))
                   for k in keys}

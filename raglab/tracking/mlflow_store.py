@@ -31,8 +31,8 @@ from raglab.tracking.keys import (MAX_PARAM_VALUE_LENGTH, flatten_config, is_leg
 from raglab.tracking.uris import (DB_SCHEMES, check_tracking, normalize_uri, scheme_of,
                                   sqlite_path, ui_command)
 
-__all__ = ["MlflowRun", "log_run_dir", "logged_run", "check_tracking", "ui_command",
-           "normalize_uri", "CASES_HASH_TAG"]
+__all__ = ["MlflowRun", "log_run_dir", "check_tracking", "ui_command", "normalize_uri",
+           "CASES_HASH_TAG"]
 
 log = logging.getLogger(__name__)
 
@@ -449,56 +449,6 @@ def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None =
         run.fail(f"logging failed: {exc}")
         raise
     return run.run_id
-
-
-def logged_run(uri: str, experiment: str, run_dir: Path) -> str | None:
-    """The MLflow run that already holds ``run_dir`` (same directory, same configuration
-    hash), or None; a missing experiment has no such run."""
-    from raglab.tracking.mlflow_ui import find_logged_run
-
-    uri = normalize_uri(uri)
-    client = _client(uri)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None or exp.lifecycle_stage != "active":
-        return None
-    config_hash = _read_metrics(Path(run_dir)).get("config_hash")
-    return find_logged_run(client, exp.experiment_id, Path(run_dir),
-                           str(config_hash) if config_hash else None)
-
-
-def summarize_sweep(uri: str, experiment: str, sweep_dir: Path, name: str,
-                    params: Mapping[str, str], description: str, html_path: Path | None,
-                    job_dirs: Mapping[int, Path], view_params: list[str],
-                    view_metrics: list[str]) -> tuple[str, str, str] | None:
-    """Fill the sweep's parent run (name, swept params, job table as description and
-    artifact, a tag per child) and save a runs-table view of the sweep's jobs.
-    Returns ``(parent run id, experiment id, view url)``, or None when no job was logged."""
-    from raglab.tracking import mlflow_ui
-
-    uri = normalize_uri(uri)
-    client = _client(uri)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        return None
-    try:
-        state = json.loads((Path(sweep_dir) / PARENT_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    parent_id = next((p["run_id"] for p in state.get("parents", []) if isinstance(p, dict)
-                      and p.get("uri") == uri and p.get("experiment_id") == exp.experiment_id),
-                     None)
-    if parent_id is None:
-        return None
-    by_dir = mlflow_ui.children_of(client, exp.experiment_id, parent_id)
-    children = {num: by_dir[str(Path(d).absolute())] for num, d in job_dirs.items()
-                if str(Path(d).absolute()) in by_dir}
-    mlflow_ui.summarize_parent(client, parent_id, name, params, description, html_path,
-                               children)
-    view_id = f"raglab-sweep-{parent_id[:12]}"
-    mlflow_ui.set_view(client, exp.experiment_id, view_id, f"raglab: {name}",
-                       mlflow_ui.view_state(view_params, view_metrics,
-                                            f"tags.`mlflow.parentRunId` = '{parent_id}'"))
-    return parent_id, exp.experiment_id, mlflow_ui.view_url(uri, exp.experiment_id, view_id)
 
 
 # ---- reading runs back (raglab compare) ----------------------------------------------------

@@ -5,7 +5,7 @@ MLflow (3.15 and later) keeps a saved view of the runs table as one experiment t
 ``mlflow.sharedViewState.<id>``, whose value is ``{"name", "createdAt", "state"}`` with
 ``state`` the serialized table state (selected columns as ``params.`KEY``` /
 ``metrics.`KEY```, the search filter, the compare view's charts). The UI lists saved views
-and opens one at ``#/experiments/<id>?viewStateShareKey=<id>``. The experiment tag
+and opens one at ``#/experiments/<id>/runs?viewStateShareKey=<id>``. The experiment tag
 ``mlflow.experimentKind`` chooses the classic training-runs layout over the GenAI one.
 """
 
@@ -43,7 +43,7 @@ def run_url(uri: str, experiment_id: str, run_id: str) -> str:
 
 
 def view_url(uri: str, experiment_id: str, view_id: str) -> str:
-    return f"{ui_base(uri)}/#/experiments/{experiment_id}?{VIEW_URL_PARAM}={view_id}"
+    return f"{ui_base(uri)}/#/experiments/{experiment_id}/runs?{VIEW_URL_PARAM}={view_id}"
 
 
 def report_link(experiment_id: str, run_id: str) -> str:
@@ -72,9 +72,12 @@ def view_state(params: Sequence[str], metrics: Sequence[str], search_filter: str
                        "type": "BAR", "metricKey": m, "runsCountToCompare": 100,
                        "metricSectionId": section_id, "deleted": False,
                        "isGenerated": False})
+    columns = [f"params.`{p}`" for p in pkeys] + [f"metrics.`{m}`" for m in mkeys]
     return {
         "searchFilter": search_filter,
-        "selectedColumns": [f"params.`{p}`" for p in pkeys] + [f"metrics.`{m}`" for m in mkeys],
+        "selectedColumns": columns,
+        # the grid would sort each group's columns by name: keep the headline order
+        "columnOrder": columns,
         "runsHiddenMode": "SHOW_ALL",
         "compareRunCharts": charts,
         "compareRunSections": [{"uuid": section_id, "name": section, "display": True,
@@ -147,3 +150,54 @@ def children_of(client, experiment_id: str, parent_id: str) -> dict[str, str]:
                               filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'",
                               max_results=5000)
     return {r.data.tags.get(RUN_DIR_TAG, ""): r.info.run_id for r in runs}
+
+
+# ---- entry points (raglab log, the sweep summary) ------------------------------------------
+def logged_run(uri: str, experiment: str, run_dir: Path) -> str | None:
+    """The MLflow run that already holds ``run_dir`` (same directory, same configuration
+    hash), or None; a missing experiment has no such run."""
+    from raglab.tracking.mlflow_store import _client, _read_metrics
+
+    uri = normalize_uri(uri)
+    client = _client(uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None or exp.lifecycle_stage != "active":
+        return None
+    config_hash = _read_metrics(Path(run_dir)).get("config_hash")
+    return find_logged_run(client, exp.experiment_id, Path(run_dir),
+                           str(config_hash) if config_hash else None)
+
+
+def summarize_sweep(uri: str, experiment: str, sweep_dir: Path, name: str,
+                    params: Mapping[str, str], description: str, html_path: Path | None,
+                    job_dirs: Mapping[int, Path], view_params: list[str],
+                    view_metrics: list[str]) -> tuple[str, str, str] | None:
+    """Fill the sweep's parent run (name, swept params, job table as description and
+    artifact, a tag per child) and save a runs-table view of the sweep's jobs.
+    Returns ``(parent run id, experiment id, view url)``, or None when no job was logged."""
+    from raglab.tracking.mlflow_store import PARENT_FILE, _client
+
+    uri = normalize_uri(uri)
+    client = _client(uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return None
+    try:
+        state = json.loads((Path(sweep_dir) / PARENT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    parent_id = next((p["run_id"] for p in state.get("parents", []) if isinstance(p, dict)
+                      and p.get("uri") == uri and p.get("experiment_id") == exp.experiment_id),
+                     None)
+    if parent_id is None:
+        return None
+    by_dir = children_of(client, exp.experiment_id, parent_id)
+    children = {num: by_dir[str(Path(d).absolute())] for num, d in job_dirs.items()
+                if str(Path(d).absolute()) in by_dir}
+    summarize_parent(client, parent_id, name, params, description, html_path,
+                               children)
+    view_id = f"raglab-sweep-{parent_id[:12]}"
+    set_view(client, exp.experiment_id, view_id, f"raglab: {name}",
+                       view_state(view_params, view_metrics,
+                                            f"tags.`mlflow.parentRunId` = '{parent_id}'"))
+    return parent_id, exp.experiment_id, view_url(uri, exp.experiment_id, view_id)

@@ -61,7 +61,8 @@ def test_a_sweep_says_which_job_is_which_and_summarises_itself(tmp_path, tiny):
     assert parent.info.run_name == "size × k sweep"
     assert parent.data.params["chunker.size"] == "16, 32" and parent.data.params["k"] == "1, 2"
     note = parent.data.tags["mlflow.note.content"]
-    assert "| # | size | k | candidate.evidence_recall ↑ |" in note and "| 3 | 32 | 2 |" in note
+    assert "| job | 0 | 1 | 2 | 3 |" in note and "| size | 16 | 16 | 32 | 32 |" in note
+    assert "| k | 1 | 2 | 1 | 2 |" in note and "| final.evidence_recall ↑ |" in note
     assert {a.path for a in client.list_artifacts(parent_id)} == {"sweep.html"}
     children = client.search_runs([exp.experiment_id],
                                   f"tags.`mlflow.parentRunId` = '{parent_id}'")
@@ -72,6 +73,7 @@ def test_a_sweep_says_which_job_is_which_and_summarises_itself(tmp_path, tiny):
         assert parent.data.tags[f"raglab.sweep.job.{num}"] == child.info.run_id
         desc = child.data.tags["mlflow.note.content"]
         assert desc.startswith(f"**{name}**") and "| final.evidence_recall |" in desc
+        assert re.search(r"^candidate\.evidence_recall \*\*[0-9.]+\*\* ↑ · ", desc, re.M)
         assert "`chunker.size` 256 → " in desc and "report.html" in desc
         assert "report/report.html" in {a.path for a in
                                         client.list_artifacts(child.info.run_id, "report")}
@@ -181,7 +183,7 @@ def test_the_ctrl_c_test_passes_in_a_suite_started_with_sigint_ignored(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     env["PYTHONPATH"] = str(REPO)
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "slow",
          "--basetemp", str(tmp_path / "t"),
          "tests/runner/test_tracking_cli.py::test_ctrl_c_marks_the_run_killed_and_keeps_records"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
