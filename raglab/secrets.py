@@ -143,6 +143,23 @@ def secret_values(resolved: Any, unresolved: Any = None) -> set[str]:
     return {v for v in found if len(v) >= MIN_SECRET_LENGTH and v != REDACTED}
 
 
+def override_secrets(overrides: list[str]) -> set[str]:
+    """Secret values given on the command line (``+system.headers.X=V``, ``a.api_key=V``,
+    a URL with credentials), known before any configuration is composed."""
+    found: set[str] = set()
+    for o in overrides:
+        key, sep, value = o.partition("=")
+        if not sep:
+            continue
+        value = value.strip().strip("'\"")
+        parts = key.lstrip("+~").split(".")
+        if "headers" in (p.lower() for p in parts[:-1]) or is_secret_key(parts[-1]):
+            found.add(value)
+            found.update(value.split()[1:2])
+        found.update(url_secrets(value))
+    return {v for v in found if len(v) >= MIN_SECRET_LENGTH and v != REDACTED}
+
+
 def environment_secrets(environ: dict[str, str] | None = None) -> set[str]:
     """Values of environment variables whose name is secret (``ANTHROPIC_API_KEY``)."""
     env = os.environ if environ is None else environ

@@ -86,3 +86,12 @@ def test_scrubbing_stream():
     buf = io.StringIO()
     ScrubbingStream(buf, Scrubber({"hidden-9"}, environment=False)).write("a hidden-9 b")
     assert buf.getvalue() == "a *** b"
+
+
+def test_override_secrets_are_known_before_composition():
+    from raglab.secrets import override_secrets
+
+    got = override_secrets(["+system.headers.X-Auth=xa-1234", "k=5",
+                            "+system.headers.Authorization=Bearer tk-5678",
+                            "system.url=https://u:pw-9999@h/", "grader.api_key=ak-0001"])
+    assert {"xa-1234", "tk-5678", "pw-9999", "ak-0001"} <= got and "5" not in got

@@ -102,7 +102,8 @@ def task(dict_cfg) -> None:
         except Exception as e:  # noqa: BLE001 - the store, not the run, failed
             raise tracking_failed(e, run_dir, cfg) from None
     except TrackingError as e:  # the run directory is complete: only the logging is left
-        _quiet(tracker.failed, str(e)) if tracker is not None else None
+        if tracker is not None:
+            _quiet(tracker.failed, str(e))
         fail(str(e), 1)
     except ConfigError as e:  # exit 2, and no run directory left for nothing
         if tracker is not None:
@@ -172,6 +173,10 @@ def main(argv: list[str]) -> None:
     from raglab.errors import ConfigError
 
     multirun, overrides, plain = split_argv(argv)
+    from raglab.secrets import override_secrets, register, scrub_output_streams
+
+    register(override_secrets(overrides))  # before any message could name an override
+    scrub_output_streams()
     if plain:  # compose and validate every job before Hydra makes anything
         try:
             jobs = validate_jobs(overrides, multirun)
