@@ -31,6 +31,8 @@ from raglab.tracking.keys import (MAX_PARAM_VALUE_LENGTH, flatten_config, is_leg
 from raglab.tracking.uris import (DB_SCHEMES, check_tracking, normalize_uri, scheme_of,
                                   sqlite_path, ui_command)
 
+from raglab.tracking.resilience import bound_waits, resumable_run, unfinished_run  # noqa: F401
+
 __all__ = ["MlflowRun", "log_run_dir", "check_tracking", "ui_command", "normalize_uri",
            "CASES_HASH_TAG"]
 
@@ -46,28 +48,6 @@ _READY: set[str] = set()  # sqlite stores initialised by this process
 
 
 # ---- mlflow plumbing -----------------------------------------------------------------------
-#: MLflow's own retry settings for HTTP stores; raglab bounds them unless the user set them
-_WAIT_VARS = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR",
-              "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER", "MLFLOW_HTTP_REQUEST_TIMEOUT")
-_USER_WAITS: set[str] | None = None
-
-
-def bound_waits(timeout_s: float) -> None:
-    """Bound what one MLflow request may cost against a server that stopped answering:
-    3 attempts of ``timeout_s / 3`` each, 1 s then 2 s apart (MLflow's defaults: 7 retries
-    of up to 120 s, about 250 s against a dead server). Variables the user set are kept."""
-    global _USER_WAITS
-    if _USER_WAITS is None:
-        _USER_WAITS = {v for v in _WAIT_VARS if v in os.environ}
-    values = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
-              "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-              "MLFLOW_HTTP_REQUEST_BACKOFF_JITTER": "0.2",
-              "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, int(timeout_s / 3)))}
-    for name, value in values.items():
-        if name not in _USER_WAITS:
-            os.environ[name] = value
-
-
 def _client(uri: str):
     """An MlflowClient; creating one creates/upgrades a database store's tables.
 
@@ -196,7 +176,7 @@ class MlflowRun:
         if parent:
             run_tags["mlflow.parentRunId"] = parent
         run_name = scrub(run_name) if run_name else run_name
-        old = _resumable(client, uri, exp_id, resume)
+        old = resumable_run(client, uri, exp_id, resume)
         if old is not None:
             client.update_run(old, status="RUNNING")
             self = cls(client, old, parent, run_tags, exp_id)
@@ -324,35 +304,6 @@ class MlflowRun:
         self._log_tags({"raglab.error": " ".join(str(message).split())})
         _set_terminated(self._client, self._run_id, "FAILED")
         _set_terminated(self._client, self.parent_run_id, "FAILED")
-
-
-def _resumable(client, uri: str, exp_id: str, resume: Mapping[str, Any] | None) -> str | None:
-    """The run id of ``resume`` when it names a live run of this store and experiment."""
-    if not isinstance(resume, Mapping) or not resume.get("run_id"):
-        return None
-    from mlflow.exceptions import MlflowException
-
-    try:  # run ids are unique: the same id in this store (by any URI) is the same run
-        info = client.get_run(str(resume["run_id"])).info
-    except MlflowException:
-        return None
-    if info.lifecycle_stage != "active" or str(info.experiment_id) != str(exp_id):
-        return None
-    return info.run_id
-
-
-def unfinished_run(uri: str, experiment: str, resume: Mapping[str, Any] | None) -> str | None:
-    """The run a run directory started (``run.json``) when this store holds it and it is
-    not FINISHED (the store failed mid-run): ``raglab log`` finishes that run."""
-    uri = normalize_uri(uri)
-    client = _client(uri)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None or exp.lifecycle_stage != "active":
-        return None
-    run_id = _resumable(client, uri, exp.experiment_id, resume)
-    if run_id is None or client.get_run(run_id).info.status == "FINISHED":
-        return None
-    return run_id
 
 
 def _sweep_parent(client, exp_id: str, uri: str, sweep_dir: Path) -> str:
