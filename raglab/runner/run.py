@@ -149,6 +149,14 @@ class Run:
                 rec = await t
                 writer.append(rec)
                 progress.advance(rec)
+        except BaseException:
+            # an aborted run (a storage error, Ctrl-C): grader coroutines of cancelled cases
+            # that never started are dropped, which is expected, not worth a warning each
+            import warnings
+
+            warnings.filterwarnings("ignore", message="coroutine .* was never awaited",
+                                    category=RuntimeWarning)
+            raise
         finally:
             for t in tasks:
                 t.cancel()

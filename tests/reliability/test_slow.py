@@ -193,3 +193,38 @@ def test_a_dying_mlflow_server_costs_a_bounded_wait_and_raglab_log_finishes(tiny
         assert runs[0].data.metrics["n_cases"] == 4
     finally:
         _kill(server)
+
+
+def test_a_full_disk_stops_the_run_with_one_line_and_the_resume_heals(tmp_path, demo_subset):
+    """A real tmpfs too small for the run directory (where mounting is allowed), grown
+    afterwards: the run stops with one line, keeps complete lines only, and resumes."""
+    full = tmp_path / "full"
+    full.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48k", "tmpfs", str(full)],
+                             capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (test_units.py simulates ENOSPC instead)")
+    try:
+        args = ["run", "tracking=none", "grader=heuristic", "progress=off",
+                f"hydra.run.dir={full / 'run'}", f"cache_dir={tmp_path / 'cache'}",
+                *demo_subset]
+        env = _env()
+        first = subprocess.run([sys.executable, "-m", "raglab.cli", *args], cwd=tmp_path,
+                               env=env, capture_output=True, text=True, timeout=600)
+        assert first.returncode == 2, first.stderr[-2000:]
+        lines = [x for x in first.stderr.splitlines() if x.strip()]
+        assert "Traceback" not in first.stderr
+        assert lines[-1].startswith("raglab: error: ") and "No space left" in lines[-1]
+        records = full / "run" / "records.jsonl"
+        kept = records.read_text().splitlines() if records.exists() else []
+        assert all(json.loads(x)["error"] is None for x in kept)
+        assert not records.exists() or records.read_text().endswith("\n") or not kept
+        subprocess.run(["mount", "-o", "remount,size=20m", str(full)], check=True)
+        second = subprocess.run([sys.executable, "-m", "raglab.cli", *args], cwd=tmp_path,
+                                env=env, capture_output=True, text=True, timeout=600)
+        assert second.returncode == 0, second.stderr[-2000:]
+        got = [json.loads(x) for x in records.read_text().splitlines()]
+        assert len(got) == len({r["case_id"] for r in got}) == 30
+        assert all(r["error"] is None for r in got)
+    finally:
+        subprocess.run(["umount", "-l", str(full)], capture_output=True)
