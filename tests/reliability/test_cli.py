@@ -207,7 +207,7 @@ def make(opts):
 """
 
 
-def _slow_args(tmp_path, corpus, cases, delay=0.6):
+def _slow_args(tmp_path, corpus, cases, delay=0.3):
     (tmp_path / "slow_sys.py").write_text(SLOW_SYSTEM.format(delay=delay))
     args = ["run", *BASE, f"hydra.run.dir={tmp_path / 'run'}", f"cache_dir={tmp_path / 'cache'}",
             f"dataset.corpus={corpus}", f"dataset.cases={cases}", "dataset.labels=null",
@@ -229,6 +229,7 @@ def _wait_records(path: Path, n: int, proc, timeout=120):
     raise AssertionError("no records")
 
 
+@pytest.mark.slow  # (test_units.py checks the lock in process, in the default run)
 def test_a_second_process_in_one_run_directory_exits_with_one_line(tiny, tmp_path):
     corpus, cases = tiny
     args, env = _slow_args(tmp_path, corpus, cases, delay=1.0)

@@ -72,7 +72,7 @@ def test_loading_cases_never_raises_anything_but_a_user_error(tmp_path, lines):
         assert c.question.strip() and isinstance(c.answerable, bool)
 
 
-@SETTINGS
+@settings(SETTINGS, max_examples=20)
 @given(lines=st.lists(raw_lines, min_size=1, max_size=3))
 def test_validate_never_tracebacks(tmp_path, lines, capsys):
     from raglab.commands import validate
