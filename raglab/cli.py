@@ -16,6 +16,8 @@ commands:
                          log a finished run directory to MLflow (e.g. after an outage)
   compare BASELINE CANDIDATE | SWEEP --baseline JOB
                          paired per-slice comparison; writes compare.md/.html/.json
+  decide BASELINE CANDIDATE gates=NAME [--study DIR]
+                         apply a gate set; writes decision-DATE-NAME.md/.json; exit 0 GO, 1 NO-GO
 
 overrides are Hydra overrides, e.g. dataset.corpus=PATH dataset.cases=PATH system=replay
 system.path=PATH grader=heuristic|claude|none chunker.size=256 k=5 tracking=none.
@@ -29,6 +31,7 @@ COMMANDS = {
     "validate": "raglab.commands.validate",
     "log": "raglab.commands.log",
     "compare": "raglab.commands.compare",
+    "decide": "raglab.commands.decide",
 }
 
 

@@ -17,6 +17,7 @@ from raglab import registry
 from raglab.data.io import first_problem
 from raglab.data.schema import Strict
 from raglab.errors import ConfigError
+from raglab.metrics.diagnosis import DiagnosisCfg
 
 #: the config groups that map to code (one registered class per choice)
 COMPONENT_GROUPS = ("system", "chunker", "embedder", "reranker", "generator", "grader",
@@ -79,6 +80,7 @@ class RunCfg(Strict):
     grader: Any
     metrics: MetricsCfg
     tracking: Any
+    diagnosis: DiagnosisCfg = Field(default_factory=DiagnosisCfg)
     k: StrictInt = Field(gt=0)
     candidate_depth: StrictInt = Field(gt=0)
     context_token_budget: StrictInt = Field(1500, gt=0)

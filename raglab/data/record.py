@@ -51,6 +51,7 @@ class CaseRecord(BaseModel):
     n_factual_sentences: int | None = None            # present when graded
     contradicted_claims: list[str] | None = None      # present when any
     grading_cost_usd: float | None = None             # present when graded (None: unpriced)
+    diagnosis: dict[str, Any] | None = None           # raglab.metrics.diagnosis; None: passed
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (the metrics' input): the fields that were set, in order."""

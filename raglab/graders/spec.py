@@ -48,3 +48,10 @@ def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) 
         texts = {p: prompts.get(p, "") for p in FAMILY_PROMPTS[fam]}
         out[fam] = content_key(fam, CODE_VERSIONS[fam], PARSER_VERSION, spec, texts, length=12)
     return out
+
+
+def diagnosis_version(diagnosis_cfg: Any) -> str:
+    """The ``diagnosis`` entry of ``metric_versions``: raglab's diagnosis code version and
+    the thresholds of the ``diagnosis`` config section (raglab.metrics.diagnosis)."""
+    return content_key("diagnosis", CODE_VERSIONS["diagnosis"], diagnosis_cfg.model_dump(),
+                       length=12)

@@ -64,3 +64,37 @@ def aggregate(records: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[s
     overall = mean_metrics(records, names)
     overall.update(latency_percentiles(records))
     return {"overall": overall, "slices": slices}
+
+
+def _cause_counts(records: Sequence[dict[str, Any]]) -> dict[str, int]:
+    from raglab.metrics.diagnosis import CAUSES
+
+    counts = dict.fromkeys(CAUSES, 0)
+    for r in records:
+        for cause in (r.get("diagnosis") or {}).get("causes", []):
+            counts[cause] = counts.get(cause, 0) + 1
+    return counts
+
+
+def diagnosis_counts(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Cases per diagnosis cause (a case counts once for each of its causes), overall and per
+    slice; ``primary`` counts each failed case once, under its primary cause, and ``failed``
+    is the number of cases with a diagnosis:
+    ``{"overall": {CAUSE: N}, "primary": {CAUSE: N}, "failed": N,
+    "slices": {TAG_KEY: {TAG_VALUE: {CAUSE: N}}}}``."""
+    from raglab.metrics.diagnosis import CAUSES
+
+    primary = dict.fromkeys(CAUSES, 0)
+    failed = 0
+    groups: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        d = r.get("diagnosis")
+        if d:
+            failed += 1
+            primary[d["primary"]] = primary.get(d["primary"], 0) + 1
+        for k, v in slice_keys(r).items():
+            groups[k][v].append(r)
+    slices = {k: {v: _cause_counts(rs) for v, rs in sorted(vals.items())}
+              for k, vals in sorted(groups.items())}
+    return {"overall": _cause_counts(records), "primary": primary, "failed": failed,
+            "slices": slices}

@@ -15,4 +15,5 @@ CODE_VERSIONS = {
     "relevance": 2,  # 2: a refusal is 0, null when unanswerable; slot/key-term/off-question rubric
     "nuggets": 2,  # 2: polarity and numbers of the aligned sentence; PARTIAL for implied
     "abstention": 2,  # 2: an abstention asserts nothing; must_not_contain kinds and rates
+    "diagnosis": 1,  # failure attribution (raglab.metrics.diagnosis)
 }

@@ -107,6 +107,7 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
                     [[n, fmt(overall.get(n)), arrow(n)] for n in head]) \
         if head else ["(no headline metric in this run)"]
     lines += [""]
+    lines += _diagnosis_lines(m.get("diagnoses"))
     if plots:
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
     versions = m.get("metric_versions") or {}
@@ -134,6 +135,32 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
         lines += [""]
     lines += ["Metrics that do not apply to any case are shown as n/a.", ""]
     return "\n".join(lines)
+
+
+def _diagnosis_lines(diag: Any) -> list[str]:
+    """The failure attribution section: cases per cause overall, then per slice."""
+    if not isinstance(diag, Mapping):
+        return []
+    overall = diag.get("overall") or {}
+    primary = diag.get("primary") or {}
+    lines = ["## Failure attribution", "",
+             f"Cases with a diagnosis: {fmt(diag.get('failed', 0))}. A case counts once per "
+             "cause it has; `primary` counts it once, under its first cause.", ""]
+    causes = [c for c in overall if overall.get(c) or primary.get(c)]
+    if not causes:
+        return lines + ["(no case failed a check)", ""]
+    lines += _table(["cause", "cases", "primary"],
+                    [[c, fmt(overall.get(c)), fmt(primary.get(c, 0))] for c in causes])
+    lines += [""]
+    rows = [(k, v, counts) for k, v, counts in _slice_rows(diag.get("slices") or {})
+            if any((counts or {}).get(c) for c in causes)]
+    if rows:
+        lines += ["### By slice", ""]
+        lines += _table(["tag", "value", *causes],
+                        [[k, v, *(fmt(counts.get(c, 0)) for c in causes)]
+                         for k, v, counts in rows])
+        lines += [""]
+    return lines
 
 
 def _figure(width: float, height: float):

@@ -19,11 +19,12 @@ from raglab.data.schema import SystemOutput
 from raglab.data.finite import check as check_finite
 from raglab.errors import StorageError, UserError
 from raglab.graders.orchestrate import Grading
-from raglab.graders.spec import family_versions
-from raglab.metrics.aggregate import aggregate
+from raglab.graders.spec import diagnosis_version, family_versions
+from raglab.metrics.aggregate import aggregate, diagnosis_counts
 from raglab.metrics.case import case_metrics, metric_names
 from raglab.llm.cost import metering
 from raglab.metrics.catalog import HEADLINE
+from raglab.metrics.diagnosis import diagnose
 from raglab.report.format import fmt
 from raglab.runner.progress import Progress
 from raglab.runner.identity import check_dataset, check_resume, write_identity
@@ -71,6 +72,7 @@ class Run:
                             "choose another hydra.run.dir", file=str(cfg_file))
         model_prices(cfg)  # one price per model, before any work
         self.versions = family_versions(cfg.grader, prompts, cfg.metrics)
+        self.versions["diagnosis"] = diagnosis_version(cfg.diagnosis)
         check_resume(self.run_dir, self.versions)
         return prompts
 
@@ -239,6 +241,7 @@ class Run:
                       "graded": False, "error": f"record: {e}"}
             record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k,
                                              cfg.candidate_depth)
+        record["diagnosis"] = diagnose(record, cfg.diagnosis)
         return CaseRecord.model_validate(record)
 
     def _finish(self, ds: Dataset, versions: dict[str, str]) -> dict[str, Any]:
@@ -251,6 +254,7 @@ class Run:
             "overall": agg["overall"], "slices": agg["slices"], "metric_versions": versions,
             "n_cases": len(records), "n_quarantined": len(ds.quarantined),
             "errors": sum(1 for r in records if r.get("error")),
+            "diagnoses": diagnosis_counts(records),
             "work": self.work.as_dict(),
             "dataset": {"name": cfg.dataset.name, "corpus_sha256": ds.corpus_hash,
                         "cases_sha256": ds.cases_hash},
@@ -311,6 +315,11 @@ def summary_text(metrics: dict[str, Any], run_dir: Path) -> str:
             rows.append((k, fmt(o[k])))
     w = max(len(str(r[0])) for r in rows)
     lines = [f"raglab run: {run_dir}"] + [f"  {str(k).ljust(w)}  {v}" for k, v in rows]
+    diag = metrics.get("diagnoses") or {}
+    causes = {c: n for c, n in (diag.get("overall") or {}).items() if n}
+    if diag:
+        lines.append(f"  failed cases: {diag.get('failed', 0)}" + (
+            " (" + ", ".join(f"{c} {n}" for c, n in causes.items()) + ")" if causes else ""))
     lines.append("  work: " + json.dumps(metrics["work"]))
     if "model_usage" in metrics:
         lines.append("  model usage: " + json.dumps(metrics["model_usage"]))

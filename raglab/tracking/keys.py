@@ -225,7 +225,10 @@ def metrics_from_summary(summary: Mapping[str, Any],
                          slice_names: set[str] | None = None) -> dict[str, float]:
     """The MLflow metrics ``{key: value}`` of a metrics.json object (nulls and NaN dropped).
 
-    ``slice_names``: log only these metrics (and the slice size) per slice; None: all."""
+    ``slice_names``: log only these metrics (and the slice size) per slice; None: all.
+    Diagnosis counts (``metrics.json`` ``diagnoses``) are logged as ``diagnosis.CAUSE`` (cases
+    with that cause), ``diagnosis.primary.CAUSE``, ``diagnosis.failed`` and, per slice,
+    ``slice/TAG_KEY/TAG_VALUE/diagnosis.CAUSE``."""
     out: dict[str, float] = {}
 
     def put(key: str, value: Any, what: str) -> None:
@@ -249,6 +252,18 @@ def metrics_from_summary(summary: Mapping[str, Any],
                     continue
                 put(slice_metric_key(tag_key, tag_value, name), value,
                     f"{name} of slice {tag_key}={tag_value}")
+    diag = summary.get("diagnoses") or {}
+    for cause, n in (diag.get("overall") or {}).items():
+        put(metric_key(f"diagnosis.{cause}"), n, f"diagnosis.{cause}")
+    for cause, n in (diag.get("primary") or {}).items():
+        put(metric_key(f"diagnosis.primary.{cause}"), n, f"diagnosis.primary.{cause}")
+    if "failed" in diag:
+        put("diagnosis.failed", diag["failed"], "diagnosis.failed")
+    for tag_key, values in (diag.get("slices") or {}).items():
+        for tag_value, counts in (values or {}).items():
+            for cause, n in (counts or {}).items():
+                put(slice_metric_key(tag_key, tag_value, f"diagnosis.{cause}"), n,
+                    f"diagnosis.{cause} of slice {tag_key}={tag_value}")
     for name in ("n_cases", "n_quarantined", "errors"):
         put(name, summary.get(name), name)
     for name, value in (summary.get("work") or {}).items():

@@ -66,7 +66,12 @@ def test_replay_known_answers(tiny, tmp_path):
     assert recs["t-3"]["severity_one"][0]["doc_id"] == "internal/c"
     assert m["slices"]["answerable"]["no"]["false_answer_rate"] == 1.0
     assert set(m["metric_versions"]) == {"retrieval", "faithfulness", "citations", "correctness",
-                                         "relevance", "nuggets", "abstention"}
+                                         "relevance", "nuggets", "abstention", "diagnosis"}
+    assert {c: r["diagnosis"] and r["diagnosis"]["causes"] for c, r in recs.items()} == {
+        "t-1": None,  # evidence in the context, a faithful and correct answer: passed
+        "t-2": ["retrieval", "false_refusal"],
+        "t-3": ["hallucinated_answer", "generation", "access_control"],
+        "t-4": ["error"]}
     assert (out / "config.yaml").exists()
 
 

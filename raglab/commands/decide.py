@@ -1,0 +1,151 @@
+"""``raglab decide BASELINE CANDIDATE gates=NAME [--study DIR]``: gates and a decision record."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from raglab.commands.common import conf_dir
+from raglab.commands.common import fail as _fail
+
+DESCRIPTION = """Compare a candidate run with a baseline run (run directories or MLflow run
+ids) and apply a predeclared gate set (conf/gates/NAME.yaml, or gates=PATH.yaml; change one
+field with gates.FIELD=VALUE). Writes decision-DATE-NAME.md and .json into the study folder.
+Exit 0 GO, 1 NO-GO, 2 usage or input error, 3 metric versions differ."""
+
+EPILOG = """examples:
+  raglab decide outputs/k3 outputs/k5 gates=default --study experiments/chunk_k
+  raglab decide 0f3c...e1 9a1b...77 gates=ci/gates.yaml --uri sqlite:///mlflow.db
+compare options (--set, --adjust, --allow-*) work as in `raglab compare`; the intervals'
+confidence and the significance level come from the gate set's `confidence`."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="raglab decide", description=DESCRIPTION, epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("baseline", metavar="BASELINE", help="run directory or MLflow run id")
+    ap.add_argument("candidate", metavar="CANDIDATE", help="run directory or MLflow run id")
+    ap.add_argument("--study", type=Path, default=Path("."), metavar="DIR",
+                    help="study folder the decision record is written to (default: .)")
+    ap.add_argument("--name", default=None, help="NAME in decision-DATE-NAME (default: the "
+                    "gate set's name)")
+    ap.add_argument("--question", default=None, metavar="TEXT", help="the question decided "
+                    "(default: the first heading of the study's README.md)")
+    ap.add_argument("--uri", default=None, metavar="URI", help="MLflow tracking URI for run "
+                    "ids (default: sqlite:///mlflow.db in the current directory)")
+    ap.add_argument("--adjust", choices=("holm", "bh"), help="p-value adjustment across the "
+                    "metric x slice family (default: holm)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="change one compare setting (n_bootstrap, seed, min_slice_n, ...)")
+    ap.add_argument("--allow-case-mismatch", action="store_true",
+                    help="decide on the cases both runs have (the record says so)")
+    ap.add_argument("--allow-version-mismatch", action="store_true",
+                    help="go on when metric versions differ; gates on those rows fail")
+    ap.add_argument("--allow-incomplete", action="store_true",
+                    help="accept a run that did not finish")
+    return ap
+
+
+def split_gate_args(argv: list[str]) -> tuple[str, list[str], list[str]]:
+    """``gates=NAME`` and ``gates.FIELD=VALUE`` tokens apart from the rest."""
+    name, overrides, rest = "default", [], []
+    for tok in argv:
+        if tok.startswith("gates="):
+            name = tok.split("=", 1)[1]
+        elif tok.startswith("gates.") and "=" in tok:
+            overrides.append(tok)
+        else:
+            rest.append(tok)
+    return name, overrides, rest
+
+
+def study_question(study: Path) -> str | None:
+    """The first Markdown heading of the study's README.md, if any."""
+    readme = study / "README.md"
+    if not readme.is_file():
+        return None
+    for line in readme.read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("#"):
+            text = line.lstrip("#").strip()
+            if text:
+                return text
+    return None
+
+
+def main(argv: list[str]) -> None:
+    gate_name, gate_overrides, rest = split_gate_args(argv)
+    args = _parser().parse_args(rest)
+    from raglab.errors import UserError
+    from raglab.report.compare import VersionMismatch
+
+    try:
+        code = decide(args, gate_name, gate_overrides)
+    except VersionMismatch as e:
+        _fail(str(e), 3)
+    except UserError as e:
+        _fail(str(e), 2)
+    sys.stdout.flush()
+    sys.exit(code)
+
+
+def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
+    import datetime
+    import json
+
+    from raglab.commands.compare import settings, write_outputs
+    from raglab.errors import UserError
+    from raglab.report.compare import compare_runs, load_run
+    from raglab.report.compare_load import safe_name
+    from raglab.report.decide import (GO, build_record, evaluate_gates, render_record,
+                                      run_means)
+    from raglab.report.gates_config import load_gate_set
+
+    if not gate_name:
+        raise UserError("gates=NAME: a gate set name or a YAML file is required")
+    name_of_set, gates, source = load_gate_set(gate_name, gate_overrides, conf_dir())
+    study = args.study
+    if study.exists() and not study.is_dir():
+        raise UserError(f"--study {study}: not a directory")
+    cfg = settings(args.adjust, args.set).model_copy(
+        update={"confidence": gates.confidence, "alpha": gates.alpha})
+    base = load_run(args.baseline, args.uri)
+    cand = load_run(args.candidate, args.uri)
+    comp = compare_runs(base, cand, cfg, allow_case_mismatch=args.allow_case_mismatch,
+                        allow_version_mismatch=args.allow_version_mismatch,
+                        allow_incomplete=args.allow_incomplete)
+    results = evaluate_gates(comp.rows, gates, run_means(base.metrics, cand.metrics))
+    date = datetime.date.today().isoformat()
+    name = safe_name(args.name or name_of_set)
+    question = args.question or study_question(study)
+    record = build_record(comp, gates, name_of_set, source, results, name=name, date=date,
+                          question=question)
+    stem = f"decision-{date}-{name}"
+    study.mkdir(parents=True, exist_ok=True)
+    paths = write_outputs(study.resolve(), {
+        f"{stem}.json": json.dumps(record, indent=1, ensure_ascii=False, allow_nan=False,
+                                   default=str) + "\n",
+        f"{stem}.md": render_record(record)})
+    print(_terminal(record))
+    print(f"wrote {paths[1]} and {paths[0].name}")
+    if cand.mlflow_run_id:
+        from raglab.tracking.mlflow_store import log_files_to_run
+
+        log_files_to_run(cand.mlflow_run_id, cand.tracking_uri, paths, artifact_path="decision",
+                         tags={"raglab.decision": record["decision"]})
+        print(f"MLflow run {cand.mlflow_run_id}: tag raglab.decision={record['decision']}, "
+              "artifacts decision/")
+    return 0 if record["decision"] == GO else 1
+
+
+def _terminal(record: dict) -> str:
+    lines = [f"raglab decide: {record['baseline']['label']} -> {record['candidate']['label']} "
+             f"(gates {record['gates']['name']})"]
+    for w in record["warnings"]:
+        lines.append(f"  warning: {w}")
+    for r in record["results"]:
+        where = "overall" if not r["slice"] else f"{r['slice']['key']}={r['slice']['value']}"
+        lines.append(f"  {r['status'].upper():4}  {r['gate']} [{where}]: {r['requirement']}"
+                     f" -- {r['reason']}")
+    lines.append(f"decision: {record['decision']}")
+    return "\n".join(lines)

@@ -1,0 +1,107 @@
+"""Failure attribution: why one case failed, as a pure function of its record.
+
+Every record gets a ``diagnosis``: ``None`` when the case passed every check below, else
+``{"primary": CAUSE, "causes": [CAUSE, ...]}``. ``causes`` lists every check that failed, in
+the order of :data:`CAUSES`; ``primary`` is the first of them (the earliest stage that
+failed). The checks read the record's per-case ``metrics`` (a metric that is ``None`` does
+not apply and its check is skipped), its ``error`` and the thresholds of the run config's
+``diagnosis`` section (:class:`DiagnosisCfg`). With ``R`` = ``candidate.evidence_recall``
+and ``F`` = ``final.evidence_recall``:
+
+1. ``error``: the system produced no output or a grader call failed (``record["error"]``).
+2. ``retrieval``: ``R < min_evidence_recall``: gold evidence is not in the candidates
+   (ingest, chunking, embeddings, filters).
+3. ``reranking_or_k``: ``F < min_evidence_recall`` and ``F < R``: evidence that was in the
+   candidates did not reach the final context (reranker, ``k``, the token budget).
+4. ``false_refusal``: an answerable case was refused (``false_refusal_rate`` is 1).
+5. ``hallucinated_answer``: an unanswerable case was answered (``false_answer_rate`` is 1).
+6. ``generation``: the answer has unsupported or contradicted claims
+   (``faithfulness < min_faithfulness`` or ``contradicted_claim_rate > max_contradicted``),
+   or it contains one of the case's forbidden strings (``must_not_contain_rate`` is 1).
+7. ``stale_or_conflicting_corpus``: the answer is faithful (``faithfulness`` applies and
+   passes, no contradicted claim over the bound) and the gold evidence reached the context
+   (``F`` does not apply or ``F >= min_evidence_recall``), yet it is wrong against the
+   reference: ``correctness < min_correctness`` or
+   ``vital_nugget_recall < min_vital_nugget_recall``.
+8. ``access_control``: a document the user may not see was retrieved
+   (``acl_leak_rate`` is 1). Always listed when it happens, whatever else failed; it is
+   the primary cause only when nothing else failed.
+
+The thresholds are part of the ``diagnosis`` metric version
+so runs diagnosed under different thresholds are not compared silently
+(:func:`raglab.graders.spec.diagnosis_version`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+CAUSES: tuple[str, ...] = (
+    "error", "retrieval", "reranking_or_k", "false_refusal", "hallucinated_answer",
+    "generation", "stale_or_conflicting_corpus", "access_control",
+)
+
+MEANING: dict[str, str] = {
+    "error": "the system produced nothing, or a grader call failed",
+    "retrieval": "gold evidence not in the candidates (ingest, chunking, embeddings, filters)",
+    "reranking_or_k": "evidence in the candidates did not reach the final context",
+    "false_refusal": "an answerable case was refused",
+    "hallucinated_answer": "an unanswerable case was answered",
+    "generation": "unsupported or contradicted claims (or a forbidden string) in the answer",
+    "stale_or_conflicting_corpus": "faithful to the context, but wrong against the reference",
+    "access_control": "a document the user may not see was retrieved",
+}
+
+
+class DiagnosisCfg(BaseModel):
+    """Thresholds that define a failed check (config section ``diagnosis``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_evidence_recall: float = Field(1.0, ge=0, le=1)
+    min_faithfulness: float = Field(0.8, ge=0, le=1)
+    max_contradicted: float = Field(0.0, ge=0, le=1)
+    min_correctness: float = Field(0.5, ge=0, le=1)
+    min_vital_nugget_recall: float = Field(1.0, ge=0, le=1)
+
+
+def _below(value: Any, bound: float) -> bool:
+    return value is not None and value < bound
+
+
+def diagnose(record: Mapping[str, Any], cfg: DiagnosisCfg) -> dict[str, Any] | None:
+    """The diagnosis of one record (module docstring): None when it passed."""
+    m: Mapping[str, Any] = record.get("metrics") or {}
+    found: set[str] = set()
+    if record.get("error"):
+        found.add("error")
+    r, f = m.get("candidate.evidence_recall"), m.get("final.evidence_recall")
+    thr = cfg.min_evidence_recall
+    if _below(r, thr):
+        found.add("retrieval")
+    if _below(f, thr) and r is not None and f < r:
+        found.add("reranking_or_k")
+    if m.get("false_refusal_rate") == 1:
+        found.add("false_refusal")
+    if m.get("false_answer_rate") == 1:
+        found.add("hallucinated_answer")
+    faith, contra = m.get("faithfulness"), m.get("contradicted_claim_rate")
+    unfaithful = _below(faith, cfg.min_faithfulness) or (
+        contra is not None and contra > cfg.max_contradicted)
+    if unfaithful or m.get("must_not_contain_rate") == 1:
+        found.add("generation")
+    in_context = f is None or f >= thr
+    if faith is not None and not unfaithful and in_context and (
+            _below(m.get("correctness"), cfg.min_correctness)
+            or _below(m.get("vital_nugget_recall"), cfg.min_vital_nugget_recall)):
+        found.add("stale_or_conflicting_corpus")
+    if m.get("acl_leak_rate") == 1:
+        found.add("access_control")
+    if not found:
+        return None
+    causes = [c for c in CAUSES if c in found]
+    return {"primary": causes[0], "causes": causes}
+

@@ -1,0 +1,400 @@
+"""Gates and decision records (``raglab decide``).
+
+:func:`evaluate_gates` is a pure function of a comparison's rows (``compare.json`` rows:
+``metric``, ``slice``, ``baseline``, ``candidate``, ``delta``, ``ci_low``, ``ci_high``,
+``p_value``, ``p_adjusted``, ``n``, ``comparable``, ...) and a :class:`GateSet`. Every gate
+is checked overall and, with ``slices: critical``, on each critical slice; each check is
+``pass``, ``fail`` or ``n/a``:
+
+- ``n/a``: the metric is not reported, or applies to no case of either run, in that slice
+  (``fail`` instead when the gate says ``required: true``);
+- ``fail``: the row is marked not comparable (metric versions differ), or the metric
+  applies in one run only (no paired case; a ``max``/``min`` bound then reads the
+  candidate's own mean), or the rule does not hold (see raglab.report.gates_config).
+
+The decision is GO when no check fails and at least one passed, else NO-GO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from raglab.metrics.diagnosis import CAUSES
+from raglab.report.gates_config import Gate, GateSet
+from raglab.stats import PairedStat, non_inferior, significantly_worse
+
+PASS, FAIL, NA = "pass", "fail", "n/a"
+GO, NO_GO = "GO", "NO-GO"
+
+
+def _slice_of(row: Mapping[str, Any]) -> tuple[str, str] | None:
+    s = row.get("slice")
+    return None if not s else (str(s["key"]), str(s["value"]))
+
+
+def _index(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, Any], Mapping[str, Any]]:
+    return {(r["metric"], _slice_of(r)): r for r in rows}
+
+
+def _targets(gate: Gate, gates: GateSet, rows: Sequence[Mapping[str, Any]]
+             ) -> list[tuple[str, str] | None]:
+    """Overall, then (``slices: critical``) each critical slice, ``{key}`` expanded to the
+    values the comparison has for the gate's metric."""
+    out: list[tuple[str, str] | None] = [None]
+    if gate.slices != "critical":
+        return out
+    for ref in gates.critical_slices:
+        if ref.value is not None:
+            out.append((ref.key, ref.value))
+            continue
+        values = sorted({s[1] for r in rows if r["metric"] == gate.metric
+                         and (s := _slice_of(r)) is not None and s[0] == ref.key})
+        out += [(ref.key, v) for v in values] or [(ref.key, "*")]
+    return list(dict.fromkeys(out))
+
+
+def _stat(row: Mapping[str, Any]) -> PairedStat:
+    return PairedStat(row.get("delta"), row.get("ci_low"), row.get("ci_high"),
+                      row.get("p_value"), int(row.get("n") or 0), int(row.get("wins") or 0),
+                      int(row.get("ties") or 0), int(row.get("losses") or 0), "row", "row")
+
+
+def _fmt(x: Any) -> str:
+    return "n/a" if x is None else f"{x:.4g}"
+
+
+def requirement(gate: Gate, alpha: float) -> str:
+    """The rule of a gate in words (the decision record's gate table)."""
+    if gate.rule == "non_inferior":
+        return (f"CI low > -{gate.margin:g}" if gate.direction == "higher"
+                else f"CI high < {gate.margin:g}")
+    if gate.rule == "not_worse":
+        bad = "lower" if gate.direction == "higher" else "higher"
+        return f"not significantly {bad} (adjusted p >= {alpha:g})"
+    parts = []
+    if gate.max is not None:
+        parts.append(f"candidate <= {gate.max:g}")
+    if gate.min is not None:
+        parts.append(f"candidate >= {gate.min:g}")
+    if gate.max_increase is not None:
+        parts.append(f"delta <= +{gate.max_increase:g}")
+    if gate.max_decrease is not None:
+        parts.append(f"delta >= -{gate.max_decrease:g}")
+    return " and ".join(parts)
+
+
+def run_means(baseline_metrics: Mapping[str, Any], candidate_metrics: Mapping[str, Any]
+              ) -> dict[tuple[str, tuple[str, str] | None], tuple[Any, Any]]:
+    """``{(metric, slice): (baseline mean, candidate mean)}`` from both runs' metrics.json
+    (each run's own means, over every case where the metric applies, paired or not)."""
+    out: dict[tuple[str, tuple[str, str] | None], list[Any]] = {}
+    for j, m in enumerate((baseline_metrics or {}, candidate_metrics or {})):
+        for name, v in (m.get("overall") or {}).items():
+            out.setdefault((name, None), [None, None])[j] = v
+        for key, values in (m.get("slices") or {}).items():
+            for value, mets in (values or {}).items():
+                for name, v in (mets or {}).items():
+                    out.setdefault((name, (str(key), str(value))), [None, None])[j] = v
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def _judge(gate: Gate, row: Mapping[str, Any] | None, alpha: float,
+           own: tuple[Any, Any]) -> tuple[str, str]:
+    """(status, reason) of one gate on one row; ``own``: each run's own mean."""
+    if row is not None and row.get("comparable") is False:
+        return FAIL, "not comparable (metric versions differ)"
+    paired = row is not None and (row.get("n") or 0) > 0
+    if not paired:
+        if own == (None, None):
+            return (FAIL if gate.required else NA), (
+                "not reported" if row is None else "applies to no case of either run")
+        if gate.rule != "bound" or gate.max_increase is not None or \
+                gate.max_decrease is not None:
+            if None in own:
+                one = "the baseline" if own[1] is None else "the candidate"
+                return FAIL, f"no paired case: the metric applies in {one} only"
+            return FAIL, "no case where the metric applies in both runs"
+        row = {**(row or {}), "candidate": own[1]}
+    assert row is not None
+    cand = row.get("candidate")
+    stat = _stat(row)
+    if gate.rule == "bound":
+        failed = []
+        if gate.max is not None or gate.min is not None:
+            if cand is None:
+                return FAIL, "the metric applies to no case of the candidate"
+            if gate.max is not None and not cand <= gate.max:
+                failed.append(f"candidate {_fmt(cand)} > {gate.max:g}")
+            if gate.min is not None and not cand >= gate.min:
+                failed.append(f"candidate {_fmt(cand)} < {gate.min:g}")
+        if gate.max_increase is not None or gate.max_decrease is not None:
+            if stat.delta is None:
+                return FAIL, "no paired case"
+            if gate.max_increase is not None and not stat.delta <= gate.max_increase:
+                failed.append(f"delta {stat.delta:+.4g} > +{gate.max_increase:g}")
+            if gate.max_decrease is not None and not stat.delta >= -gate.max_decrease:
+                failed.append(f"delta {stat.delta:+.4g} < -{gate.max_decrease:g}")
+        return (FAIL, "; ".join(failed)) if failed else (PASS, "within bounds")
+    if stat.n == 0 or stat.delta is None:
+        return FAIL, "no paired case"
+    if gate.rule == "non_inferior":
+        assert gate.margin is not None
+        if stat.ci_low is None or stat.ci_high is None:
+            return FAIL, "no interval"
+        if non_inferior(stat, gate.margin, gate.direction):
+            return PASS, f"CI [{_fmt(stat.ci_low)}, {_fmt(stat.ci_high)}] within the margin"
+        return FAIL, (f"CI [{_fmt(stat.ci_low)}, {_fmt(stat.ci_high)}] does not exclude a "
+                      f"{'drop' if gate.direction == 'higher' else 'rise'} of {gate.margin:g}")
+    p = row.get("p_adjusted")
+    p = row.get("p_value") if p is None else p
+    if p is None:
+        return FAIL, "no p-value"
+    if significantly_worse(stat, gate.direction, alpha, p):
+        return FAIL, f"significantly worse (delta {stat.delta:+.4g}, adjusted p {p:.3g})"
+    return PASS, f"not significantly worse (adjusted p {p:.3g})"
+
+
+def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
+                   means: Mapping[tuple[str, Any], tuple[Any, Any]] | None = None
+                   ) -> list[dict[str, Any]]:
+    """One result per gate and slice checked (module docstring), in the gate set's order.
+    ``means`` (:func:`run_means`) tells a metric that applies in one run only (a fail) from
+    one that applies in neither (n/a) where no case is paired."""
+    index = _index(rows)
+    have = {k[1] for k in index}
+    means = means or {}
+    results = []
+    for i, gate in enumerate(gates.gates):
+        for target in _targets(gate, gates, rows):
+            row = index.get((gate.metric, target))
+            if target is not None and (target[1] == "*" or target not in have):
+                status, reason = (FAIL if gate.required else NA), "no case in this slice"
+            else:
+                status, reason = _judge(gate, row, gates.alpha,
+                                        means.get((gate.metric, target), (None, None)))
+            r = row or {}
+            results.append({
+                "gate": gate.title(), "index": i, "metric": gate.metric, "rule": gate.rule,
+                "slice": None if target is None else {"key": target[0], "value": target[1]},
+                "requirement": requirement(gate, gates.alpha),
+                **{k: r.get(k) for k in ("baseline", "candidate", "delta", "ci_low", "ci_high",
+                                         "p_value", "p_adjusted", "n")},
+                "status": status, "reason": reason,
+            })
+    return results
+
+
+def decision_of(results: Sequence[Mapping[str, Any]]) -> str:
+    """GO when no gate check failed and at least one passed; else NO-GO."""
+    statuses = {r["status"] for r in results}
+    return GO if FAIL not in statuses and PASS in statuses else NO_GO
+
+
+# ---- the decision record --------------------------------------------------------------------
+def config_diff(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[dict]:
+    """The flattened keys whose values differ (``null`` where one config lacks the key)."""
+    from raglab.tracking.keys import flatten_config
+
+    fb, fc = flatten_config(baseline or {}), flatten_config(candidate or {})
+    return [{"key": k, "baseline": fb.get(k), "candidate": fc.get(k)}
+            for k in sorted(set(fb) | set(fc)) if fb.get(k) != fc.get(k)]
+
+
+def _run_info(src: Any) -> dict[str, Any]:
+    m = src.metrics or {}
+    return {"label": src.label, "ref": src.ref,
+            "run_dir": None if src.mlflow_run_id else str(src.run_dir),
+            "mlflow_run_id": src.mlflow_run_id, "dataset": m.get("dataset"),
+            "config_hash": m.get("config_hash"), "n_cases": m.get("n_cases"),
+            "errors": m.get("errors"), "metric_versions": m.get("metric_versions") or {},
+            "config": src.config}
+
+
+def _cause_rank(cause: str) -> tuple[int, str]:
+    order = ("passed", *CAUSES)
+    return (order.index(cause), "") if cause in order else (len(order), cause)
+
+
+def _diagnoses(comp: Any, gates: GateSet) -> dict[str, Any]:
+    """Diagnosis counts of both runs, overall and on the critical slices, with the change."""
+    d = comp.diagnoses or {}
+
+    def table(roles: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+        b, c = roles.get("baseline") or {}, roles.get("candidate") or {}
+        return {cause: {"baseline": int(b.get(cause, 0)), "candidate": int(c.get(cause, 0)),
+                        "change": int(c.get(cause, 0)) - int(b.get(cause, 0))}
+                for cause in sorted(dict.fromkeys([*b, *c]), key=_cause_rank)}
+
+    slices = []
+    for ref in gates.critical_slices:
+        for value, roles in sorted(((d.get("slices") or {}).get(ref.key) or {}).items()):
+            if ref.value is None or str(value) == ref.value:
+                slices.append({"key": ref.key, "value": str(value), "causes": table(roles)})
+    return {"recorded": d.get("recorded"), "overall": table(d.get("overall") or {}),
+            "critical_slices": slices}
+
+
+def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
+                 results: list[dict], *, name: str, date: str, question: str | None,
+                 extra_warnings: Sequence[str] = ()) -> dict[str, Any]:
+    """The decision record (``decision-DATE-NAME.json``) of an evaluated comparison."""
+    b, c = _run_info(comp.baseline), _run_info(comp.candidate)
+    warnings = list(comp.warnings) + list(extra_warnings)
+    db, dc = b["dataset"] or {}, c["dataset"] or {}
+    for what in ("cases_sha256", "corpus_sha256"):
+        if db.get(what) != dc.get(what):
+            warnings.append(f"the runs used different {what.split('_')[0]} files "
+                            f"({db.get(what)} and {dc.get(what)})")
+    vb = b["metric_versions"].get("diagnosis")
+    vc = c["metric_versions"].get("diagnosis")
+    if vb != vc and not any("diagnos" in w for w in warnings):  # compare may have said so
+        warnings.append(f"diagnosis versions differ (baseline {vb}, candidate {vc}): the "
+                        "diagnoses were made with different thresholds or code")
+    have = {(str(s["key"]), str(s["value"])) for s in getattr(comp, "slices", None) or []}
+    for ref in gates.critical_slices:
+        if not any(k == ref.key and (ref.value is None or v == ref.value) for k, v in have):
+            warnings.append(f"critical slice {ref.label()} is not in the comparison "
+                            "(no case has it): its gates did not apply")
+    counts = {s: sum(1 for r in results if r["status"] == s) for s in (PASS, FAIL, NA)}
+    return {
+        "decision": decision_of(results), "name": name, "date": date, "question": question,
+        "gates": {"name": gate_name, "source": gate_source, "confidence": gates.confidence,
+                  "description": gates.description, "set": gates.model_dump()},
+        "baseline": b, "candidate": c,
+        "config_diff": config_diff(b["config"], c["config"]),
+        "metric_versions": comp.versions,
+        "results": results, "counts": counts,
+        "flipped": comp.flipped, "diagnoses": _diagnoses(comp, gates),
+        "warnings": warnings, "settings": comp.settings,
+    }
+
+
+def _md(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_md(x) for x in row) + " |" for row in rows]
+    return out
+
+
+def _slice_label(s: Mapping[str, Any] | None) -> str:
+    return "overall" if not s else f"{s['key']}={s['value']}"
+
+
+def _ci(r: Mapping[str, Any]) -> str:
+    if r.get("ci_low") is None or r.get("ci_high") is None:
+        return "n/a"
+    return f"[{r['ci_low']:+.4g}, {r['ci_high']:+.4g}]"
+
+
+def _signed(x: Any) -> str:
+    return "n/a" if x is None else f"{x:+.4g}"
+
+
+def _short(text: Any, n: int = 160) -> str:
+    s = " ".join(str(text).split()) if text is not None else "(no answer)"
+    return s if len(s) <= n else s[:n - 1] + "…"
+
+
+def _diag(d: Any) -> str:
+    if d is None:
+        return "passed"
+    if isinstance(d, Mapping):
+        return ", ".join(d.get("causes") or [str(d.get("primary"))])
+    return str(d)
+
+
+def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
+    """The decision record as Markdown (``decision-DATE-NAME.md``)."""
+    b, c = rec["baseline"], rec["candidate"]
+    lines = [f"# Decision: {rec['decision']} ({rec['name']}, {rec['date']})", ""]
+    lines += [f"**Question.** {rec['question'] or '(none given)'}", ""]
+    lines += [f"**Decision: {rec['decision']}.** Gate set `{rec['gates']['name']}` "
+              f"({rec['gates']['source']}), intervals at {rec['gates']['confidence']:.0%}: "
+              f"{rec['counts'][PASS]} checks passed, {rec['counts'][FAIL]} failed, "
+              f"{rec['counts'][NA]} did not apply.", ""]
+    if rec["gates"]["description"]:
+        lines += [rec["gates"]["description"], ""]
+    if rec["warnings"]:
+        lines += ["## Warnings", ""] + [f"- {_md(w)}" for w in rec["warnings"]] + [""]
+    lines += ["## Runs", ""]
+    lines += _table(["", "baseline", "candidate"], [
+        ["run", b["label"], c["label"]],
+        ["where", b["mlflow_run_id"] or b["run_dir"], c["mlflow_run_id"] or c["run_dir"]],
+        ["cases", b["n_cases"], c["n_cases"]], ["errors", b["errors"], c["errors"]],
+        ["dataset", (b["dataset"] or {}).get("name"), (c["dataset"] or {}).get("name")],
+        ["cases sha256", (b["dataset"] or {}).get("cases_sha256"),
+         (c["dataset"] or {}).get("cases_sha256")],
+        ["corpus sha256", (b["dataset"] or {}).get("corpus_sha256"),
+         (c["dataset"] or {}).get("corpus_sha256")],
+        ["config hash", b["config_hash"], c["config_hash"]]])
+    lines += ["", "## Configuration differences", ""]
+    absent = "(absent)"
+    lines += _table(["key", "baseline", "candidate"],
+                    [[d["key"], absent if d["baseline"] is None else d["baseline"],
+                      absent if d["candidate"] is None else d["candidate"]]
+                     for d in rec["config_diff"]]) \
+        if rec["config_diff"] else ["(the configurations are identical)"]
+    lines += ["", "## Gates", ""]
+    lines += _table(["gate", "slice", "requirement", "baseline", "candidate", "delta",
+                     "interval", "p adj.", "n", "result", "why"],
+                    [[r["gate"], _slice_label(r["slice"]), r["requirement"], _fmt(r["baseline"]),
+                      _fmt(r["candidate"]), _signed(r["delta"]), _ci(r), _fmt(r["p_adjusted"]),
+                      _fmt(r["n"]), r["status"].upper(), r["reason"]] for r in rec["results"]])
+    lines += ["", "## Metric versions", ""]
+    vb = (rec["metric_versions"] or {}).get("baseline") or b["metric_versions"]
+    vc = (rec["metric_versions"] or {}).get("candidate") or c["metric_versions"]
+    lines += _table(["family", "baseline", "candidate", ""],
+                    [[f, vb.get(f), vc.get(f), "" if vb.get(f) == vc.get(f) else "DIFFERS"]
+                     for f in sorted(set(vb) | set(vc))])
+    lines += ["", "## Diagnoses", ""]
+    diag = rec["diagnoses"]
+    lines += ["Cases per cause (a case counts once per cause; `passed`: no failed check).", ""]
+    lines += _table(["cause", "baseline", "candidate", "change"],
+                    [[k, v["baseline"], v["candidate"], f"{v['change']:+d}"]
+                     for k, v in diag["overall"].items()]) if diag["overall"] else ["(none)"]
+    for s in diag["critical_slices"]:
+        changed = {k: v for k, v in s["causes"].items() if v["change"] or k == "access_control"}
+        if changed:
+            lines += ["", f"Critical slice {s['key']}={s['value']}:", ""]
+            lines += _table(["cause", "baseline", "candidate", "change"],
+                            [[k, v["baseline"], v["candidate"], f"{v['change']:+d}"]
+                             for k, v in changed.items()])
+    lines += ["", "## Flipped cases", ""]
+    any_flip = False
+    for metric, f in (rec["flipped"] or {}).items():
+        n_bad, n_good = f.get("n_pass_to_fail", 0), f.get("n_fail_to_pass", 0)
+        if not (n_bad or n_good):
+            continue
+        any_flip = True
+        lines += [f"### {metric}: {n_bad} pass→fail, {n_good} fail→pass "
+                  f"(pass: {'≤' if f.get('direction') == 'lower' else '≥'} "
+                  f"{f.get('threshold')})",
+                  ""]
+        for way, title in (("pass_to_fail", "pass→fail"), ("fail_to_pass", "fail→pass")):
+            cases = (f.get(way) or [])[:max_cases]
+            if not cases:
+                continue
+            lines += _table(["case", title, "question", "baseline answer", "candidate answer",
+                             "baseline diagnosis", "candidate diagnosis"],
+                            [[x["case_id"], f"{_fmt(x['baseline'])} → {_fmt(x['candidate'])}",
+                              _short(x.get("question"), 100), _short(x.get("baseline_answer")),
+                              _short(x.get("candidate_answer")), _diag(x.get("baseline_diagnosis")),
+                              _diag(x.get("candidate_diagnosis"))] for x in cases])
+            more = int(f.get(f"n_{way}", 0)) - len(cases)
+            if more > 0:
+                lines += ["", f"({more} more not listed here; see the .json record)"]
+            lines += [""]
+    if not any_flip:
+        lines += ["(no case flipped on the headline metrics)", ""]
+    s = rec["settings"] or {}
+    lines += ["## Method", "",
+              f"Paired on {s.get('n_cases', 'n/a')} case ids; intervals: paired bootstrap "
+              f"({s.get('n_bootstrap', 'n/a')} resamples, seed {s.get('seed', 'n/a')}, BCa "
+              f"where valid, else percentile); p-values adjusted across the metric x slice "
+              f"family ({s.get('adjust_name', s.get('adjust', 'n/a'))}, "
+              f"{s.get('family_size', 'n/a')} tests). Written by `raglab decide`.", ""]
+    return "\n".join(lines)

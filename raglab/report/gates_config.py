@@ -1,0 +1,186 @@
+"""The schema of a gate set (config group ``gates``, read by ``raglab decide``).
+
+A gate set is predeclared in ``conf/gates/NAME.yaml`` (or any YAML file given by path)::
+
+    confidence: 0.95            # level of the paired intervals the gates read
+    critical_slices:            # checked by gates with `slices: critical` (overall always)
+      - {key: answerable, value: "yes"}
+      - {key: intent}           # no value: every value of the tag key
+    gates:
+      - {metric: vital_nugget_recall, rule: non_inferior, margin: 0.02, slices: critical}
+      - {metric: acl_leak_rate, rule: bound, max: 0}
+      - {metric: contradicted_claim_rate, rule: not_worse}
+      - {metric: false_refusal_rate, rule: bound, max: 0.2, max_increase: 0.05}
+      - {metric: latency_ms.total, rule: bound, max: 2000}
+
+Rules (``delta`` = candidate - baseline over the paired cases, ``[ci_low, ci_high]`` its
+interval at ``confidence``):
+
+- ``non_inferior`` (``margin`` >= 0): the candidate is not worse by ``margin`` or more:
+  ``ci_low > -margin`` for a metric where higher is better, ``ci_high < margin`` where lower
+  is better (raglab.stats.non_inferior).
+- ``not_worse``: fails when the difference is on the metric's bad side and its
+  multiplicity-adjusted p-value is under ``1 - confidence`` (raglab.stats.significantly_worse).
+- ``bound``: any of ``max`` / ``min`` on the candidate's value and ``max_increase`` /
+  ``max_decrease`` (>= 0) on ``delta``; every one given must hold. Budgets (latency, cost)
+  and absolute limits (``acl_leak_rate`` max 0) are bounds.
+
+A gate whose metric applies to no case of either run (in a slice) is ``n/a`` and does not
+block, unless ``required: true``, which makes it fail.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
+
+from raglab.errors import UserError
+from raglab.metrics.catalog import spec_of
+
+Rule = Literal["non_inferior", "not_worse", "bound"]
+_BOUNDS = ("max", "min", "max_increase", "max_decrease")
+
+
+class _C(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SliceRef(_C):
+    key: str = Field(min_length=1)
+    value: str | None = None  # None: every value of the key
+
+    @model_validator(mode="before")
+    @classmethod
+    def _value_as_text(cls, data: Any) -> Any:
+        # YAML reads `value: yes` / `value: 3` as a bool / int; slice values are text
+        if isinstance(data, dict) and isinstance(data.get("value"), bool):
+            data = {**data, "value": "yes" if data["value"] else "no"}
+        elif isinstance(data, dict) and isinstance(data.get("value"), (int, float)):
+            data = {**data, "value": str(data["value"])}
+        return data
+
+    def label(self) -> str:
+        return f"{self.key}={self.value}" if self.value is not None else f"{self.key}=*"
+
+
+class Gate(_C):
+    metric: str = Field(min_length=1)
+    rule: Rule
+    margin: float | None = Field(None, ge=0)
+    max: float | None = None
+    min: float | None = None
+    max_increase: float | None = Field(None, ge=0)
+    max_decrease: float | None = Field(None, ge=0)
+    slices: Literal["overall", "critical"] = "overall"
+    required: bool = False
+    label: str | None = None
+
+    @field_validator("metric")
+    @classmethod
+    def _known(cls, metric: str) -> str:
+        if spec_of(metric) is None:
+            raise ValueError(f"unknown metric {metric!r} (see README \"Metrics\")")
+        return metric
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        spec = spec_of(self.metric)
+        assert spec is not None
+        given = [b for b in _BOUNDS if getattr(self, b) is not None]
+        if self.rule == "non_inferior" and self.margin is None:
+            raise ValueError("rule non_inferior needs a margin")
+        if self.rule != "non_inferior" and self.margin is not None:
+            raise ValueError(f"margin applies to rule non_inferior only, not {self.rule}")
+        if self.rule == "bound" and not given:
+            raise ValueError(f"rule bound needs at least one of {', '.join(_BOUNDS)}")
+        if self.rule != "bound" and given:
+            raise ValueError(f"{given[0]} applies to rule bound only, not {self.rule}")
+        if self.rule in ("non_inferior", "not_worse") and spec.direction == "none":
+            raise ValueError(f"{self.metric} has no better direction; use rule bound")
+        return self
+
+    @property
+    def direction(self) -> str:
+        spec = spec_of(self.metric)
+        assert spec is not None
+        return spec.direction
+
+    def title(self) -> str:
+        return self.label or f"{self.metric} {self.rule}"
+
+
+class GateSet(_C):
+    description: str = ""
+    confidence: float = Field(0.95, gt=0, lt=1)
+    critical_slices: list[SliceRef] = Field(default_factory=list)
+    gates: list[Gate] = Field(min_length=1)
+
+    @property
+    def alpha(self) -> float:
+        return round(1.0 - self.confidence, 12)
+
+
+def parse_gate_set(data: Any, source: str) -> GateSet:
+    """Validate a gate set; one UserError line naming ``source`` and the field on failure."""
+    if not isinstance(data, dict):
+        raise UserError("a gate set must be a mapping with a `gates` list", file=source)
+    try:
+        return GateSet.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".")
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        elif err["type"] == "missing":
+            msg = "missing value"
+        raise UserError(f"{loc}: {msg}" if loc else msg, file=source) from None
+
+
+def gate_set_names(conf_root: Any) -> list[str]:
+    from pathlib import Path
+
+    return sorted(p.stem for p in (Path(conf_root) / "gates").glob("*.yaml"))
+
+
+def load_gate_set(name: str, overrides: list[str], conf_root: Any) -> tuple[str, GateSet, str]:
+    """``(name, gate set, source)`` of ``gates=NAME`` (a file of ``conf/gates/``, composed by
+    Hydra with ``gates.FIELD=VALUE`` overrides) or of ``gates=PATH.yaml``."""
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    path = Path(name).expanduser()
+    if name.endswith((".yaml", ".yml")) or "/" in name:
+        if not path.is_file():
+            raise UserError(f"gates={name}: no such gates file")
+        try:
+            cfg = OmegaConf.load(path)
+            if overrides:
+                cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(
+                    [o.removeprefix("gates.") for o in overrides]))
+            data = OmegaConf.to_container(cfg, resolve=True)
+        except (OmegaConfBaseException, ValueError) as e:
+            raise UserError(" ".join(str(e).split()), file=str(path)) from None
+        except Exception as e:  # a YAML syntax error
+            raise UserError(f"not valid YAML ({' '.join(str(e).split())[:200]})",
+                            file=str(path)) from None
+        return path.stem, parse_gate_set(data, str(path)), str(path)
+    names = gate_set_names(conf_root)
+    if name not in names:
+        raise UserError(f"gates={name}: unknown gate set (available: "
+                        f"{', '.join(names) or 'none'}; or give a path to a YAML file)")
+    from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
+
+    source = str(Path(conf_root) / "gates" / f"{name}.yaml")
+    try:
+        with initialize_config_dir(config_dir=str(conf_root), version_base="1.3"):
+            cfg = compose(config_name=None, overrides=[f"+gates={name}", *overrides])
+        data = OmegaConf.to_container(cfg, resolve=True).get("gates")
+    except (HydraException, OmegaConfBaseException) as e:
+        raise UserError(" ".join(str(e).split()), file=source) from None
+    return name, parse_gate_set(data, source), source

@@ -1,0 +1,162 @@
+"""``raglab decide`` end to end: real runs of the tiny dataset, real subprocesses."""
+
+import json
+import re
+from datetime import date
+
+import pytest
+
+from tests.conftest import TINY_CASES, TINY_CORPUS, run_cli, write_jsonl
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Run directories of the tiny dataset: base, same (same config again), leaky
+    (system.enforce_acl=false) and regraded (another grader setting: other metric versions)."""
+    root = tmp_path_factory.mktemp("decide")
+    corpus = write_jsonl(root / "corpus.jsonl", TINY_CORPUS)
+    cases = write_jsonl(root / "cases.jsonl", TINY_CASES)
+    out = {}
+    for name, extra in (("base", []), ("same", []), ("leaky", ["system.enforce_acl=false"]),
+                        ("regraded", ["grader.support_threshold=60"])):
+        proc = run_cli("run", f"dataset.corpus={corpus}", f"dataset.cases={cases}",
+                       "tracking=none", "progress=off", f"hydra.run.dir={root / name}",
+                       f"cache_dir={root / 'cache'}", *extra, cwd=root)
+        assert proc.returncode == 0, proc.stderr
+        out[name] = root / name
+    out["root"] = root
+    return out
+
+
+def _record(study, name="default"):
+    stem = f"decision-{date.today().isoformat()}-{name}"
+    return (json.loads((study / f"{stem}.json").read_text()),
+            (study / f"{stem}.md").read_text())
+
+
+def test_a_leaking_candidate_is_no_go(runs, tmp_path):
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / "README.md").write_text("Intro line\n\n# Can we drop ACL enforcement?\n\nmore\n")
+    proc = run_cli("decide", str(runs["base"]), str(runs["leaky"]), "gates=default",
+                   "--study", str(study), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "decision: NO-GO" in proc.stdout
+    rec, md = _record(study)
+    assert rec["decision"] == "NO-GO" and rec["question"] == "Can we drop ACL enforcement?"
+    acl = [r for r in rec["results"] if r["metric"] == "acl_leak_rate"]
+    assert [(r["status"], r["candidate"]) for r in acl] == [("fail", 0.25)]
+    fa = [r for r in rec["results"] if r["metric"] == "false_answer_rate"][0]
+    assert fa["status"] == "fail" and fa["delta"] == 1.0
+    assert {"key": "system.enforce_acl", "baseline": "true", "candidate": "false"} \
+        in rec["config_diff"]
+    assert rec["baseline"]["dataset"]["cases_sha256"] == rec["candidate"]["dataset"]["cases_sha256"]
+    assert rec["baseline"]["dataset"]["corpus_sha256"]
+    assert rec["metric_versions"]["baseline"]["diagnosis"]
+    assert rec["diagnoses"]["overall"]["access_control"] == {"baseline": 0, "candidate": 1,
+                                                            "change": 1}
+    flips = rec["flipped"]["false_answer_rate"]["pass_to_fail"]
+    assert [f["case_id"] for f in flips] == ["t-3"]
+    assert flips[0]["candidate_diagnosis"]["causes"] == ["hallucinated_answer", "access_control"]
+    # the Markdown record: question, runs and hashes, differences, gates, versions, flips
+    assert md.startswith("# Decision: NO-GO (default, ")
+    assert "**Question.** Can we drop ACL enforcement?" in md
+    assert rec["baseline"]["dataset"]["corpus_sha256"] in md
+    assert "| system.enforce_acl | true | false |" in md
+    assert re.search(r"\| acl_leak_rate bound \| overall \| candidate <= 0 \| 0 \| 0\.25 \| "
+                     r"\+0\.25 \| \[[^]]+\] \| [^|]+ \| 4 \| FAIL \|", md)
+    assert "| diagnosis |" in md and "## Metric versions" in md
+    assert "| t-3 | 0 → 1 | Who do I escalate payment incidents to? |" in md
+    assert "hallucinated_answer, access_control" in md
+
+
+def test_an_equivalent_candidate_is_go(runs, tmp_path):
+    proc = run_cli("decide", str(runs["base"]), str(runs["same"]), "gates=default",
+                   "--question", "Is a rerun the same?", "--name", "rerun", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "decision: GO" in proc.stdout
+    rec, md = _record(tmp_path, "rerun")  # default study folder: the current directory
+    assert rec["decision"] == "GO" and rec["question"] == "Is a rerun the same?"
+    assert rec["gates"]["name"] == "default" and rec["name"] == "rerun"
+    assert {r["status"] for r in rec["results"]} <= {"pass", "n/a"}
+    ni = [r for r in rec["results"] if r["rule"] == "non_inferior" and r["status"] == "pass"]
+    assert {(r["metric"], r["slice"] and r["slice"]["value"]) for r in ni} == {
+        ("vital_nugget_recall", None), ("vital_nugget_recall", "yes"),
+        ("faithfulness", None), ("faithfulness", "yes")}
+    # the critical slice difficulty=hard is absent from the tiny set: shown, with a warning
+    assert any("difficulty=hard" in w for w in rec["warnings"])
+    assert md.startswith("# Decision: GO (rerun, ")
+
+
+def test_different_metric_versions_exit_3_and_write_nothing(runs, tmp_path):
+    proc = run_cli("decide", str(runs["base"]), str(runs["regraded"]), "--study",
+                   str(tmp_path / "s"), cwd=tmp_path)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "metric versions differ" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert not (tmp_path / "s").exists() and not list(tmp_path.glob("decision-*"))
+    # overriding goes on; every gate on an affected family fails, so NO-GO
+    proc = run_cli("decide", str(runs["base"]), str(runs["regraded"]),
+                   "--allow-version-mismatch", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    rec, _ = _record(tmp_path)
+    assert any("metric versions differ" in w for w in rec["warnings"])
+    assert any(r["reason"].startswith("not comparable") for r in rec["results"])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["gates=nope"], "gates=nope: unknown gate set (available: default"),
+    (["gates=BADFILE"], "gates[1].metric: unknown metric 'faithfullness'"),
+    (["gates=default", "gates.confidence=2"], "confidence: Input should be less than 1"),
+    (["gates=MISSING.yaml"], "no such gates file"),
+    (["--question"], "expected one argument"),
+])
+def test_bad_gates_exit_2_with_one_line_and_nothing_written(runs, tmp_path, args, message):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("gates:\n  - {metric: acl_leak_rate, rule: bound, max: 0}\n"
+                   "  - {metric: faithfullness, rule: non_inferior, margin: 0.1}\n")
+    args = [a.replace("BADFILE", str(bad)).replace("MISSING", str(tmp_path / "missing"))
+            for a in args]
+    proc = run_cli("decide", str(runs["base"]), str(runs["leaky"]), *args, "--study",
+                   str(tmp_path / "s"), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "s").exists() and not list(tmp_path.glob("decision-*"))
+    if "argument" not in message:
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_missing_runs_exit_2(runs, tmp_path):
+    proc = run_cli("decide", str(tmp_path / "nope"), str(runs["leaky"]), cwd=tmp_path)
+    assert proc.returncode == 2 and "no such run directory" in proc.stderr
+    assert not list(tmp_path.glob("decision-*"))
+
+
+def test_help_is_fast_and_lists_exit_codes(tmp_path):
+    proc = run_cli("decide", "--help", cwd=tmp_path)
+    assert proc.returncode == 0 and "Exit 0 GO, 1 NO-GO" in proc.stdout
+    assert "decide BASELINE CANDIDATE" in run_cli("--help", cwd=tmp_path).stdout
+
+
+def test_an_mlflow_candidate_gets_the_decision_tag(tmp_path):
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS)
+    cases = write_jsonl(tmp_path / "cases.jsonl", TINY_CASES)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ids = []
+    for name, extra in (("base", []), ("leaky", ["system.enforce_acl=false"])):
+        proc = run_cli("run", f"dataset.corpus={corpus}", f"dataset.cases={cases}",
+                       f"tracking.uri={uri}", "progress=off", f"hydra.run.dir={tmp_path / name}",
+                       f"cache_dir={tmp_path / 'cache'}", *extra, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        ids.append(re.search(r"MLflow run ([0-9a-f]{32})", proc.stdout).group(1))
+    proc = run_cli("decide", *ids, "gates=default", "--uri", uri, "--study",
+                   str(tmp_path / "study"), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    assert client.get_run(ids[1]).data.tags["raglab.decision"] == "NO-GO"
+    assert "raglab.decision" not in client.get_run(ids[0]).data.tags
+    arts = {a.path for a in client.list_artifacts(ids[1], "decision")}
+    assert any(a.endswith("-default.md") for a in arts)
+    rec, _ = _record(tmp_path / "study")
+    assert rec["candidate"]["mlflow_run_id"] == ids[1] and rec["candidate"]["run_dir"] is None
