@@ -14,7 +14,7 @@ from typing import Any
 
 from raglab.commands.common import conf_dir
 from raglab.errors import ConfigError
-from raglab.runner.naming import job_overrides, swept_keys
+from raglab.runner.naming import job_overrides
 
 #: Hydra command-line flags after which raglab leaves everything to Hydra itself
 _HYDRA_FLAGS = {"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--resolve",

@@ -169,8 +169,9 @@ def main(argv: list[str]) -> None:
     import hydra
 
     from raglab.commands.common import conf_dir
-    from raglab.commands.compose import split_argv, swept_keys, validate_jobs
+    from raglab.commands.compose import split_argv, validate_jobs
     from raglab.errors import ConfigError
+    from raglab.runner.naming import swept_keys
 
     multirun, overrides, plain = split_argv(argv)
     from raglab.secrets import override_secrets, register, scrub_output_streams

@@ -212,6 +212,33 @@ def plot_recall_at_k(overall: Mapping[str, Any], path: Path) -> bool:
     return True
 
 
+NA_FACE = "#eeeeee"
+NEUTRAL_FACE = "#dde6f0"
+
+
+def slice_cell(metric: str, value: Any) -> dict[str, Any]:
+    """How one heat-map cell is drawn: ``{"text", "face", "hatch", "ink", "good"}``.
+
+    A value that does not apply is a grey hatched ``n/a`` cell. Any other value, 0
+    included, is coloured by how good it is (``good``: the value, or 1 - value for a
+    lower-is-better metric, for metrics bounded in [0, 1]; None otherwise, drawn neutral)."""
+    v = num(value)
+    if v is None:
+        return {"text": "n/a", "face": NA_FACE, "hatch": "///", "ink": "#666666",
+                "good": None}
+    from matplotlib import colormaps
+
+    spec = spec_of(metric)
+    good = None
+    if spec is not None and spec.kind in ("share", "binary") and \
+            spec.direction in ("higher", "lower"):
+        good = min(1.0, max(0.0, v if spec.direction == "higher" else 1 - v))
+    face = colormaps["RdYlGn"](good) if good is not None else NEUTRAL_FACE
+    dark = good is not None and (good < 0.15 or good > 0.85)
+    return {"text": fmt(v), "face": face, "hatch": None, "ink": "white" if dark else "black",
+            "good": good}
+
+
 def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
     """A heat map of headline metrics by slice; False (nothing written) when no data.
 
@@ -230,32 +257,18 @@ def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
     if capped:  # keep the largest slices, in their sorted order
         keep = sorted(rows, key=lambda r: -(num(r[2].get("n")) or 0))[:MAX_PLOTTED_SLICES]
         rows = [r for r in rows if r in keep]
-    import numpy as np
-    from matplotlib import colormaps
     from matplotlib.patches import Rectangle
 
-    cmap = colormaps["RdYlGn"]
     fig = _figure(2.8 + 0.78 * len(cols), 1.9 + 0.3 * len(rows))
     ax = fig.add_subplot(1, 1, 1)
     for i, (_, _, mets) in enumerate(rows):
         for j, col in enumerate(cols):
-            v = num(mets.get(col))
-            if v is None:
-                ax.add_patch(Rectangle((j, i), 1, 1, facecolor="#eeeeee", edgecolor="#bbbbbb",
-                                       hatch="///", linewidth=0.5))
-                ax.text(j + 0.5, i + 0.5, "n/a", ha="center", va="center", fontsize=7,
-                        color="#666666")
-                continue
-            spec = spec_of(col)
-            bounded = spec is not None and spec.kind in ("share", "binary")
-            good = (v if spec.direction == "higher" else 1 - v) if bounded and \
-                spec.direction in ("higher", "lower") else None
-            colour = cmap(float(np.clip(good, 0, 1))) if good is not None else "#dde6f0"
-            ax.add_patch(Rectangle((j, i), 1, 1, facecolor=colour, edgecolor="white",
-                                   linewidth=0.8))
-            dark = good is not None and (good < 0.15 or good > 0.85)
-            ax.text(j + 0.5, i + 0.5, fmt(v), ha="center", va="center", fontsize=7.5,
-                    color="white" if dark else "black")
+            cell = slice_cell(col, mets.get(col))
+            ax.add_patch(Rectangle((j, i), 1, 1, facecolor=cell["face"], hatch=cell["hatch"],
+                                   edgecolor="#bbbbbb" if cell["hatch"] else "white",
+                                   linewidth=0.5 if cell["hatch"] else 0.8))
+            ax.text(j + 0.5, i + 0.5, cell["text"], ha="center", va="center",
+                    fontsize=7 if cell["hatch"] else 7.5, color=cell["ink"])
     ax.set_xlim(0, len(cols))
     ax.set_ylim(len(rows), 0)
     ax.set_xticks([j + 0.5 for j in range(len(cols))])

@@ -210,6 +210,25 @@ def sweep_rows(jobs: Sequence[Mapping[str, Any]], keys: Sequence[str],
     return header, rows
 
 
+def best_job_line(jobs: Sequence[Mapping[str, Any]], keys: Sequence[str],
+                  labels: Mapping[str, str] | None = None) -> str | None:
+    """``best final.evidence_recall ↑: job 3 (size=128 k=5), 0.9041`` for the first
+    headline metric (catalog order) whose value differs between jobs; None if none does."""
+    labels = labels or {}
+    for col in sweep_columns(jobs):
+        spec = spec_of(col)
+        vals = [(num((j.get("overall") or {}).get(col)), j) for j in jobs]
+        vals = [(v, j) for v, j in vals if v is not None]
+        if not spec or spec.direction not in ("higher", "lower") or \
+                len({v for v, _ in vals}) < 2:
+            continue
+        v, j = (max if spec.direction == "higher" else min)(vals, key=lambda t: t[0])
+        setting = " ".join(f"{labels.get(k, k)}={(j.get('values') or {}).get(k, '')}"
+                           for k in keys)
+        return f"best {col} {arrow(col)}: job {j['num']} ({setting}), {fmt(v)}"
+    return None
+
+
 def sweep_markdown(title: str, jobs: Sequence[Mapping[str, Any]], keys: Sequence[str],
                    sweep_dir: str, labels: Mapping[str, str] | None = None,
                    limit: int = 8000) -> str:
@@ -221,6 +240,9 @@ def sweep_markdown(title: str, jobs: Sequence[Mapping[str, Any]], keys: Sequence
                         [[header[i], *(r[i] for r in rows)] for i in range(1, len(header))])
     head = [f"**{_md(title)}**: {len(jobs)} jobs in `{_md(sweep_dir)}`; ↑ higher is better, "
             "↓ lower is better", ""]
+    best = best_job_line(jobs, keys, labels)
+    if best:
+        head[1:1] = ["", _md(best)]
     tail = ["", "The whole table is the artifact `sweep.html`; each job is a child run."]
     for n in range(len(rows), -1, -1):
         more = [f"", f"({len(rows) - n} more jobs in `sweep.html`)"] if n < len(rows) else []

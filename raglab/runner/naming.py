@@ -4,6 +4,9 @@ A name lists the value of each key the user set (for a sweep: each swept key), r
 from the redacted configuration rather than from the command line, so a secret passed as an
 override can never reach a run name. A key is shown by its last part (``chunker.size`` ->
 ``size``) unless two keys share it; a path by its file name; a config group by its choice.
+
+A sweep's jobs and swept keys are read from its overrides with Hydra's own override parser
+and basic sweeper, so job ``N`` here is Hydra's job ``N``.
 """
 
 from __future__ import annotations

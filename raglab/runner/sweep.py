@@ -81,7 +81,8 @@ def jobs_of(sweep_dir: Path, overrides: list[str], groups: set[str]
 
 def summarize(config: Any) -> str:
     from raglab.report.report_html import sweep_html
-    from raglab.report.summary import sweep_columns, sweep_markdown, sweep_rows, sweep_text
+    from raglab.report.summary import (best_job_line, sweep_columns, sweep_markdown, sweep_rows,
+                                       sweep_text)
     from raglab.runner.naming import short_labels, sweep_name
     from raglab.data.io import atomic_write_text
 
@@ -94,7 +95,11 @@ def summarize(config: Any) -> str:
     name = str(config.get("run_name") or sweep_name(keys))
     html = sweep_dir / "sweep.html"
     atomic_write_text(html, sweep_html(name, header, rows, len(keys), str(sweep_dir)))
-    lines = [f"sweep {name!r}: {len(jobs)} jobs in {sweep_dir}", sweep_text(header, rows, len(keys))]
+    lines = [f"sweep {name!r}: {len(jobs)} jobs in {sweep_dir}",
+             sweep_text(header, rows, len(keys))]
+    best = best_job_line(jobs, keys, labels)
+    if best:
+        lines.append(best)
     tracking = config.get("tracking") or {}
     if tracking.get("name") == "mlflow":
         from raglab.tracking.mlflow_store import ui_command

@@ -144,4 +144,5 @@ class MlflowTracker(NoTracker):
         return (f"MLflow run {self.run.run_id} {self.run_name!r} (experiment "
                 f"{self.cfg.tracking.experiment!r}); view it with:\n"
                 f"  {ui_command(self.cfg.tracking.uri)}\n"
-                f"  then open {run_url(self.cfg.tracking.uri, self.run.experiment_id, self.run.run_id)}")
+                "  then open "
+                f"{run_url(self.cfg.tracking.uri, self.run.experiment_id, self.run.run_id)}")

@@ -4,14 +4,18 @@ A run is created with ``MlflowClient`` (never the fluent global state) so severa
 sweep's parent and its children, can be open in one process. A sweep has no start hook, so
 the first job creates the parent run under a file lock in the sweep directory and records its
 id in ``<sweep_dir>/.mlflow_parent``; later jobs (same or other processes) reuse it. The
-parent's status follows the last child to end (FINISHED, KILLED or FAILED).
+parent's status follows the last child to end (FINISHED, KILLED or FAILED). When the sweep
+ends, :func:`raglab.tracking.mlflow_ui.summarize_sweep` fills the parent in.
 
 Layout of a logged run: params = the flattened config (secrets dropped); metrics = every
-non-null overall metric (``metric_key``), every slice metric and slice size
+non-null overall metric (``metric_key``), every slice metric (or, with
+``tracking.slice_metrics=headline``, every headline one) and slice size
 (``slice_metric_key``), ``n_cases``, ``n_quarantined``, ``errors``, ``work.<counter>``;
-tags ``raglab.metric_version.<family>`` and ``raglab.run_dir``; artifacts ``config.yaml``,
-``records.jsonl``, ``metrics.json``, ``quarantine.jsonl`` (when present) at the root and the
-report (``report.md`` and plots) under ``report/``; the cases file as a dataset input.
+tags ``raglab.metric_version.<family>``, ``raglab.run_dir``, ``raglab.config_hash`` and the
+description ``mlflow.note.content``; artifacts ``config.yaml``, ``records.jsonl``,
+``metrics.json``, ``quarantine.jsonl`` (when present) at the root and the report
+(``report.md``, ``report.html`` and plots) under ``report/``; the cases file as a dataset
+input. What the UI opens on (layout, saved views) is :mod:`raglab.tracking.mlflow_ui`.
 """
 
 from __future__ import annotations

@@ -107,3 +107,9 @@ def test_parallel_sweep_with_joblib_builds_each_index_once(tmp_path, demo_subset
     assert proc.returncode == 0, proc.stderr
     works = [json.loads((sweep / str(i) / "metrics.json").read_text())["work"] for i in range(3)]
     assert sum(w["index_builds"] for w in works) == 1
+    # jobs ran in other processes: the table at the end is read back from the sweep folder
+    lines = proc.stdout.splitlines()
+    assert sorted(x.split(":")[0] for x in lines if x.startswith("job ") and ":" in x) == [
+        "job 0/3 k=3", "job 1/3 k=5", "job 2/3 k=8"]
+    assert any(x.split() == ["k", "3", "5", "8"] for x in lines)
+    assert (sweep / "sweep.html").is_file()
