@@ -14,6 +14,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,28 +52,41 @@ class StageCache:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.root / "stages.sqlite", timeout=60, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS kv (ns TEXT, key TEXT, value TEXT, "
-                         "PRIMARY KEY (ns, key))")
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("CREATE TABLE IF NOT EXISTS kv (ns TEXT, key TEXT, value TEXT, "
+                             "PRIMARY KEY (ns, key))")
+            except BaseException:
+                conn.close()  # set up again on the next try
+                raise
             self._local.conn = conn
         return conn
 
+    def _execute(self, sql: str, args: tuple) -> sqlite3.Cursor:
+        """One statement; a database busy with another process's write is waited for (the
+        connection's busy timeout, then a few bounded retries), any other failure is a
+        StorageError."""
+        for attempt in range(6):
+            try:
+                return self._db().execute(sql, args)
+            except sqlite3.OperationalError as e:
+                busy = "locked" in str(e) or "busy" in str(e)
+                if not busy or attempt == 5:
+                    raise self._fail(e) from None
+                time.sleep(0.2 * (2 ** attempt))
+            except (sqlite3.Error, OSError) as e:
+                raise self._fail(e) from None
+        raise AssertionError("unreachable")
+
     def get(self, ns: str, key: str) -> Any | None:
-        try:
-            row = self._db().execute("SELECT value FROM kv WHERE ns=? AND key=?",
-                                     (ns, key)).fetchone()
-        except (sqlite3.Error, OSError) as e:
-            raise self._fail(e) from None
+        row = self._execute("SELECT value FROM kv WHERE ns=? AND key=?", (ns, key)).fetchone()
         return None if row is None else json.loads(row[0])
 
     def put(self, ns: str, key: str, value: Any) -> None:
         blob = json.dumps(value, ensure_ascii=False, allow_nan=False)
-        try:
-            self._db().execute("INSERT OR REPLACE INTO kv (ns, key, value) VALUES (?, ?, ?)",
-                               (ns, key, blob))
-        except (sqlite3.Error, OSError) as e:
-            raise self._fail(e) from None
+        self._execute("INSERT OR REPLACE INTO kv (ns, key, value) VALUES (?, ?, ?)",
+                      (ns, key, blob))
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
