@@ -18,6 +18,13 @@ commands:
                          paired per-slice comparison; writes compare.md/.html/.json
   decide BASELINE CANDIDATE gates=NAME [--study DIR]
                          apply a gate set; writes decision-DATE-NAME.md/.json; exit 0 GO, 1 NO-GO
+  calibrate [overrides]  the grader against human labels: kappa with intervals, confusion
+                         matrices, leniency; `calibrate --versions` lists the records
+  monitor TRAFFIC [--baseline B] [overrides]
+                         reference-free metrics of production traffic per time window,
+                         drift and contradiction alerts (exit 1 when one fired)
+  cases from-run|from-traffic|add
+                         failing cases and traffic as drafts; add labelled cases to the set
 
 overrides are Hydra overrides, e.g. dataset.corpus=PATH dataset.cases=PATH system=replay
 system.path=PATH grader=heuristic|claude|none chunker.size=256 k=5 tracking=none.
@@ -32,6 +39,9 @@ COMMANDS = {
     "log": "raglab.commands.log",
     "compare": "raglab.commands.compare",
     "decide": "raglab.commands.decide",
+    "calibrate": "raglab.commands.calibrate",
+    "monitor": "raglab.commands.monitor",
+    "cases": "raglab.commands.cases",
 }
 
 

@@ -92,6 +92,7 @@ class RunCfg(Strict):
     progress: Literal["auto", "bar", "plain", "off"] = "auto"
     plugins: list[str] = Field(default_factory=list)
     experiment: Any = None
+    fail_on_quarantine: bool = False
 
     @model_validator(mode="after")
     def _k_within_depth(self):

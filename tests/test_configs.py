@@ -14,8 +14,9 @@ REQUIRED = {"system/replay": ["system.path=x.jsonl"], "system/http": ["system.ur
             "system/python": ["system._target_=pkg.mod.make"]}
 
 
-# groups read by other commands, not composed into a run (each has its own schema test)
-NOT_RUN_GROUPS = {"compare", "gates"}
+# groups read by other commands, not composed into a run (each has its own schema test;
+# monitor is composed by raglab monitor with +monitor=NAME)
+NOT_RUN_GROUPS = {"compare", "gates", "monitor"}
 
 
 def _options():

@@ -30,6 +30,7 @@ LAYERS: dict[str, float] = {
     "raglab.cli": 11,
     "raglab.commands": 10,
     "raglab.runner": 9,
+    "raglab.calibration": 9, "raglab.monitor": 9, "raglab.cases": 9,  # the commands' logic
     "raglab.report": 8.5,
     "raglab.systems": 8, "raglab.graders": 8, "raglab.tracking": 8,
     "raglab.config": 7,  # config sections of metrics (and of stats) may live beside them

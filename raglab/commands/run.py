@@ -136,7 +136,7 @@ def task(dict_cfg) -> None:
         if over:
             print(f"raglab: error: job {hc.job.num}: {over}", file=sys.stderr, flush=True)
         return
-    print_summary(metrics, run_dir)
+    print_summary(metrics, run_dir, _calibration(cfg, metrics["metric_versions"]))
     where = tracker.where()
     if where:
         print(where)
@@ -208,3 +208,15 @@ def main(argv: list[str]) -> None:
     if OVER_ERROR_RATE and multirun:
         fail(f"{len(OVER_ERROR_RATE)} job(s) exceeded max_error_rate: "
              + ", ".join(str(p) for p in OVER_ERROR_RATE), 1)
+
+
+def _calibration(cfg, versions: dict[str, str]) -> dict[str, str]:
+    """Each family version's kappa (raglab calibrate), from cache_dir or the tracking store."""
+    from raglab.report.calibration import lookup
+
+    tracked = None
+    if cfg.tracking.name == "mlflow":
+        from raglab.tracking.standalone import calibration_finder
+
+        tracked = calibration_finder(cfg.tracking.uri)
+    return lookup(versions, cfg.cache_dir, tracked)

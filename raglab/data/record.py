@@ -4,8 +4,9 @@ every reader (resume, aggregation, reports, comparisons).
 A record keeps the case's gold summary, the system output, which hits hold which evidence
 (``judgments``), the grader verdicts, the per-case metric values (``null`` where one does
 not apply) and the error, if any. Optional fields (``severity_one``,
-``n_factual_sentences``, ``contradicted_claims``, ``grading_cost_usd``) are present only
-when they apply;
+``n_factual_sentences``, ``contradicted_claims``, ``grading_cost_usd``, and with
+``grader.repeats`` > 1 ``repeat_verdicts``, ``repeats``, ``repeat_variance``) are present
+only when they apply;
 unknown fields are kept, so records from a newer raglab still read.
 """
 
@@ -52,6 +53,11 @@ class CaseRecord(BaseModel):
     contradicted_claims: list[str] | None = None      # present when any
     grading_cost_usd: float | None = None             # present when graded (None: unpriced)
     diagnosis: dict[str, Any] | None = None           # raglab.metrics.diagnosis; None: passed
+    # grader.repeats > 1 (present then): the verdicts of repeats 1..N-1 (``verdicts`` holds
+    # repeat 0's), the number of repeats, and each graded metric's variance over them
+    repeat_verdicts: list[list[Verdict]] | None = None
+    repeats: int | None = None
+    repeat_variance: dict[str, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (the metrics' input): the fields that were set, in order."""

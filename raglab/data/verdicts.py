@@ -92,7 +92,11 @@ class Verdict(BaseModel):
 class Grader(Protocol):
     """A grader backend (``grader`` config group). Each judgment is asked separately, so the
     orchestrator can cache it by family version and inputs; labels come from the sets above.
-    A call that fails after retries raises :class:`raglab.llm.client.LLMCallError`."""
+    A call that fails after retries raises :class:`raglab.llm.client.LLMCallError`.
+
+    Optional (``grader.repeats``): ``deterministic = True`` (the same inputs always get the
+    same judgment: repeats are not asked) or ``for_repeat(r)``, the same grader asking as
+    independent repeat ``r`` (so its own response cache keys differ by repeat)."""
 
     backend: str
 

@@ -164,6 +164,7 @@ class ClaudeGraderCfg(Strict):
     mode: Literal["online", "batch"] = "online"
     batch_poll_s: float = Field(30.0, gt=0)
     prices: dict[str, float] = Field(default_factory=dict)
+    repeats: int = Field(1, ge=1)
 
 
 @register("grader", "claude", config=ClaudeGraderCfg)
@@ -191,10 +192,15 @@ class ClaudeGrader:
                     concurrency=cfg.concurrency, mode=cfg.mode, batch_poll_s=cfg.batch_poll_s,
                     prices={cfg.model: dict(cfg.prices)} if cfg.prices else {})
 
-    def __init__(self, cfg: Any, prompts: dict[str, str], llm: Any):
+    def __init__(self, cfg: Any, prompts: dict[str, str], llm: Any, repeat: int = 0):
         self.cfg = cfg
         self.prompts = dict(prompts)
         self.llm = llm
+        self.repeat = repeat
+
+    def for_repeat(self, repeat: int) -> "ClaudeGrader":
+        """The same grader asking as independent repeat ``repeat`` (grader.repeats)."""
+        return ClaudeGrader(self.cfg, self.prompts, self.llm, repeat)
 
     def prompt_texts(self) -> dict[str, str]:
         return dict(self.prompts)
@@ -204,7 +210,8 @@ class ClaudeGrader:
         system, user = render(self.prompts[name], values)
         return LLMRequest(model=self.cfg.model, system=system, user=user,
                           max_tokens=self.cfg.max_tokens,
-                          purpose="grade", schema=schema, cache_system=cache_system)
+                          purpose="grade", schema=schema, cache_system=cache_system,
+                          repeat=self.repeat)
 
     async def _ask(self, req: LLMRequest, parse) -> Any:
         resp = await self.llm.complete(req, validate=parse)

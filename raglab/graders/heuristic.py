@@ -259,6 +259,7 @@ class HeuristicGraderCfg(Strict):
     nugget_partial: float = Field(50, ge=0, le=100)
     decomposition: DecompositionCfg = Field(default_factory=DecompositionCfg)
     verification: Literal["batched", "per_claim"] = "batched"
+    repeats: int = Field(1, ge=1)
 
 
 @register("grader", "heuristic", config=HeuristicGraderCfg)
@@ -266,6 +267,8 @@ class HeuristicGrader:
     """Async interface shared with the Claude grader (see raglab.graders.orchestrate)."""
 
     backend = "heuristic"
+    #: the same inputs always get the same judgment: repeats are never asked (agreement 1)
+    deterministic = True
 
     def __init__(self, cfg: HeuristicGraderCfg, prompts: Any = None, llm: Any = None):
         self.cfg = cfg

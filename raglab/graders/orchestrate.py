@@ -3,11 +3,18 @@
 Judgments are cached on disk by (family version, judgment, inputs), so re-running an
 unchanged configuration repeats no grader work, and any change to the grader (prompt text,
 model, settings) changes the version and misses the cache.
+
+``grader.repeats=N`` asks for N independent judgments: :meth:`Grading.grade` (or
+:meth:`Grading.ask`) with ``repeat=r`` sets the repeat of the task it runs in (a context
+variable, so the judgments it starts inherit it), and the repeat index is part of the
+cache key (repeat 0 keeps the plain key), so a repeat is never answered by another one's
+cache. A deterministic grader (``deterministic = True``) is asked once: its repeats agree.
 """
 
 from __future__ import annotations
 
 import asyncio
+from contextvars import ContextVar
 from typing import Any
 
 from raglab.cache import StageCache, content_key
@@ -20,11 +27,18 @@ from raglab.text.answers import answer_sentences, citations_of, factual_sentence
 #: a grader call that still failed after its retries (the LLM client's error)
 GraderCallError = LLMCallError
 
+#: the independent repeat (grader.repeats) the current grading task asks as
+_REPEAT: ContextVar[int] = ContextVar("raglab_grader_repeat", default=0)
+
 
 class Grading:
     def __init__(self, grader: Grader, name: str, versions: dict[str, str], cache: StageCache,
-                 work: Any):
+                 work: Any, repeats: int = 1):
         self.grader = grader
+        self.requested_repeats = repeats
+        #: independent judgments actually asked for (1 for a deterministic grader)
+        self.repeats = 1 if getattr(grader, "deterministic", False) else repeats
+        self._per_repeat: dict[int, Any] = {0: grader}
         self.name = name
         self.versions = versions
         self.cache = cache
@@ -34,8 +48,25 @@ class Grading:
                                                length=12)
                               for fam, parts in FAMILY_PROMPTS.items()}
 
+    def _grader(self, repeat: int) -> Any:
+        if repeat not in self._per_repeat:
+            make = getattr(self.grader, "for_repeat", None)  # else: asked again as it is
+            self._per_repeat[repeat] = make(repeat) if make is not None else self.grader
+        return self._per_repeat[repeat]
+
+    async def ask(self, family: str, method: str, *args: Any, repeat: int = 0) -> Any:
+        """One cached judgment (``method`` of the grader) under ``family``'s version, as
+        independent repeat ``repeat``."""
+        token = _REPEAT.set(repeat)
+        try:
+            return await self._cached(family, method, *args)
+        finally:
+            _REPEAT.reset(token)
+
     async def _cached(self, family: str, method: str, *args: Any) -> Any:
-        key = content_key("judge", self.versions[family], method, args)
+        repeat = _REPEAT.get()
+        extra = ("repeat", repeat) if repeat else ()
+        key = content_key("judge", self.versions[family], method, args, *extra)
         case_meter = current_meter()
         hit = self.cache.get("grade", key)
         if hit is not None:
@@ -46,7 +77,7 @@ class Grading:
                                0.0 if self.grader.backend == "heuristic" else None)
             return hit
         with metering() as meter:
-            value = await getattr(self.grader, method)(*args)
+            value = await getattr(self._grader(repeat), method)(*args)
         self.work.add("grader_calls")
         self.cache.put("grade", key, value)
         self.cache.put("grade_cost", key, {"usd": meter.total()})
@@ -80,9 +111,18 @@ class Grading:
         return [self._verdict("correctness", "claim", item=c, label=r[0], evidence=r[1], index=i)
                 for i, (c, r) in enumerate(zip(ref_claims, res))]
 
-    async def grade(self, case: Any, output: dict[str, Any]) -> tuple[list[dict], int]:
-        """Verdicts for one case and the number of factual sentences of its answer (of
-        :func:`raglab.text.answers.answer_sentences`, the one split citations index)."""
+    async def grade(self, case: Any, output: dict[str, Any],
+                    repeat: int = 0) -> tuple[list[dict], int]:
+        """Verdicts for one case (independent repeat ``repeat``) and the number of factual
+        sentences of its answer (of :func:`raglab.text.answers.answer_sentences`, the one
+        split citations index)."""
+        token = _REPEAT.set(repeat)
+        try:
+            return await self._grade(case, output)
+        finally:
+            _REPEAT.reset(token)
+
+    async def _grade(self, case: Any, output: dict[str, Any]) -> tuple[list[dict], int]:
         answer = output.get("answer")
         if answer is None:
             return [], 0

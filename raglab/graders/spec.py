@@ -36,6 +36,7 @@ def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) 
     spec.pop("batch_poll_s", None)
     spec.pop("prices", None)
     spec.pop("mode", None)  # batch and online send the same requests
+    spec.pop("repeats", None)  # how many samples of the same grader, not which grader
     spec.pop("prompts", None)  # the texts themselves are hashed below
     out: dict[str, str] = {
         "retrieval": content_key("retrieval", CODE_VERSIONS["retrieval"],

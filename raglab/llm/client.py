@@ -49,10 +49,14 @@ class LLMRequest:
     purpose: str = "grade"
     schema: dict | None = None
     cache_system: bool = False
+    #: independent repeat of the same request (grader.repeats): part of the cache key only,
+    #: never sent, so repeat r is never answered by another repeat's cached response
+    repeat: int = 0
 
     def cache_key(self) -> str:
+        extra = ("repeat", self.repeat) if self.repeat else ()
         return content_key("anthropic", self.model, self.max_tokens,
-                           self.system, self.user, self.schema)
+                           self.system, self.user, self.schema, *extra)
 
     def params(self) -> dict[str, Any]:
         """The Messages API parameters of this request."""

@@ -363,4 +363,19 @@ def render_terminal(comp) -> str:
     s = comp.settings
     lines.append(f"  {s['n_cases']} paired cases; {s['confidence']:.0%} paired bootstrap "
                  f"intervals; p adjusted ({s['adjust_name']}) over {s['family_size']} tests")
+    lines += _calibration_lines(comp)
     return "\n".join(lines)
+
+
+def _calibration_lines(comp) -> list[str]:
+    """Each family's version with its kappa from raglab calibrate, or "uncalibrated"."""
+    from raglab.report.calibration import version_lines
+
+    cand = comp.candidate
+    tracked = None
+    if cand.tracking_uri:
+        from raglab.tracking.standalone import calibration_finder
+
+        tracked = calibration_finder(cand.tracking_uri)
+    return version_lines(comp.versions.get("baseline", {}), comp.versions.get("candidate", {}),
+                         (cand.config or {}).get("cache_dir") or ".raglab-cache", tracked)

@@ -25,6 +25,7 @@ from raglab.metrics.case import case_metrics, metric_names
 from raglab.llm.cost import metering
 from raglab.metrics.catalog import HEADLINE
 from raglab.metrics.diagnosis import diagnose
+from raglab.metrics.repeats import combine_repeats
 from raglab.report.format import fmt
 from raglab.runner.progress import Progress
 from raglab.runner.identity import check_dataset, check_resume, write_identity
@@ -103,6 +104,13 @@ class Run:
         prompts = self.preflight()
         ds = load_dataset(cfg.dataset.corpus, cfg.dataset.cases, None,
                           cfg.dataset.fuzzy_threshold)
+        if cfg.fail_on_quarantine and ds.quarantined:
+            write_jsonl(self.run_dir / "quarantine.jsonl", [q.as_dict() for q in ds.quarantined])
+            for q in ds.quarantined:
+                print(q.render(), file=sys.stderr)
+            raise UserError(f"fail_on_quarantine=true: {len(ds.quarantined)} quarantined "
+                            f"case(s), listed above and in {self.run_dir / 'quarantine.jsonl'}",
+                            file=str(ds.cases_path))
         if not ds.cases:
             raise UserError("no usable case: every case is quarantined "
                             f"(see {self.run_dir / 'quarantine.jsonl'})", file=str(ds.cases_path))
@@ -130,8 +138,8 @@ class Run:
             print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
             self.warnings.append(w)
         grader = build_grader(cfg, prompts, self.llm)
-        grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work) \
-            if grader is not None else None
+        grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work,
+                          getattr(cfg.grader, "repeats", 1)) if grader is not None else None
         writer = RecordWriter(self.run_dir / "records.jsonl")
         done = {r.case_id for r in writer.load()}
         todo = [c for c in ds.cases if c.id not in done]
@@ -220,12 +228,19 @@ class Run:
                 record["severity_one"] = record["judgments"]["leaks"]
             if grading is not None and output.get("answer") is not None:
                 with metering() as meter:  # the grader's cost, apart from the system's
-                    verdicts, factual = await grading.grade(case, output)
+                    graded = await asyncio.gather(*(grading.grade(case, output, r)
+                                                    for r in range(grading.repeats)))
                 record["grading_cost_usd"] = meter.total()
+                verdicts, factual = graded[0]
+                if grading.repeats > 1:
+                    record["repeat_verdicts"] = [v for v, _ in graded[1:]]
+                    verdicts_all = [v for vs, _ in graded for v in vs]
+                else:
+                    verdicts_all = verdicts
                 record["verdicts"] = verdicts
                 record["n_factual_sentences"] = factual
                 record["graded"] = True
-                errs = [v for v in verdicts if v.get("error")]
+                errs = [v for v in verdicts_all if v.get("error")]
                 if errs:
                     record["error"] = "grader: " + "; ".join(
                         f"{v['family']}: {v['error']}" for v in errs)[:1000]
@@ -234,6 +249,12 @@ class Run:
                 if bad:
                     record["contradicted_claims"] = bad
         record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
+        if grading is not None and grading.requested_repeats > 1 and record["graded"]:
+            per = [record["metrics"]] + [
+                case_metrics({**record, "verdicts": vs}, cfg.metrics.cutoffs, cfg.k,
+                             cfg.candidate_depth) for vs in record.get("repeat_verdicts", [])]
+            record["metrics"], record["repeat_variance"] = combine_repeats(per)
+            record["repeats"] = grading.requested_repeats
         try:
             check_finite(record)
         except ValueError as e:  # never write NaN: the case fails instead, the run goes on
@@ -304,7 +325,8 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())[:500]
 
 
-def summary_text(metrics: dict[str, Any], run_dir: Path) -> str:
+def summary_text(metrics: dict[str, Any], run_dir: Path,
+                 calibration: dict[str, str] | None = None) -> str:
     o = metrics["overall"]
     rows = [
         ("cases", metrics["n_cases"]), ("quarantined", metrics["n_quarantined"]),
@@ -323,8 +345,15 @@ def summary_text(metrics: dict[str, Any], run_dir: Path) -> str:
     lines.append("  work: " + json.dumps(metrics["work"]))
     if "model_usage" in metrics:
         lines.append("  model usage: " + json.dumps(metrics["model_usage"]))
+    if calibration is not None:  # each family's version and its kappa (raglab calibrate)
+        versions = metrics.get("metric_versions") or {}
+        fw = max((len(f) for f in versions), default=0)
+        lines.append("  metric versions (calibration):")
+        lines += [f"    {fam.ljust(fw)}  {ver}  {calibration.get(fam, 'uncalibrated')}"
+                  for fam, ver in versions.items()]
     return "\n".join(lines)
 
 
-def print_summary(metrics: dict[str, Any], run_dir: Path) -> None:
-    print(summary_text(metrics, run_dir), file=sys.stdout, flush=True)
+def print_summary(metrics: dict[str, Any], run_dir: Path,
+                  calibration: dict[str, str] | None = None) -> None:
+    print(summary_text(metrics, run_dir, calibration), file=sys.stdout, flush=True)

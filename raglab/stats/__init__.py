@@ -43,6 +43,10 @@ Speed: columns with the same ``n`` share one resample stream and are resampled t
 as matrix products (bootstrap replicates are ``counts @ D``, sign flips ``signs @ D``), in
 bounded chunks; seeded with ``numpy.random.default_rng([seed, n, stream])``, so results are
 deterministic.
+
+Agreement between raters (:mod:`.agreement`, for grader calibration): Cohen's kappa
+(unweighted and quadratic-weighted), Fleiss' kappa, accuracy, per-label precision and
+recall, confusion matrix and leniency, with seeded percentile bootstrap intervals.
 """
 
 from raglab.stats.gates import non_inferior, significantly_worse

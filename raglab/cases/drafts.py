@@ -1,0 +1,133 @@
+"""Case drafts from a run's failures or from production traffic (JSON Lines).
+
+A draft is a case (the fields of the cases file) plus ``draft`` (what it came from: the
+question's answer, its context, why it was picked; ignored by ``raglab cases add``) and,
+when its labels are still to be written, ``needs_labels: true`` (refused by ``add``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from raglab.data.io import read_jsonl_tolerant
+from raglab.errors import UserError
+from raglab.text.normalize import normalize
+
+
+def failure_reasons(record: dict[str, Any]) -> list[str]:
+    """Why a run's record counts as a failure (empty: it passed). Pure."""
+    m = record.get("metrics") or {}
+    out: list[str] = []
+    if record.get("error"):
+        out.append(f"error: {' '.join(str(record['error']).split())[:200]}")
+
+    def is_(name: str, value: float) -> bool:
+        return m.get(name) is not None and m[name] == value
+
+    if is_("acl_leak_rate", 1.0):
+        out.append("acl leak: a document the user may not see was retrieved (severity one)")
+    if is_("must_not_contain_rate", 1.0):
+        out.append("the answer contains a forbidden string (must_not_contain)")
+    if is_("false_refusal_rate", 1.0):
+        out.append("false refusal: no answer to an answerable question")
+    if is_("false_answer_rate", 1.0):
+        out.append("false answer: answered an unanswerable question")
+    if (m.get("contradicted_claim_rate") or 0) > 0:
+        out.append(f"contradicted claims (contradicted_claim_rate "
+                   f"{m['contradicted_claim_rate']:.2f})")
+    if m.get("faithfulness") is not None and m["faithfulness"] < 0.5:
+        out.append(f"mostly unsupported answer (faithfulness {m['faithfulness']:.2f})")
+    missing = [v.get("item") for v in record.get("verdicts") or []
+               if v.get("family") == "nuggets" and v.get("vital") and v.get("label") == "NO"]
+    if missing and m.get("false_refusal_rate") != 1.0:
+        out.append(f"vital nugget missing: {'; '.join(str(x) for x in missing)[:200]}")
+    if is_("final.evidence_recall", 0.0):
+        out.append("no gold evidence reached the context (final.evidence_recall 0)")
+    return out
+
+
+def _passages(hits: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    return [{"doc_id": h.get("doc_id"), "text": h.get("text", "")} for h in (hits or [])]
+
+
+def drafts_from_run(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
+    """``(drafts of the failing cases, records read)``; each draft is the case as the run's
+    cases file has it (labels included), plus ``draft``."""
+    records_path = run_dir / "records.jsonl"
+    if not records_path.is_file():
+        raise UserError(f"{run_dir}: not a run directory (records.jsonl is missing)")
+    cases: dict[str, dict[str, Any]] = {}
+    cases_file = None
+    try:
+        import yaml
+
+        from raglab.data.dataset import resolve_path
+        from raglab.data.io import iter_json_lines
+
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+        cases_file = resolve_path(cfg["dataset"]["cases"])
+        cases = {o["id"]: o for _, o in iter_json_lines(cases_file, "cases file") if "id" in o}
+    except (OSError, KeyError, TypeError, UserError):
+        pass  # drafts of cases that cannot be found carry needs_labels
+    records = read_jsonl_tolerant(records_path)
+    out = []
+    for rec in records:
+        reasons = failure_reasons(rec)
+        if not reasons:
+            continue
+        cid = rec["case_id"]
+        output = rec.get("output") or {}
+        draft: dict[str, Any] = {
+            "from": "run", "run_dir": str(run_dir), "case_id": cid,
+            "cases_file": str(cases_file) if cases_file else None, "reasons": reasons,
+            "answer": output.get("answer"), "context": _passages(output.get("context")),
+            "contradicted_claims": rec.get("contradicted_claims") or [],
+            "diagnosis": rec.get("diagnosis")}
+        case = dict(cases.get(cid) or {"id": cid, "question": "", "needs_labels": True})
+        out.append({**case, "draft": draft})
+    return out, len(records)
+
+
+def question_key(question: str, filters: dict[str, Any] | None) -> str:
+    """Two cases are duplicates when their normalised question and filters agree."""
+    return normalize(question) + "\x00" + json.dumps(filters or {}, sort_keys=True)
+
+
+def drafts_from_traffic(traffic: Any, feedback: str | None = None,
+                        alerts: list[dict[str, Any]] | None = None
+                        ) -> tuple[list[dict[str, Any]], int]:
+    """``(drafts, lines picked)`` of traffic lines with ``feedback`` (case-insensitive) and/or
+    in an alerted window; one draft per distinct question and filters; ``needs_labels``."""
+    spans = [(datetime.fromisoformat(a["window_start"]), datetime.fromisoformat(a["window_end"]))
+             for a in (alerts or [])]
+    out: dict[str, dict[str, Any]] = {}
+    picked = 0
+    for lineno, line in traffic.lines:
+        if feedback is not None and (line.feedback or "").strip().lower() != feedback.lower():
+            continue
+        if alerts is not None and not any(s <= line.timestamp < e for s, e in spans):
+            continue
+        picked += 1
+        key = question_key(line.question, line.filters)
+        if key in out:
+            out[key]["draft"]["seen"] += 1
+            continue
+        digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:12]
+        case: dict[str, Any] = {"id": f"traffic-{digest}", "question": line.question,
+                                "filters": dict(line.filters), "answerable": True,
+                                "reference_answer": None, "evidence": [], "nuggets": [],
+                                "tags": {"origin": "traffic"}}
+        if line.user is not None:
+            case["user"] = line.user.model_dump()
+        case["needs_labels"] = True
+        case["draft"] = {"from": "traffic", "file": traffic.source, "line": lineno,
+                         "line_id": line.id or line.case_id,
+                         "timestamp": line.timestamp.isoformat(), "feedback": line.feedback,
+                         "answer": line.answer, "context": _passages(
+                             [h.model_dump() for h in line.context]), "seen": 1}
+        out[key] = case
+    return list(out.values()), picked

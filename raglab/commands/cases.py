@@ -1,0 +1,138 @@
+"""``raglab cases from-run|from-traffic|add``: failures and traffic back into the set."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+from raglab.commands.common import fail
+
+HELP = """usage: raglab cases from-run RUN_DIR --out FILE
+       raglab cases from-traffic TRAFFIC --out FILE [--feedback VALUE] [--alerts ALERTS_JSON]
+       raglab cases add FILE [overrides]
+
+from-run      the failing cases of a run (errors, ACL leaks, forbidden strings, false
+              refusals and answers, contradicted or mostly unsupported answers, missing
+              vital nuggets, no gold evidence in the context) as drafts: the case with its
+              labels, plus `draft` (answer, context, reasons, diagnosis when present)
+from-traffic  traffic lines (those with --feedback VALUE, e.g. down, and/or in a window
+              of --alerts, the alerts.json of raglab monitor) as drafts without evidence,
+              one per distinct question and filters, each marked needs_labels
+add           validates labelled cases against the corpus and schema and appends them to
+              dataset.cases (overrides as for raglab run), refusing duplicates (same id, or
+              same normalised question and filters), drafts still marked needs_labels,
+              answerable cases without evidence and evidence not in the corpus; atomic:
+              on any problem the set is left untouched (exit 2)
+"""
+
+
+def main(argv: list[str]) -> None:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(HELP)
+        return
+    from raglab.errors import UserError
+
+    sub, rest = argv[0], argv[1:]
+    try:
+        if sub == "from-run":
+            _from_run(rest)
+        elif sub == "from-traffic":
+            _from_traffic(rest)
+        elif sub == "add":
+            _add(rest)
+        else:
+            fail(f"unknown subcommand {sub!r} (from-run, from-traffic, add; see raglab cases "
+                 "--help)", 2)
+    except UserError as e:
+        fail(str(e), 2)
+
+
+def _write(out: Path, drafts: list[dict]) -> None:
+    from raglab.data.io import write_jsonl
+
+    write_jsonl(out, drafts)
+
+
+def _from_run(argv: list[str]) -> None:
+    from raglab.cases.drafts import drafts_from_run
+
+    ap = argparse.ArgumentParser(prog="raglab cases from-run")
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+    drafts, n = drafts_from_run(args.run_dir.resolve())
+    _write(args.out, drafts)
+    why = Counter(r.split(" (")[0].split(":")[0] for d in drafts for r in d["draft"]["reasons"])
+    print(f"{len(drafts)} failing case(s) of {n} written to {args.out}")
+    for reason, k in why.most_common():
+        print(f"  {k:4d}  {reason}")
+    unlabelled = sum(1 for d in drafts if d.get("needs_labels"))
+    if unlabelled:
+        print(f"{unlabelled} draft(s) marked needs_labels (their case was not found)")
+
+
+def _from_traffic(argv: list[str]) -> None:
+    from raglab.cases.drafts import drafts_from_traffic
+    from raglab.monitor.traffic import read_traffic
+
+    ap = argparse.ArgumentParser(prog="raglab cases from-traffic")
+    ap.add_argument("traffic", type=Path)
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--feedback", default=None, help="only lines with this feedback (e.g. down)")
+    ap.add_argument("--alerts", type=Path, default=None,
+                    help="only lines in an alerted window (raglab monitor's alerts.json)")
+    args = ap.parse_args(argv)
+    alerts = None
+    if args.alerts is not None:
+        try:
+            alerts = json.loads(args.alerts.read_text(encoding="utf-8"))
+            assert isinstance(alerts, list)
+        except (OSError, ValueError, AssertionError):
+            fail(f"{args.alerts}: not an alerts.json of raglab monitor", 2)
+    traffic = read_traffic(args.traffic)
+    drafts, picked = drafts_from_traffic(traffic, args.feedback, alerts)
+    _write(args.out, drafts)
+    print(f"{len(drafts)} draft(s) from {picked} picked line(s) of {len(traffic.lines)} "
+          f"written to {args.out}; each marked needs_labels")
+    if traffic.bad:
+        print(f"bad traffic lines: {len(traffic.bad)} (first: {traffic.bad[0]})")
+
+
+def _add(argv: list[str]) -> None:
+    from pydantic import ValidationError
+
+    from raglab.cases.add import append_cases, check_new_cases
+    from raglab.commands.compose import compose
+    from raglab.config import DatasetCfg, config_error
+    from raglab.data.dataset import PKG_PREFIX, resolve_path
+    from omegaconf import OmegaConf
+
+    files = [a for a in argv if "=" not in a and not a.startswith("-")]
+    if len(files) != 1:
+        fail("usage: raglab cases add FILE [overrides] (see raglab cases --help)", 2)
+    path = Path(files[0])
+    cfg = compose([a for a in argv if a is not files[0]])
+    data = OmegaConf.to_container(cfg.dataset, resolve=True)
+    try:
+        dcfg = DatasetCfg.model_validate(data)
+    except ValidationError as e:
+        fail(str(config_error(e, data, "dataset")), 2)
+    if str(dcfg.cases).startswith(PKG_PREFIX):
+        fail(f"dataset.cases is the shipped set ({dcfg.cases}), which is read-only: "
+             "set dataset.cases=PATH (and dataset.corpus=PATH)", 2)
+    cases_path = resolve_path(dcfg.cases)
+    good, problems, warnings = check_new_cases(path, cases_path, resolve_path(dcfg.corpus),
+                                               dcfg.fuzzy_threshold)
+    for w in warnings:
+        print(w, file=sys.stderr)
+    if problems:
+        for p in problems:
+            print(p, file=sys.stderr)
+        fail(f"{len(problems)} case(s) refused; nothing added to {cases_path}", 2)
+    if not good:
+        fail(f"{path}: no case to add", 2)
+    total = append_cases(cases_path, good)
+    print(f"added {len(good)} case(s) to {cases_path} (now {total})")

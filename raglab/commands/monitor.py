@@ -1,0 +1,123 @@
+"""``raglab monitor TRAFFIC [--baseline BASELINE] [overrides]``: production traffic per
+time window, with alerts."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from raglab.commands.common import conf_dir, fail
+
+HELP = """usage: raglab monitor TRAFFIC [--baseline BASELINE] [overrides]
+
+TRAFFIC and BASELINE: JSON Lines of production traffic (one system output per line plus
+question, timestamp (ISO 8601) and optional user, filters, feedback) or run directories.
+No labels needed. Per window (monitor.window, e.g. 1h, 1d): faithfulness,
+contradicted_claim_rate, relevance and grader-judged context precision on a deterministic
+sample (monitor.sample_rate, default 0.05) judged by the configured grader, and top-1
+retrieval score statistics on every line. Alerts: contradicted_claim_rate above
+monitor.max_contradicted; top-1 retrieval scores shifted against the baseline
+(Kolmogorov-Smirnov: p < monitor.drift_p and D >= monitor.drift_min_effect). Writes
+monitor.json and alerts.json into its run directory (hydra.run.dir, default
+outputs/monitor/DATE/TIME); logs a time series to MLflow (experiment monitor.experiment,
+steps = windows; tracking=none skips it). Bad traffic lines are counted, not fatal.
+
+Exit 0 no alert; 1 an alert fired; 2 usage or unreadable input.
+"""
+
+_state: dict = {}
+
+
+def main(argv: list[str]) -> None:
+    if any(a in ("-h", "--help") for a in argv):
+        print(HELP)
+        return
+    if not argv:
+        print(HELP, file=sys.stderr)
+        sys.exit(2)
+    import hydra
+
+    rest: list[str] = []
+    traffic = baseline = None
+    it = iter(argv)
+    for a in it:
+        if a == "--baseline" or a.startswith("--baseline="):
+            baseline = a.split("=", 1)[1] if "=" in a else next(it, None)
+            if not baseline:
+                fail("--baseline needs a traffic file or run directory", 2)
+        elif traffic is None and "=" not in a and not a.startswith("-"):
+            traffic = a
+        elif a.startswith("monitor=") or a.startswith("+monitor="):
+            rest.append("+monitor=" + a.split("=", 1)[1])
+        else:
+            rest.append(a)
+    if traffic is None:
+        fail("monitor needs a TRAFFIC file or run directory (raglab monitor --help)", 2)
+    _state.update(traffic=traffic, baseline=baseline)
+    if not any(a.startswith("+monitor=") for a in rest):
+        rest.insert(0, "+monitor=default")
+    if not any(a.startswith("hydra.run.dir=") for a in rest):
+        rest.insert(0, "hydra.run.dir=outputs/monitor/${now:%Y-%m-%d}/${now:%H-%M-%S}")
+    sys.argv = ["raglab monitor", *rest]
+    app = hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)
+    app()
+
+
+def task(dict_cfg) -> None:
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+    from pydantic import ValidationError
+
+    from raglab.config import config_error, parse_run_config
+    from raglab.errors import UserError
+    from raglab.monitor.traffic import MonitorCfg
+
+    run_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
+    try:
+        resolved = OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True)
+        mon_data = resolved.pop("monitor", {}) or {}
+        try:
+            mon = MonitorCfg.model_validate(mon_data)
+        except ValidationError as e:
+            raise config_error(e, mon_data, "monitor") from None
+        cfg = parse_run_config(resolved)
+        code = monitor(cfg, mon, resolved, run_dir)
+    except OmegaConfBaseException as e:
+        fail(" ".join(str(e).split()), 2)
+    except UserError as e:
+        fail(str(e), 2)
+    sys.exit(code)
+
+
+def monitor(cfg, mon, resolved: dict, run_dir: Path) -> int:
+    from raglab.monitor.run import run_monitor
+    from raglab.monitor.windows import JUDGED
+
+    doc = run_monitor(cfg, mon, _state["traffic"], _state.get("baseline"), run_dir)
+    windows, alerts = doc["windows"], doc["alerts"]
+    print(f"raglab monitor: {doc['traffic']}: {doc['lines']} lines in {len(windows)} "
+          f"window(s) of {mon.window}, {sum(w['sampled'] for w in windows)} sampled "
+          f"(sample_rate {mon.sample_rate:g}), grader {cfg.grader.name}")
+    if doc["bad_lines"]:
+        print(f"bad traffic lines: {doc['bad_lines']} (not used; first: {doc['bad'][0]})")
+    if doc["baseline"] is None:
+        print("no --baseline: the retrieval drift test is off")
+    elif doc["baseline_bad_lines"]:
+        print(f"bad baseline lines: {doc['baseline_bad_lines']}")
+    cols = ["lines", "judged", *JUDGED, "top1_score.p50", "drift.ks_d"]
+    short = {"contradicted_claim_rate": "contradicted", "context_precision": "ctx_prec",
+             "top1_score.p50": "top1_p50", "drift.ks_d": "ks_d", "faithfulness": "faithful"}
+    print("window start               " + " ".join(short.get(c, c).rjust(12) for c in cols))
+
+    def cell(v) -> str:
+        return "n/a" if v is None else (str(v) if isinstance(v, int) else f"{v:.3f}")
+
+    for w in windows:
+        print(f"{w['start']:<26} " + " ".join(cell(w.get(c)).rjust(12) for c in cols))
+    for a in alerts:
+        print(f"ALERT {a['kind']}: {a['message']}")
+    print(f"{len(alerts)} alert(s); wrote {run_dir / 'monitor.json'} and alerts.json")
+    if doc["mlflow_run_id"]:
+        print(f"MLflow run {doc['mlflow_run_id']} (experiment {mon.experiment!r})")
+    return 1 if alerts else 0

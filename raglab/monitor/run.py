@@ -1,0 +1,103 @@
+"""One monitor invocation: traffic -> sample -> judge -> windows -> alerts -> files, MLflow."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from raglab.cache import StageCache
+from raglab.data.io import atomic_write_json
+from raglab.errors import ConfigError
+from raglab.graders.standalone import open_grading, prepare
+from raglab.monitor.judge import judge_line
+from raglab.monitor.traffic import (MonitorCfg, read_traffic, sampled, window_seconds,
+                                    window_start)
+from raglab.monitor.windows import LineResult, find_alerts, window_table
+from raglab.systems.base import WorkCounter
+
+
+def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
+                baseline_path: str | None, run_dir: Path) -> dict[str, Any]:
+    """Read, sample, judge, window, alert; writes monitor.json and alerts.json and logs
+    to MLflow; returns monitor.json's content (plus ``mlflow_run_id``)."""
+    traffic = read_traffic(traffic_path)
+    baseline = read_traffic(baseline_path) if baseline_path else None
+    if not traffic.lines:
+        raise ConfigError(f"{traffic.source}: no usable traffic line ({len(traffic.bad)} bad)")
+    prompts, versions = prepare(cfg)
+    tracked = cfg.tracking.name == "mlflow"
+    if tracked:
+        from raglab.tracking.mlflow_store import check_tracking
+
+        check_tracking(cfg.tracking.uri)
+    seconds = window_seconds(mon.window)
+    cache = StageCache(cfg.cache_dir)
+    work = WorkCounter()
+
+    async def go() -> list[LineResult]:
+        async with open_grading(cfg, prompts, versions, cache, work) as grading:
+
+            async def one(n: int, line) -> LineResult:
+                r = LineResult(window_start(line.timestamp, seconds), line.top1_score(),
+                               bool(line.candidates or line.context), line.feedback,
+                               sampled(line, mon.sample_rate))
+                if r.sampled:
+                    r.metrics, r.grader_error = await judge_line(grading, line, n)
+                return r
+
+            return list(await asyncio.gather(*(one(n, ln) for n, ln in traffic.lines)))
+
+    results = asyncio.run(go())
+    windows = window_table(results, seconds)
+    base_scores = None
+    if baseline is not None:
+        base_scores = [ln.top1_score() for _, ln in baseline.lines]
+        base_scores = [s for s in base_scores if s is not None]
+    alerts = find_alerts(windows, base_scores, max_contradicted=mon.max_contradicted,
+                         drift_p=mon.drift_p, drift_min_effect=mon.drift_min_effect,
+                         min_lines=mon.min_lines)
+    for w in windows:
+        w.pop("_scores", None)
+    doc = {"traffic": traffic.source, "baseline": baseline.source if baseline else None,
+           "monitor": mon.model_dump(), "grader": cfg.grader.name, "versions": versions,
+           "lines": len(traffic.lines), "bad_lines": len(traffic.bad), "bad": traffic.bad[:50],
+           "baseline_lines": len(baseline.lines) if baseline else None,
+           "baseline_bad_lines": len(baseline.bad) if baseline else None,
+           "work": work.as_dict(), "windows": windows, "alerts": alerts}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(run_dir / "monitor.json", doc)
+    atomic_write_json(run_dir / "alerts.json", alerts)
+    mlflow_id = _log(cfg, mon, doc, run_dir) if tracked else None
+    return {**doc, "mlflow_run_id": mlflow_id}
+
+
+def _log(cfg: Any, mon: MonitorCfg, doc: dict[str, Any], run_dir: Path) -> str:
+    """One MLflow run: each window figure a series (step = window, timestamp = its start),
+    alerts as tags, monitor.json and alerts.json as artifacts."""
+    from datetime import datetime
+
+    from raglab.tracking.standalone import log_standalone_run
+
+    series = []
+    skip = ("start", "end")
+    for step, w in enumerate(doc["windows"]):
+        ts = int(datetime.fromisoformat(w["start"]).timestamp() * 1000)
+        series += [(k, v, ts, step) for k, v in w.items()
+                   if k not in skip and isinstance(v, (int, float)) and v is not None]
+    tags = {f"raglab.metric_version.{k}": v for k, v in doc["versions"].items()}
+    tags.update({"raglab.traffic": doc["traffic"], "raglab.alerts": str(len(doc["alerts"])),
+                 "raglab.run_dir": str(run_dir)})
+    if doc["baseline"]:
+        tags["raglab.baseline"] = doc["baseline"]
+    for i, a in enumerate(doc["alerts"]):
+        tags[f"raglab.alert.{i}"] = a["message"]
+    params = {f"monitor.{k}": v for k, v in doc["monitor"].items()}
+    params.update({"grader.name": doc["grader"], "traffic": doc["traffic"],
+                   "baseline": doc["baseline"]})
+    return log_standalone_run(cfg.tracking.uri, mon.experiment, Path(doc["traffic"]).name,
+                              params=params, series=series,
+                              metrics={"lines": doc["lines"], "bad_lines": doc["bad_lines"],
+                                       "alerts": len(doc["alerts"])},
+                              tags=tags, artifacts=[run_dir / "monitor.json",
+                                                    run_dir / "alerts.json"])

@@ -1,0 +1,175 @@
+"""Traffic lines: reading (bad lines counted, not fatal), deterministic sampling, windows."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from raglab.data.io import first_problem
+from raglab.data.schema import Citation, FilterValue, Hit, User
+from raglab.errors import UserError
+
+_WINDOW = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class MonitorCfg(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = "default"
+    sample_rate: float = Field(0.05, ge=0, le=1)
+    window: str = "1d"
+    max_contradicted: float = Field(0.05, ge=0, le=1)
+    drift_p: float = Field(0.01, gt=0, lt=1)
+    drift_min_effect: float = Field(0.2, ge=0, le=1)
+    min_lines: int = Field(20, ge=1)
+    experiment: str = "raglab-monitor"
+
+    @field_validator("window")
+    @classmethod
+    def _window(cls, v: str) -> str:
+        window_seconds(v)
+        return v
+
+
+def window_seconds(spec: str) -> int:
+    m = _WINDOW.match(str(spec))
+    if not m or int(m.group(1)) == 0:
+        raise ValueError(f"window {spec!r}: expected a number and a unit (s, m, h, d, w), "
+                         "e.g. 1h or 1d")
+    return int(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+class TrafficLine(BaseModel):
+    """One production request: the system's output plus what the user asked, and when.
+    Fields other than these are ignored (production logs carry more)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str | None = None
+    case_id: str | None = None
+    question: str = Field(min_length=1)
+    timestamp: datetime
+    answer: str
+    candidates: list[Hit] = Field(default_factory=list)
+    context: list[Hit] = Field(default_factory=list)
+    citations: list[Citation] = Field(default_factory=list)
+    latency_ms: dict[str, float] = Field(default_factory=dict)
+    usage: dict[str, float] = Field(default_factory=dict)
+    user: User | None = None
+    filters: dict[str, FilterValue] = Field(default_factory=dict)
+    feedback: str | None = None
+
+    @field_validator("timestamp")
+    @classmethod
+    def _utc(cls, v: datetime) -> datetime:
+        return v.replace(tzinfo=timezone.utc) if v.tzinfo is None else v.astimezone(timezone.utc)
+
+    @property
+    def key(self) -> str:
+        """What identifies the line: its id (or case id) or question, and its timestamp."""
+        return f"{self.id or self.case_id or self.question}\x00{self.timestamp.isoformat()}"
+
+    def top1_score(self) -> float | None:
+        """The score of the first retrieved hit (candidates, else context), if scored."""
+        for hits in (self.candidates, self.context):
+            if hits:
+                return hits[0].score
+        return None
+
+
+@dataclass
+class Traffic:
+    source: str
+    kind: Literal["file", "run"]
+    lines: list[tuple[int, TrafficLine]] = field(default_factory=list)
+    bad: list[str] = field(default_factory=list)
+
+
+def sampled(line: TrafficLine, rate: float) -> bool:
+    """Deterministic: the same line is always in (or out of) the sample at a given rate."""
+    if rate >= 1:
+        return True
+    h = int.from_bytes(hashlib.sha256(line.key.encode("utf-8")).digest()[:8], "big")
+    return h / 2 ** 64 < rate
+
+
+def window_start(ts: datetime, seconds: int) -> datetime:
+    epoch = int(ts.timestamp())
+    return datetime.fromtimestamp(epoch - epoch % seconds, tz=timezone.utc)
+
+
+def _problem(e: ValidationError, obj: dict) -> str:
+    p = first_problem(e, TrafficLine, obj)
+    if p.kind == "missing":
+        return f"missing field '{p.loc}'"
+    return f"field '{p.loc}': {p.msg}" if p.loc else p.msg
+
+
+def read_traffic(path: str | Path) -> Traffic:
+    """A traffic JSON Lines file, or a run directory (its records, timestamped with the
+    records file's modification time; questions from the cases file its config names)."""
+    p = Path(path)
+    if p.is_dir():
+        return _read_run_dir(p)
+    if not p.is_file():
+        raise UserError("traffic file not found", file=str(p))
+    t = Traffic(str(p), "file")
+    with open(p, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+                if not isinstance(obj, dict):
+                    raise ValueError("not a JSON object")
+            except (ValueError, UnicodeDecodeError) as e:
+                t.bad.append(f"{p}:{lineno}: malformed JSON ({' '.join(str(e).split())[:80]})")
+                continue
+            try:
+                t.lines.append((lineno, TrafficLine.model_validate(obj)))
+            except ValidationError as e:
+                who = obj.get("id") or obj.get("case_id")
+                where = f"{p}:{lineno}" + (f" line {who}" if who else "")
+                t.bad.append(f"{where}: {_problem(e, obj)}")
+    return t
+
+
+def _read_run_dir(d: Path) -> Traffic:
+    records = d / "records.jsonl"
+    if not records.is_file():
+        raise UserError(f"{d}: not a run directory (records.jsonl is missing)")
+    from raglab.data.dataset import load_cases, resolve_path
+    from raglab.data.io import read_jsonl_tolerant
+
+    questions: dict[str, str] = {}
+    try:
+        import yaml
+
+        cfg = yaml.safe_load((d / "config.yaml").read_text(encoding="utf-8")) or {}
+        cases, _ = load_cases(resolve_path(cfg["dataset"]["cases"]))
+        questions = {c.id: c.question for c in cases}
+    except (OSError, KeyError, TypeError, UserError, yaml.YAMLError):
+        pass  # lines without a question are counted as bad below
+    ts = datetime.fromtimestamp(records.stat().st_mtime, tz=timezone.utc).isoformat()
+    t = Traffic(str(d), "run")
+    for i, rec in enumerate(read_jsonl_tolerant(records), 1):
+        out: dict[str, Any] = dict(rec.get("output") or {})
+        cid = rec.get("case_id")
+        if not out or out.get("answer") is None:
+            t.bad.append(f"{records}:{i} case {cid}: no answer (the system produced nothing)")
+            continue
+        obj = {**out, "id": cid, "question": questions.get(cid, ""), "timestamp": ts}
+        try:
+            t.lines.append((i, TrafficLine.model_validate(obj)))
+        except ValidationError as e:
+            t.bad.append(f"{records}:{i} case {cid}: {_problem(e, obj)}")
+    return t
+

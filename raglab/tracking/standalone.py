@@ -1,0 +1,98 @@
+"""MLflow runs of the commands that are not evaluation runs (calibrate, monitor).
+
+Same conventions as :mod:`.mlflow_store` (the client, experiments with absolute artifact
+locations, legal keys, batched logging); metrics may be time series: ``(key, value,
+timestamp_ms, step)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from raglab.tracking.keys import is_legal_key, metric_key
+from raglab.tracking.mlflow_store import (METRICS_PER_BATCH, PARAMS_PER_BATCH,
+                                          MAX_TAG_VALUE_LENGTH, _chunks, _client,
+                                          _experiment_id, _param_value)
+from raglab.tracking.uris import normalize_uri
+
+
+def log_standalone_run(uri: str, experiment: str, run_name: str, *,
+                       params: Mapping[str, Any] | None = None,
+                       metrics: Mapping[str, float | None] | None = None,
+                       series: Iterable[tuple[str, float, int, int]] = (),
+                       tags: Mapping[str, str] | None = None,
+                       artifacts: Sequence[Path] = ()) -> str:
+    """Create, fill and finish one run; returns its id. ``metrics`` (step 0, now) and
+    ``series`` (``(key, value, timestamp_ms, step)``) keys are made legal with
+    :func:`~raglab.tracking.keys.metric_key`; None values are skipped."""
+    import time
+
+    from mlflow.entities import Metric, Param, RunTag
+
+    uri = normalize_uri(uri)
+    client = _client(uri)
+    exp_id = _experiment_id(client, uri, experiment)
+    run = client.create_run(exp_id, run_name=run_name)
+    run_id = run.info.run_id
+    try:
+        ps = [Param(metric_key(k), _param_value(v)) for k, v in (params or {}).items()
+              if is_legal_key(metric_key(k))]
+        for batch in _chunks(ps, PARAMS_PER_BATCH):
+            client.log_batch(run_id, params=batch)
+        now = int(time.time() * 1000)
+        ms = [Metric(metric_key(k), float(v), now, 0) for k, v in (metrics or {}).items()
+              if v is not None]
+        ms += [Metric(metric_key(k), float(v), int(ts), int(step))
+               for k, v, ts, step in series if v is not None]
+        for batch in _chunks(ms, METRICS_PER_BATCH):
+            client.log_batch(run_id, metrics=batch)
+        ts_ = [RunTag(k, str(v)[:MAX_TAG_VALUE_LENGTH]) for k, v in (tags or {}).items()]
+        for batch in _chunks(ts_, PARAMS_PER_BATCH):
+            client.log_batch(run_id, tags=batch)
+        for path in artifacts:
+            if Path(path).is_file():
+                client.log_artifact(run_id, str(path))
+    except BaseException:
+        client.set_terminated(run_id, status="FAILED")
+        raise
+    client.set_terminated(run_id, status="FINISHED")
+    return run_id
+
+
+def find_calibrations(uri: str, experiment: str, versions: Mapping[str, str],
+                      sections: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """``{family: record}`` of the latest calibration run tagged with each family's version;
+    ``sections[family]`` names the metrics' prefix (records shaped like
+    :func:`raglab.report.calibration.record_of`'s, figures only)."""
+    uri = normalize_uri(uri)
+    client = _client(uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return {}
+    runs = client.search_runs([exp.experiment_id], filter_string="attributes.status = 'FINISHED'",
+                              order_by=["attributes.start_time DESC"], max_results=500)
+    out: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        tags, m = run.data.tags, run.data.metrics
+        for fam, ver in versions.items():
+            if fam in out or tags.get(f"raglab.metric_version.{fam}") != ver:
+                continue
+            section = sections[fam]
+            if f"{section}.n" not in m:
+                continue
+            out[fam] = {section: {"n": int(m[f"{section}.n"]),
+                                  "kappa": m.get(f"{section}.kappa"),
+                                  "ci_low": m.get(f"{section}.kappa_ci_low"),
+                                  "ci_high": m.get(f"{section}.kappa_ci_high")}}
+    return out
+
+
+def calibration_finder(uri: str, experiment: str = "raglab-calibration"):
+    """A ``tracked`` argument for :func:`raglab.report.calibration.lookup`: the calibration
+    records of the MLflow store at ``uri``."""
+    def find(versions: Mapping[str, str], sections: Mapping[str, str]) -> dict[str, Any]:
+        return find_calibrations(uri, experiment, versions, sections)
+
+    return find

@@ -1,0 +1,85 @@
+"""``raglab monitor`` end to end (real subprocesses, the offline grader, synthetic traffic)."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from raglab.monitor.traffic import TrafficLine, sampled
+from tests.conftest import run_cli
+from tests.monitor.traffic import traffic_lines, write_traffic
+
+
+def _monitor(tmp_path, name, *args):
+    return run_cli("monitor", *args, f"cache_dir={tmp_path / 'cache'}",
+                   f"hydra.run.dir={tmp_path / name}", cwd=tmp_path)
+
+
+def test_unshifted_traffic_exits_0_and_shifted_raises_drift(tmp_path):
+    base = write_traffic(tmp_path / "base.jsonl", traffic_lines(300, 1), bad=False)
+    same = write_traffic(tmp_path / "same.jsonl", traffic_lines(300, 2))
+    p = _monitor(tmp_path, "m1", str(same), "--baseline", str(base), "tracking=none")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "0 alert(s)" in p.stdout and "bad traffic lines: 2" in p.stdout
+    doc = json.loads((tmp_path / "m1" / "monitor.json").read_text())
+    assert doc["lines"] == 300 and doc["bad_lines"] == 2 and len(doc["windows"]) == 2
+    assert json.loads((tmp_path / "m1" / "alerts.json").read_text()) == []
+    w = doc["windows"][0]
+    assert w["lines"] == 150 and w["top1_score.n"] == 150  # retrieval stats: every line
+    assert 0 < w["sampled"] < 30  # judged: the 5% sample
+    assert w["drift.ks_d"] is not None and w["drift.ks_d"] < 0.2
+
+    shifted = write_traffic(tmp_path / "shift.jsonl", traffic_lines(300, 3, shift=2.0))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    p = _monitor(tmp_path, "m2", str(shifted), "--baseline", str(base), f"tracking.uri={uri}")
+    assert p.returncode == 1, p.stdout + p.stderr
+    alerts = json.loads((tmp_path / "m2" / "alerts.json").read_text())
+    assert {a["kind"] for a in alerts} == {"retrieval_score_drift"}
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("ALERT ")]
+    assert len(lines) == len(alerts) and "top-1 retrieval scores shifted" in lines[0]
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("raglab-monitor").experiment_id])
+    assert run.data.tags["raglab.alerts"] == str(len(alerts))
+    assert run.data.tags["raglab.alert.0"] == alerts[0]["message"]
+    hist = client.get_metric_history(run.info.run_id, "top1_score.mean")
+    windows = json.loads((tmp_path / "m2" / "monitor.json").read_text())["windows"]
+    assert [m.step for m in hist] == [0, 1]
+    assert [m.timestamp for m in hist] == [
+        int(datetime.fromisoformat(w["start"]).timestamp() * 1000) for w in windows]
+
+
+def test_planted_contradictions_raise_that_alert(tmp_path):
+    contra = write_traffic(tmp_path / "contra.jsonl", traffic_lines(120, 4, contradict=0.3))
+    p = _monitor(tmp_path, "m", str(contra), "monitor.sample_rate=0.5", "tracking=none")
+    assert p.returncode == 1, p.stdout + p.stderr
+    alerts = json.loads((tmp_path / "m" / "alerts.json").read_text())
+    assert alerts and {a["kind"] for a in alerts} == {"contradicted_claim_rate"}
+    assert all(a["value"] > 0.05 for a in alerts)
+    clean = write_traffic(tmp_path / "clean.jsonl", traffic_lines(120, 4))
+    p = _monitor(tmp_path, "m2", str(clean), "monitor.sample_rate=0.5", "tracking=none")
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads((tmp_path / "m2" / "monitor.json").read_text())
+    assert all(w["contradicted_claim_rate"] == 0.0 for w in doc["windows"])
+    assert all(w["context_precision"] == 0.5 for w in doc["windows"])  # 1 of 2 passages
+
+
+def test_usage_errors_exit_2(tmp_path):
+    p = run_cli("monitor", str(tmp_path / "nope.jsonl"), "tracking=none",
+                f"hydra.run.dir={tmp_path / 'm'}", cwd=tmp_path)
+    assert p.returncode == 2 and "traffic file not found" in p.stderr
+    t = write_traffic(tmp_path / "t.jsonl", traffic_lines(5, 1))
+    p = run_cli("monitor", str(t), "monitor.window=3x", "tracking=none",
+                f"hydra.run.dir={tmp_path / 'm'}", cwd=tmp_path)
+    assert p.returncode == 2 and "monitor.window" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_sampling_is_deterministic_and_near_the_rate():
+    lines = [TrafficLine.model_validate(r) for r in traffic_lines(2000, 9)]
+    picked = [sampled(ln, 0.05) for ln in lines]
+    assert picked == [sampled(ln, 0.05) for ln in lines]  # the same lines every time
+    assert 60 <= sum(picked) <= 140  # ~5% of 2000
+    assert all(sampled(ln, 0.2) for ln, p in zip(lines, picked) if p)  # nested rates
+    assert all(sampled(ln, 1.0) for ln in lines) and not any(sampled(ln, 0.0) for ln in lines)
