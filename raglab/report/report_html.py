@@ -84,6 +84,7 @@ def run_report_html(title: str, metrics: Mapping[str, Any], cfg: Mapping[str, An
                            for n in names], numeric_from=1))
     else:
         body.append("<p>(no headline metric in this run)</p>")
+    body += _diagnosis(metrics.get("diagnoses"))
     for p in plots:
         body.append(f"<h2>{'Evidence recall by cutoff' if 'recall' in p.stem else 'Slices'}"
                     "</h2>")
@@ -106,6 +107,22 @@ def run_report_html(title: str, metrics: Mapping[str, Any], cfg: Mapping[str, An
     body.append("<p class=\"sub\">n/a: the metric does not apply to any case (not 0). "
                 "Every metric by slice is in metrics.json.</p>")
     return page(title, body)
+
+
+def _diagnosis(diag: Any) -> list[str]:
+    """Failure attribution (as in report.md): cases per cause, and once under the first."""
+    if not isinstance(diag, Mapping):
+        return []
+    overall, primary = diag.get("overall") or {}, diag.get("primary") or {}
+    out = ["<h2>Failure attribution</h2>",
+           f"<p>Cases with a diagnosis: {fmt(diag.get('failed', 0))}. A case counts once per "
+           "cause it has; <code>primary</code> counts it once, under its first cause.</p>"]
+    causes = [c for c in overall if overall.get(c) or primary.get(c)]
+    if not causes:
+        return out + ["<p>(no case failed a check)</p>"]
+    return out + [table(["cause", "cases", "primary"],
+                        [[c, fmt(overall.get(c)), fmt(primary.get(c, 0))] for c in causes],
+                        numeric_from=1)]
 
 
 def write_report_html(run_dir: Path, title: str, metrics: Mapping[str, Any],
