@@ -342,18 +342,30 @@ def output_dict(raw: Any) -> dict[str, Any]:
 
 def check_spans(output: dict[str, Any], ds: Dataset) -> None:
     """A hit's span must be a forward range inside its document (when the corpus has it)."""
+    lengths = ds.doc_lengths
     for stage in ("candidates", "context"):
-        for rank, hit in enumerate(output.get(stage) or [], start=1):
+        for hit in output.get(stage) or ():
             start, end = hit.get("start"), hit.get("end")
             if start is None and end is None:
                 continue
-            if start is None or end is None or end < start:
-                raise ValueError(f"{stage} hit {rank} ({hit['doc_id']}): span {start}-{end} "
-                                 "is not a forward range")
-            doc = ds.corpus.get(hit["doc_id"])
-            if doc is not None and end > len(doc.text):
-                raise ValueError(f"{stage} hit {rank} ({hit['doc_id']}): span {start}-{end} "
-                                 f"is outside the document ({len(doc.text)} characters)")
+            if start is None or end is None or end < start \
+                    or end > lengths.get(hit["doc_id"], end):
+                _span_error(output, ds, stage)
+
+
+def _span_error(output: dict[str, Any], ds: Dataset, stage: str) -> None:
+    """Raise the ValueError that names the first bad span of ``stage``."""
+    for rank, hit in enumerate(output.get(stage) or [], start=1):
+        start, end = hit.get("start"), hit.get("end")
+        if start is None and end is None:
+            continue
+        if start is None or end is None or end < start:
+            raise ValueError(f"{stage} hit {rank} ({hit['doc_id']}): span {start}-{end} "
+                             "is not a forward range")
+        doc = ds.corpus.get(hit["doc_id"])
+        if doc is not None and end > len(doc.text):
+            raise ValueError(f"{stage} hit {rank} ({hit['doc_id']}): span {start}-{end} "
+                             f"is outside the document ({len(doc.text)} characters)")
 
 
 def error_rate_exceeded(metrics: dict[str, Any], max_error_rate: float) -> str | None:
