@@ -137,7 +137,7 @@ class Run:
         tasks: deque[asyncio.Task] = deque()
         try:
             if grading is not None:
-                await grading.prepare(todo)  # work shared by the cases (grouped calls)
+                grading.start(todo)  # work shared by the cases (grouped calls), not waited for
             # a bounded window of cases in flight keeps memory flat whatever the set's size
             # (every case at once in batch mode, so one Message Batches job gathers them all)
             window = len(todo) if getattr(cfg.grader, "mode", "online") == "batch" \
