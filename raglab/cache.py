@@ -14,9 +14,12 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from raglab.errors import StorageError, storage_error
 
 
 def content_key(*parts: Any, length: int | None = None) -> str:
@@ -29,30 +32,69 @@ def content_key(*parts: Any, length: int | None = None) -> str:
 
 
 class StageCache:
+    """A cache that cannot be read or written (disk full, I/O error, read-only, permissions)
+    raises :class:`~raglab.errors.StorageError`, which stops the run with one line: it is
+    never taken for one case's failure. Only results are stored, never errors."""
+
     def __init__(self, root: str | Path):
         self.root = Path(root).expanduser().resolve()
-        self.root.mkdir(parents=True, exist_ok=True)
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise storage_error(e, "the stage cache (cache_dir)", self.root) from None
         self._local = threading.local()
+        self._setup_lock = threading.Lock()
+        self._set_up = False
+
+    def _fail(self, e: Exception) -> StorageError:
+        return storage_error(e, "the stage cache (cache_dir)", self.root / "stages.sqlite")
 
     # -- key/value ---------------------------------------------------------------------
     def _db(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.root / "stages.sqlite", timeout=60, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("CREATE TABLE IF NOT EXISTS kv (ns TEXT, key TEXT, value TEXT, "
-                         "PRIMARY KEY (ns, key))")
+            try:
+                # the file's journal mode and table are set up once, by one thread: sqlite
+                # answers "database is locked" at once, without waiting, to connections that
+                # change the journal mode together
+                with self._setup_lock:
+                    if not self._set_up:
+                        conn.execute("PRAGMA journal_mode=WAL")
+                        conn.execute("CREATE TABLE IF NOT EXISTS kv (ns TEXT, key TEXT, "
+                                     "value TEXT, PRIMARY KEY (ns, key))")
+                        self._set_up = True
+                conn.execute("PRAGMA synchronous=NORMAL")
+            except BaseException:
+                conn.close()  # set up again on the next try
+                raise
             self._local.conn = conn
         return conn
 
+    def _execute(self, sql: str, args: tuple) -> sqlite3.Cursor:
+        """One statement; a database busy with another process's write is waited for (the
+        connection's busy timeout, then a few bounded retries), any other failure is a
+        StorageError."""
+        for attempt in range(6):
+            try:
+                return self._db().execute(sql, args)
+            except sqlite3.OperationalError as e:
+                busy = "locked" in str(e) or "busy" in str(e)
+                if not busy or attempt == 5:
+                    raise self._fail(e) from None
+                time.sleep(0.2 * (2 ** attempt))
+            except (sqlite3.Error, OSError) as e:
+                raise self._fail(e) from None
+        raise AssertionError("unreachable")
+
     def get(self, ns: str, key: str) -> Any | None:
-        row = self._db().execute("SELECT value FROM kv WHERE ns=? AND key=?", (ns, key)).fetchone()
+        row = self._execute("SELECT value FROM kv WHERE ns=? AND key=?", (ns, key)).fetchone()
         return None if row is None else json.loads(row[0])
 
     def put(self, ns: str, key: str, value: Any) -> None:
-        self._db().execute("INSERT OR REPLACE INTO kv (ns, key, value) VALUES (?, ?, ?)",
-                           (ns, key, json.dumps(value, ensure_ascii=False)))
+        blob = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        self._execute("INSERT OR REPLACE INTO kv (ns, key, value) VALUES (?, ?, ?)",
+                      (ns, key, blob))
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
@@ -69,8 +111,12 @@ class StageCache:
         complete on a clean exit; a failed build leaves it incomplete for the next try.
         """
         path = self.root / ns / key[:2] / key
-        path.mkdir(parents=True, exist_ok=True)
-        with open(path.parent / f"{key}.lock", "w") as lock:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            lock = open(path.parent / f"{key}.lock", "w")
+        except OSError as e:
+            raise self._fail(e) from None
+        with lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 done = (path / "DONE").exists()

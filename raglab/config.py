@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field, ValidationError, create_model, model_validator
+from pydantic import Field, StrictInt, ValidationError, create_model, model_validator
 
 from raglab import registry
 from raglab.data.io import first_problem
@@ -55,7 +55,7 @@ class DecompositionCfg(Strict):
 
 # ---- metrics -----------------------------------------------------------------------------
 class MetricsCfg(Strict):
-    cutoffs: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 20, 50, 100])
+    cutoffs: list[StrictInt] = Field(default_factory=lambda: [1, 3, 5, 10, 20, 50, 100])
     straddle_min_fraction: float = Field(0.5, gt=0, le=1)
     fuzzy_threshold: float = Field(90.0, ge=0, le=100)
 
@@ -81,11 +81,13 @@ class RunCfg(Strict):
     metrics: MetricsCfg
     tracking: Any
     diagnosis: DiagnosisCfg = Field(default_factory=DiagnosisCfg)
-    k: int = Field(gt=0)
-    candidate_depth: int = Field(gt=0)
-    context_token_budget: int = Field(1500, gt=0)
-    cache_dir: str = ".raglab-cache"
-    concurrency: int = Field(4, ge=1)
+    k: StrictInt = Field(gt=0)
+    candidate_depth: StrictInt = Field(gt=0)
+    context_token_budget: StrictInt = Field(1500, gt=0)
+    cache_dir: str = Field(".raglab-cache", min_length=1)
+    concurrency: StrictInt = Field(4, ge=1)
+    # exit 1 when more than this share of cases failed (README "Reliability")
+    max_error_rate: float = Field(0.5, ge=0, le=1)
     run_name: str | None = None
     progress: Literal["auto", "bar", "plain", "off"] = "auto"
     plugins: list[str] = Field(default_factory=list)

@@ -35,3 +35,21 @@ class VersionMismatchError(UserError):
     """Metric versions that differ where they must be equal (exit code 3)."""
 
     exit_code = 3
+
+
+class StorageError(UserError):
+    """A file or cache raglab could not write (disk full, I/O error, read-only, permissions).
+
+    It stops the run (exit 2) instead of failing one case after another: everything written
+    before it is kept, and running the same command again resumes."""
+
+    exit_code = 2
+
+
+def storage_error(exc: OSError | Exception, what: str, path: object = None) -> StorageError:
+    """One line for an OSError (or sqlite3 error) while writing ``what``."""
+    reason = getattr(exc, "strerror", None) or " ".join(str(exc).split()) or type(exc).__name__
+    where = getattr(exc, "filename", None) or path
+    return StorageError(f"cannot write {what}: {reason}; nothing written before is lost, "
+                        "run the same command again once it is fixed",
+                        file=str(where) if where else None)

@@ -1,19 +1,44 @@
-"""Which config keys hold secrets: one rule for config.yaml, MLflow params and reports.
+"""Secrets: which config values are secret, and scrubbing known secret values from text.
 
-A key is secret when its last word (split at ``_ - .``, spaces and camelCase) is one of
-SECRET_WORDS: ``api_key``, ``X-Api-Key``, ``accessToken``, ``client_secret``, ``password``,
-``Authorization`` are; ``max_tokens``, ``context_token_budget``, ``keyword`` are not.
+Two rules, applied to every string raglab writes or prints:
+
+1. :func:`redact` (by position): the value of a key whose last word (split at ``_ - .``,
+   spaces and camelCase) is one of SECRET_WORDS (``api_key``, ``X-Api-Key``,
+   ``accessToken``, ``client_secret``, ``password``, ``Authorization``; not ``max_tokens``,
+   ``context_token_budget``, ``keyword``); every value under a ``headers`` mapping whatever
+   its name (``X-Auth``, ``Authentication``); the password of a URL
+   (``https://user:pw@host``) and its secret-looking query parameters (``?api_key=``,
+   ``?token=``, ``?sig=``).
+2. :class:`Scrubber` (by value): every value found by rule 1, every value a configuration
+   read from the environment (``${oc.env:MY_TOKEN}``), and the values of environment
+   variables whose name is secret (``ANTHROPIC_API_KEY``, ``MY_TOKEN``) are replaced by
+   ``***`` wherever they appear: records (a system's error page echoing its request
+   headers), error messages, run names, MLflow params and tags, files and both output
+   streams. The process-wide scrubber is :data:`SCRUBBER`; :func:`scrub` applies it.
 """
 
 from __future__ import annotations
 
+import io
+import json
+import os
 import re
+import threading
 from typing import Any
+from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
 
 SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "secrets", "password",
                           "passwd", "authorization", "cookie", "credentials"})
+#: query parameters that carry a credential though their name is no secret word
+SECRET_QUERY = frozenset({"auth", "sig", "signature", "access_token", "code", "pwd"})
+#: environment variables read through ${oc.env:...} that are never secret (paths)
+PLAIN_ENV = frozenset({"HOME", "USER", "LOGNAME", "PWD", "TMPDIR", "TMP", "TEMP", "SHELL"})
+REDACTED = "***"
+MIN_SECRET_LENGTH = 4  # shorter values would scrub ordinary words
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _SPLIT = re.compile(r"[^a-z0-9]+")
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+_ENV = re.compile(r"\$\{oc\.env:([^,}]+)")
 
 
 def is_secret_key(key: Any) -> bool:
@@ -21,12 +46,251 @@ def is_secret_key(key: Any) -> bool:
     return bool(words) and words[-1] in SECRET_WORDS
 
 
-def redact(obj: Any) -> Any:
-    """A copy with the values of secret keys replaced by ``***`` (for files, params, logs)."""
+def _secret_query(name: str) -> bool:
+    return is_secret_key(name) or name.lower() in SECRET_QUERY
+
+
+def url_secrets(text: str) -> list[str]:
+    """The credentials in the URLs of ``text``: passwords and secret query values."""
+    out: list[str] = []
+    for m in _URL.finditer(text):
+        try:
+            parts = urlsplit(m.group(0))
+            if parts.password:
+                out.append(parts.password)
+                import base64  # what an HTTP client sends for it (Basic auth)
+
+                pair = f"{parts.username or ''}:{parts.password}".encode()
+                out.append(base64.b64encode(pair).decode("ascii"))
+            out += [v for k, v in parse_qsl(parts.query, keep_blank_values=False)
+                    if _secret_query(k)]
+        except ValueError:
+            continue
+    return out
+
+
+def redact_url(text: str) -> str:
+    """``text`` with URL passwords and secret query values replaced by ``***``."""
+    def one(m: re.Match) -> str:
+        url = m.group(0)
+        try:
+            parts = urlsplit(url)
+            netloc = parts.netloc
+            if parts.password is not None:
+                user = parts.username or ""
+                host = netloc.rsplit("@", 1)[1]
+                netloc = f"{user}:{REDACTED}@{host}"
+            query = parts.query
+            if query:
+                pairs = parse_qsl(query, keep_blank_values=True)
+                if any(_secret_query(k) for k, _ in pairs):
+                    query = "&".join(f"{quote(k)}={REDACTED if _secret_query(k) else quote(v)}"
+                                     for k, v in pairs)
+            if netloc == parts.netloc and query == parts.query:
+                return url
+            return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        except ValueError:
+            return url
+    return _URL.sub(one, text)
+
+
+def redact(obj: Any, _in_headers: bool = False) -> Any:
+    """A copy with secret values replaced by ``***`` (rule 1 above)."""
     if isinstance(obj, dict):
-        return {k: ("***" if is_secret_key(k) and v not in (None, "", {})
-                    and not isinstance(v, (dict, list)) else redact(v))
-                for k, v in obj.items()}
+        out = {}
+        for k, v in obj.items():
+            if (_in_headers or is_secret_key(k)) and v not in (None, "", {}) \
+                    and not isinstance(v, (dict, list)):
+                out[k] = REDACTED
+            else:
+                out[k] = redact(v, _in_headers or str(k).lower() == "headers")
+        return out
     if isinstance(obj, list):
-        return [redact(v) for v in obj]
+        return [redact(v, _in_headers) for v in obj]
+    if isinstance(obj, str):
+        return redact_url(obj)
     return obj
+
+
+def secret_values(resolved: Any, unresolved: Any = None) -> set[str]:
+    """The secret values of a configuration: those :func:`redact` hides (with the token
+    of an ``Authorization: Bearer TOKEN``), URL credentials, and every value read from a
+    secret-looking environment variable through ``${oc.env:...}`` (``unresolved``: the
+    same configuration before interpolation)."""
+    found: set[str] = set()
+
+    def walk(node: Any, raw: Any, secret: bool, in_headers: bool) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, raw.get(k) if isinstance(raw, dict) else None,
+                     secret or in_headers or is_secret_key(k),
+                     in_headers or str(k).lower() == "headers")
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, raw[i] if isinstance(raw, list) and i < len(raw) else None,
+                     secret, in_headers)
+        elif node is not None and not isinstance(node, bool):
+            text = str(node)
+            if secret:
+                found.add(text)
+                found.update(text.split()[1:2])  # "Bearer TOKEN" -> TOKEN as well
+            found.update(url_secrets(text))
+            if isinstance(raw, str) and any(name not in PLAIN_ENV
+                                            for name in _ENV.findall(raw)):
+                found.add(text)
+
+    walk(resolved, unresolved, False, False)
+    return {v for v in found if len(v) >= MIN_SECRET_LENGTH and v != REDACTED}
+
+
+def override_secrets(overrides: list[str]) -> set[str]:
+    """Secret values given on the command line (``+system.headers.X=V``, ``a.api_key=V``,
+    a URL with credentials), known before any configuration is composed."""
+    found: set[str] = set()
+    for o in overrides:
+        key, sep, value = o.partition("=")
+        if not sep:
+            continue
+        value = value.strip().strip("'\"")
+        parts = key.lstrip("+~").split(".")
+        if "headers" in (p.lower() for p in parts[:-1]) or is_secret_key(parts[-1]):
+            found.add(value)
+            found.update(value.split()[1:2])
+        found.update(url_secrets(value))
+    return {v for v in found if len(v) >= MIN_SECRET_LENGTH and v != REDACTED}
+
+
+def environment_secrets(environ: dict[str, str] | None = None) -> set[str]:
+    """Values of environment variables whose name is secret (``ANTHROPIC_API_KEY``)."""
+    env = os.environ if environ is None else environ
+    return {v for k, v in env.items() if is_secret_key(k) and len(v) >= MIN_SECRET_LENGTH}
+
+
+class Scrubber:
+    """Replaces every known secret value (and its JSON-escaped forms) by ``***``."""
+
+    def __init__(self, values: set[str] | None = None, environment: bool = True):
+        self._lock = threading.Lock()
+        self._values: set[str] = set()
+        self._pattern: re.Pattern | None = None
+        self._environment = environment
+        self._env_loaded = False
+        if values:
+            self.add(values)
+
+    def add(self, values: Any) -> None:
+        forms: set[str] = set()
+        for v in values:
+            if not isinstance(v, str) or len(v) < MIN_SECRET_LENGTH:
+                continue
+            forms.add(v)
+            forms.add(json.dumps(v)[1:-1])
+            forms.add(json.dumps(v, ensure_ascii=False)[1:-1])
+            forms.add(quote(v, safe=""))
+        with self._lock:
+            new = forms - self._values
+            if new:
+                self._values |= new
+                self._pattern = None
+
+    def _compiled(self) -> re.Pattern | None:
+        if self._environment and not self._env_loaded:
+            self._env_loaded = True
+            self.add(environment_secrets())
+        with self._lock:
+            if self._pattern is None and self._values:
+                alts = sorted(self._values, key=len, reverse=True)
+                self._pattern = re.compile("|".join(re.escape(v) for v in alts))
+            return self._pattern
+
+    @property
+    def values(self) -> frozenset[str]:
+        self._compiled()
+        return frozenset(self._values)
+
+    def scrub(self, text: str) -> str:
+        pat = self._compiled()
+        if pat is None or not isinstance(text, str):
+            return text
+        return pat.sub(REDACTED, text)
+
+    def found_in(self, data: bytes) -> bool:
+        """Whether any known secret value occurs in UTF-8 ``data``."""
+        pat = self._compiled()
+        return pat is not None and pat.search(data.decode("utf-8", "replace")) is not None
+
+    def scrub_bytes(self, data: bytes) -> bytes:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data
+        out = self.scrub(text)
+        return data if out == text else out.encode("utf-8")
+
+    def scrub_obj(self, obj: Any) -> Any:
+        """A copy of a JSON-like value with every string (keys too) scrubbed."""
+        if self._compiled() is None:
+            return obj
+        if isinstance(obj, str):
+            return self.scrub(obj)
+        if isinstance(obj, dict):
+            return {self.scrub(k) if isinstance(k, str) else k: self.scrub_obj(v)
+                    for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self.scrub_obj(v) for v in obj]
+        return obj
+
+
+#: the process-wide scrubber (the environment's secrets, plus those a run registers)
+SCRUBBER = Scrubber()
+
+
+def scrub(text: str) -> str:
+    return SCRUBBER.scrub(text)
+
+
+def scrub_obj(obj: Any) -> Any:
+    return SCRUBBER.scrub_obj(obj)
+
+
+def register(values: Any) -> None:
+    """Make ``values`` known secrets for the rest of the process."""
+    SCRUBBER.add(values)
+
+
+class ScrubbingStream(io.TextIOBase):
+    """A text stream that scrubs what is written to it before passing it on."""
+
+    def __init__(self, inner: Any, scrubber: Scrubber = SCRUBBER):
+        self._inner = inner
+        self._scrubber = scrubber
+
+    def write(self, s: str) -> int:
+        self._inner.write(self._scrubber.scrub(s))
+        return len(s)
+
+    def flush(self) -> None:
+        self._inner.flush()
+
+    def isatty(self) -> bool:
+        return bool(getattr(self._inner, "isatty", lambda: False)())
+
+    def fileno(self) -> int:
+        return self._inner.fileno()
+
+    @property
+    def encoding(self):  # type: ignore[override]
+        return getattr(self._inner, "encoding", "utf-8")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def scrub_output_streams() -> None:
+    """Scrub known secrets from everything written to stdout and stderr from now on."""
+    import sys
+
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, ScrubbingStream):
+            setattr(sys, name, ScrubbingStream(stream))

@@ -21,5 +21,77 @@ def test_redact_keeps_ordinary_settings_and_hides_secret_values():
            "system": {"headers": {"Authorization": "Bearer x", "Accept": "json"}},
            "empty_token": None, "nested": [{"api_key": "sk"}]}
     assert redact(cfg) == {"context_token_budget": 1500, "generator": {"max_tokens": 512},
-                           "system": {"headers": {"Authorization": "***", "Accept": "json"}},
+                           # every header value is secret, whatever its name (issue 10)
+                           "system": {"headers": {"Authorization": "***", "Accept": "***"}},
                            "empty_token": None, "nested": [{"api_key": "***"}]}
+
+
+# ---- issue 10: secrets by position and by value ---------------------------------------
+from raglab.secrets import Scrubber, ScrubbingStream, redact_url, secret_values  # noqa: E402
+
+
+@pytest.mark.parametrize("name", ["X-Auth", "Authentication", "X-Custom", "Authorization"])
+def test_every_header_value_is_secret_whatever_its_name(name):
+    assert redact({"system": {"headers": {name: "s3cr3t-value"}}}) == \
+        {"system": {"headers": {name: "***"}}}
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("https://user:pw123@api.example/x", "https://user:***@api.example/x"),
+    ("https://api.example/x?api_key=abcd1234&q=1", "https://api.example/x?api_key=***&q=1"),
+    ("https://api.example/x?token=abcd1234", "https://api.example/x?token=***"),
+    ("https://api.example/x?sig=abcd1234", "https://api.example/x?sig=***"),
+    ("https://api.example/x?q=plain", "https://api.example/x?q=plain"),
+])
+def test_url_credentials_are_redacted(url, shown):
+    assert redact_url(url) == shown
+    assert redact({"system": {"url": url}}) == {"system": {"url": shown}}
+
+
+def test_secret_values_cover_headers_urls_env_interpolations_and_bearer_tokens():
+    resolved = {"system": {"url": "https://u:pw-7788@h/x?api_key=qk-5566",
+                           "headers": {"X-Auth": "xa-1122", "Authorization": "Bearer tk-3344"}},
+                "prompt": {"template": "from-env-9900"}, "dataset": {"cases": "/home/me/c"}}
+    unresolved = {"system": {"url": "https://u:pw-7788@h/x?api_key=qk-5566",
+                             "headers": {"X-Auth": "xa-1122",
+                                         "Authorization": "Bearer tk-3344"}},
+                  "prompt": {"template": "${oc.env:MY_TEMPLATE}"},
+                  "dataset": {"cases": "${oc.env:HOME}/c"}}
+    values = secret_values(resolved, unresolved)
+    assert {"pw-7788", "qk-5566", "xa-1122", "Bearer tk-3344", "tk-3344",
+            "from-env-9900"} <= values
+    assert "/home/me/c" not in values  # HOME is a path, not a secret
+
+
+def test_scrubber_replaces_known_values_and_their_escaped_forms():
+    s = Scrubber({'tok"en-1234'}, environment=False)
+    import json
+
+    assert s.scrub('echo: tok"en-1234.') == "echo: ***."
+    assert s.scrub(json.dumps({"e": 'tok"en-1234'})) == '{"e": "***"}'
+    assert s.scrub_obj({"a": ['x tok"en-1234']}) == {"a": ["x ***"]}
+    assert s.scrub("nothing") == "nothing"
+
+
+def test_scrubber_reads_secret_environment_variables(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0000")
+    monkeypatch.setenv("MY_TOKEN", "my-token-value")
+    s = Scrubber()
+    assert s.scrub("sk-ant-test-0000 and my-token-value") == "*** and ***"
+
+
+def test_scrubbing_stream():
+    import io
+
+    buf = io.StringIO()
+    ScrubbingStream(buf, Scrubber({"hidden-9"}, environment=False)).write("a hidden-9 b")
+    assert buf.getvalue() == "a *** b"
+
+
+def test_override_secrets_are_known_before_composition():
+    from raglab.secrets import override_secrets
+
+    got = override_secrets(["+system.headers.X-Auth=xa-1234", "k=5",
+                            "+system.headers.Authorization=Bearer tk-5678",
+                            "system.url=https://u:pw-9999@h/", "grader.api_key=ak-0001"])
+    assert {"xa-1234", "tk-5678", "pw-9999", "ak-0001"} <= got and "5" not in got

@@ -17,6 +17,9 @@ def conf_dir() -> Path:
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
-    """Print one ``raglab: error: ...`` line and exit with ``code``."""
-    print(f"raglab: error: {message}", file=sys.stderr, flush=True)
+    """Print one ``raglab: error: ...`` line (known secrets scrubbed) and exit with ``code``."""
+    from raglab.secrets import scrub
+
+    print(f"raglab: error: {scrub(' '.join(str(message).split()))}", file=sys.stderr,
+          flush=True)
     sys.exit(code)

@@ -33,7 +33,12 @@ def main(argv: list[str]) -> None:
             if not (run_dir / name).is_file():
                 raise UserError(f"{run_dir}: not a finished run directory ({name} is missing)")
         check_tracking(args.uri)
-        existing = logged_run(args.uri, args.experiment, run_dir)
+        from raglab.runner.identity import read_identity
+        from raglab.tracking.mlflow_store import unfinished_run
+
+        started = read_identity(run_dir).get("mlflow")  # the run this directory started
+        pending = unfinished_run(args.uri, args.experiment, started)
+        existing = None if pending else logged_run(args.uri, args.experiment, run_dir)
         if existing:
             print(f"{run_dir} is already logged as MLflow run {existing} (experiment "
                   f"{args.experiment!r}); nothing logged again")
@@ -41,9 +46,13 @@ def main(argv: list[str]) -> None:
             return
         name, describe = _naming(run_dir, args.run_name)
         run_id = log_run_dir(run_dir, args.uri, args.experiment, run_name=name,
-                             describe=describe)
+                             describe=describe, resume=started if pending else None)
     except UserError as e:
         fail(str(e))
+    except Exception as e:  # noqa: BLE001 - the store failed: one line, the directory stays
+        fail(f"MLflow failed while logging ({type(e).__name__}: "
+             f"{' '.join(str(e).split())[:300]}); {run_dir} is unchanged, run this command "
+             "again once the store is back")
     print(f"logged {run_dir} as MLflow run {run_id} (experiment {args.experiment!r})")
     print(f"view it with:\n  {ui_command(args.uri)}")
 

@@ -61,26 +61,31 @@ def task(dict_cfg) -> None:
     from raglab.report.summary import config_diff, job_line
     from raglab.runner.components import build_tracker
     from raglab.runner.naming import override_key, run_name
-    from raglab.runner.run import Run, print_summary
-    from raglab.secrets import redact
+    from raglab.runner.run import Run, error_rate_exceeded, print_summary
+    from raglab.secrets import (redact, register, scrub, scrub_obj, scrub_output_streams,
+                                secret_values)
+    from raglab.tracking.errors import TrackingError, tracking_failed
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir).resolve()
     multirun = hc.mode == RunMode.MULTIRUN
     ctx = sweep_context() if multirun else {}
     tracker = None
+    scrub_output_streams()
+    _sigterm_as_interrupt()
     try:
         try:
             resolved = OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True)
+            register(secret_values(resolved, OmegaConf.to_container(dict_cfg, resolve=False)))
         except MissingMandatoryValue as e:
             raise ConfigError(f"config {e.full_key}: missing value "
                               f"(set it with {e.full_key}=...)") from None
         except OmegaConfBaseException as e:
             raise ConfigError(" ".join(str(e).split())) from None
         cfg = parse_run_config(resolved)
-        public = redact(resolved)
+        public = scrub_obj(redact(resolved))
         keys = ctx.get("keys") or [override_key(o) for o in hc.overrides.task]
-        name = cfg.run_name or run_name(public, keys, dict(hc.runtime.choices))
+        name = scrub(cfg.run_name or run_name(public, keys, dict(hc.runtime.choices)))
         defaults = shipped_defaults()
         diffs = config_diff(redact(defaults), public) if defaults else []
         sweep_dir = str(Path(hc.sweep.dir).resolve()) if multirun else None
@@ -90,33 +95,74 @@ def task(dict_cfg) -> None:
                   diffs=diffs)
         tracker.check()
         metrics = run.execute(tracker)
-        tracker.finished(run_dir)
+        try:
+            tracker.finished(run_dir)
+        except TrackingError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the store, not the run, failed
+            raise tracking_failed(e, run_dir, cfg) from None
+    except TrackingError as e:  # the run directory is complete: only the logging is left
+        if tracker is not None:
+            _quiet(tracker.failed, str(e))
+        fail(str(e), 1)
     except ConfigError as e:  # exit 2, and no run directory left for nothing
         if tracker is not None:
             tracker.failed(str(e))
         _fail_config(str(e), run_dir)
     except UserError as e:  # the one place a user's mistake ends this command
         if tracker is not None:
-            tracker.failed(str(e))
+            _quiet(tracker.failed, str(e))
         fail(str(e), getattr(e, "exit_code", 1))  # 3: metric versions differ (a resume)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM
         if tracker is not None:
-            tracker.killed()
+            _quiet(tracker.killed)
         print(f"raglab: interrupted; records kept in {run_dir / 'records.jsonl'}; "
               "run again with the same hydra.run.dir to resume", file=sys.stderr)
         sys.exit(130)
-    except Exception as e:
+    except Exception as e:  # a bug: one line (the traceback with RAGLAB_DEBUG=1)
         if tracker is not None:
-            tracker.failed(f"{type(e).__name__}: {e}")
-        raise
+            _quiet(tracker.failed, f"{type(e).__name__}: {e}")
+        if os.environ.get("RAGLAB_DEBUG") == "1":
+            raise
+        fail(f"{type(e).__name__}: {' '.join(str(e).split())[:500]} (an unexpected error; "
+             "records so far are kept, run again to resume; RAGLAB_DEBUG=1 shows the "
+             "traceback)", 1)
+    over = error_rate_exceeded(metrics, cfg.max_error_rate)
+    if over:
+        OVER_ERROR_RATE.append(run_dir)
     if multirun:  # one line per job; the sweep callback prints the table at the end
         total = ctx.get("jobs") or "?"
         print(job_line(hc.job.num, total, name, metrics["overall"]), flush=True)
+        if over:
+            print(f"raglab: error: job {hc.job.num}: {over}", file=sys.stderr, flush=True)
         return
     print_summary(metrics, run_dir, _calibration(cfg, metrics["metric_versions"]))
     where = tracker.where()
     if where:
         print(where)
+    if over:
+        fail(over, 1)
+
+
+#: run directories whose error rate exceeded max_error_rate (a sweep exits 1 at the end)
+OVER_ERROR_RATE: list[Path] = []
+
+
+def _quiet(fn, *args) -> None:
+    """Mark the tracked run's status, best effort (the store may be what failed)."""
+    try:
+        fn(*args)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _sigterm_as_interrupt() -> None:
+    """SIGTERM ends a run as Ctrl-C does: records kept, MLflow run marked KILLED."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 def main(argv: list[str]) -> None:
@@ -128,6 +174,10 @@ def main(argv: list[str]) -> None:
     from raglab.runner.naming import swept_keys
 
     multirun, overrides, plain = split_argv(argv)
+    from raglab.secrets import override_secrets, register, scrub_output_streams
+
+    register(override_secrets(overrides))  # before any message could name an override
+    scrub_output_streams()
     if plain:  # compose and validate every job before Hydra makes anything
         try:
             jobs = validate_jobs(overrides, multirun)
@@ -138,7 +188,26 @@ def main(argv: list[str]) -> None:
                                                 "jobs": len(jobs)})
     sys.argv = ["raglab run", *argv]
     app = hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)
-    app()
+    full = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises: raglab prints its own one line
+    try:
+        app()
+    except OSError as e:  # e.g. Hydra could not make the run directory
+        if full:
+            raise
+        from raglab.errors import storage_error
+
+        fail(str(storage_error(e, "the run directory")), 2)
+    except Exception as e:  # noqa: BLE001
+        if full:
+            raise
+        fail(f"{type(e).__name__}: {' '.join(str(e).split())[:500]}", 1)
+    finally:
+        if not full:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+    if OVER_ERROR_RATE and multirun:
+        fail(f"{len(OVER_ERROR_RATE)} job(s) exceeded max_error_rate: "
+             + ", ".join(str(p) for p in OVER_ERROR_RATE), 1)
 
 
 def _calibration(cfg, versions: dict[str, str]) -> dict[str, str]:

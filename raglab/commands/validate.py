@@ -35,7 +35,10 @@ def main(argv: list[str]) -> None:
         print(w, file=sys.stderr)
     for q in ds.quarantined:
         print(q.render(), file=sys.stderr)
-    write_jsonl(Path("quarantine.jsonl"), [q.as_dict() for q in ds.quarantined])
+    try:
+        write_jsonl(Path("quarantine.jsonl"), [q.as_dict() for q in ds.quarantined])
+    except UserError as e:  # e.g. a read-only working directory
+        fail(str(e), 2)
     rows = summary_rows(ds)
     methods: dict[str, int] = {}
     for locs in ds.locations.values():

@@ -24,6 +24,9 @@ PKG_PREFIX = "pkg://"
 def resolve_path(path: str | Path) -> Path:
     """Resolve ``pkg://raglab/datasets/...`` to the installed package data; else a plain path."""
     s = str(path)
+    if not s.strip():
+        raise UserError("empty path given for a dataset file (dataset.corpus, dataset.cases, "
+                        "dataset.labels or system.path)")
     if s.startswith(PKG_PREFIX):
         package, _, rel = s[len(PKG_PREFIX):].partition("/")
         return Path(str(resources.files(package).joinpath(rel)))

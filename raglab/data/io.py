@@ -11,7 +11,8 @@ from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from raglab.errors import UserError
+from raglab.data.finite import NotFiniteError, loads as finite_loads
+from raglab.errors import UserError, storage_error
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -78,17 +79,25 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
 
 
 def check_readable_file(path: str | Path, what: str = "file") -> Path:
+    if not str(path).strip():
+        raise UserError(f"empty path given for the {what}")
     p = Path(path)
     if not p.exists():
         raise UserError(f"{what} not found", file=str(p))
     if p.is_dir():
         raise UserError(f"is a directory, expected a {what} (JSON Lines)", file=str(p))
+    if not p.is_file():  # a FIFO, socket or device would block or never end
+        raise UserError(f"not a regular file, expected a {what} (JSON Lines)", file=str(p))
     return p
 
 
 def iter_json_lines(path: str | Path, what: str = "file",
-                    max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, object)`` for each non-blank line; raise UserError on bad input."""
+                    max_line_bytes: int = MAX_LINE_BYTES,
+                    bad_value: Any = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)`` for each non-blank line; raise UserError on bad input.
+
+    ``bad_value(line_number, object_or_None, message)``, when given, is called for a line
+    holding NaN, Infinity or a lone surrogate instead of raising (the line is skipped)."""
     p = check_readable_file(path, what)
     seen_any = False
     try:
@@ -115,10 +124,18 @@ def iter_json_lines(path: str | Path, what: str = "file",
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = finite_loads(line)
             except json.JSONDecodeError as e:
                 raise UserError(f"malformed JSON: {e.msg} (column {e.colno})",
                                 file=str(p), line=lineno) from None
+            except NotFiniteError as e:
+                if bad_value is not None:
+                    seen_any = True
+                    bad_value(lineno, shallow_loads(line), str(e))
+                    continue
+                raise UserError(str(e), file=str(p), line=lineno,
+                                case_id=object_id(obj) if isinstance(
+                                    obj := shallow_loads(line), dict) else None) from None
             if not isinstance(obj, dict):
                 raise UserError(f"expected a JSON object, got {type(obj).__name__}",
                                 file=str(p), line=lineno)
@@ -126,6 +143,14 @@ def iter_json_lines(path: str | Path, what: str = "file",
             yield lineno, obj
     if not seen_any:
         raise UserError(f"empty {what}: no JSON lines", file=str(p))
+
+
+def shallow_loads(line: str) -> Any:
+    """The line read leniently (only to name the case of an error)."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError):
+        return None
 
 
 def object_id(obj: dict[str, Any]) -> str | None:
@@ -162,9 +187,15 @@ def atomic_write_text(path: str | Path, text: str | bytes) -> None:
 
     The file gets the permissions of any file the user creates (0666 less the umask), not
     the 0600 of a temporary file, so a team's shared artifact store can read it."""
+    from raglab.secrets import SCRUBBER
+
+    text = SCRUBBER.scrub_bytes(text) if isinstance(text, bytes) else SCRUBBER.scrub(text)
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except OSError as e:
+        raise storage_error(e, p.name, p) from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w",
@@ -173,11 +204,13 @@ def atomic_write_text(path: str | Path, text: str | bytes) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError):
+            raise storage_error(e, p.name, p) from None
         raise
 
 
@@ -186,7 +219,8 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
 
 
 def write_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n"
+                                    for r in rows))
 
 
 def read_jsonl_tolerant(path: str | Path) -> list[dict[str, Any]]:

@@ -5,9 +5,10 @@ Unknown fields are errors: they are almost always typos.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator,
+                      model_validator)
 
 from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS
 
@@ -18,7 +19,7 @@ class Strict(BaseModel):
     """The one base of raglab's typed inputs (data files and config sections): an unknown
     field is an error."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class Document(Strict):
@@ -37,8 +38,8 @@ class User(Strict):
 class Evidence(Strict):
     doc_id: str = Field(min_length=1)
     quote: str | None = None
-    start: int | None = Field(default=None, ge=0)
-    end: int | None = Field(default=None, ge=0)
+    start: StrictInt | None = Field(default=None, ge=0)
+    end: StrictInt | None = Field(default=None, ge=0)
     grade: float = Field(default=1, gt=0)
 
     @model_validator(mode="after")
@@ -55,7 +56,7 @@ class Evidence(Strict):
 
 class Nugget(Strict):
     text: str = Field(min_length=1)
-    vital: bool = False
+    vital: StrictBool = False
 
 
 MustNotContainKind = Literal["injection", "outdated", "secret", "distractor"]
@@ -85,10 +86,17 @@ class Case(Strict):
     reference_answer: str | None = None
     evidence: list[Evidence] = Field(default_factory=list)
     nuggets: list[Nugget] = Field(default_factory=list)
-    answerable: bool = True
+    answerable: StrictBool = True
     tags: dict[str, str] = Field(default_factory=dict)
     # plain strings, or {"text": ..., "kind": ...} objects (Forbidden)
     must_not_contain: list[str | Forbidden] = Field(default_factory=list)
+
+    @field_validator("question")
+    @classmethod
+    def _question_has_text(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("question is only whitespace")
+        return v
 
     @field_validator("tags")
     @classmethod
@@ -105,14 +113,20 @@ class Hit(Strict):
     doc_id: str = Field(min_length=1)
     text: str = ""
     score: float | None = None
-    start: int | None = Field(default=None, ge=0)
-    end: int | None = Field(default=None, ge=0)
+    start: StrictInt | None = Field(default=None, ge=0)
+    end: StrictInt | None = Field(default=None, ge=0)
     metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _forward_span(self) -> "Hit":
+        if self.start is not None and self.end is not None and self.end < self.start:
+            raise ValueError(f"hit span {self.start}-{self.end} is reversed (end < start)")
+        return self
 
 
 class Citation(Strict):
-    sentence: int = Field(ge=0)
-    context: list[int] = Field(default_factory=list)
+    sentence: StrictInt = Field(ge=0)
+    context: list[Annotated[StrictInt, Field(ge=0)]] = Field(default_factory=list)
 
 
 class SystemOutput(Strict):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from raglab.data.io import atomic_write_json, read_jsonl_tolerant
-from raglab.errors import VersionMismatchError
+from raglab.errors import UserError, VersionMismatchError
 
 IDENTITY_FILE = "run.json"
 
@@ -63,6 +63,63 @@ def check_resume(run_dir: Path, versions: dict[str, str]) -> None:
             file=str(run_dir / source))
 
 
-def write_identity(run_dir: Path, versions: dict[str, str], config_hash: str) -> None:
-    atomic_write_json(run_dir / IDENTITY_FILE,
-                      {"metric_versions": versions, "config_hash": config_hash})
+class DatasetChangedError(UserError):
+    """The dataset files differ from those the run directory was started with (exit 2)."""
+
+    exit_code = 2
+
+
+def recorded_dataset(run_dir: Path) -> tuple[dict[str, str], str] | None:
+    """``({"corpus_sha256": ..., "cases_sha256": ...}, file)`` the run directory was started
+    with (``run.json``, else a finished run's ``metrics.json``), or None."""
+    for name in (IDENTITY_FILE, "metrics.json"):
+        data = _read_json(run_dir / name)
+        if data is not None and isinstance(data.get("dataset"), dict):
+            got = {k: str(v) for k, v in data["dataset"].items()
+                   if k in ("corpus_sha256", "cases_sha256") and v}
+            if got:
+                return got, name
+    return None
+
+
+def check_dataset(run_dir: Path, hashes: dict[str, str]) -> None:
+    """Refuse, in one line, a resume whose corpus or cases file changed since the run
+    directory was started: its records were scored against the old files (quotes located,
+    leaks checked, the reference index built), so mixing them with new ones would give
+    metrics of neither dataset."""
+    got = recorded_dataset(run_dir)
+    if got is None:
+        return
+    recorded, source = got
+    changed = [k.replace("_sha256", "") + f" {recorded[k][:12]} -> {hashes.get(k, '')[:12]}"
+               for k in sorted(recorded) if hashes.get(k) and recorded[k] != hashes[k]]
+    if changed:
+        raise DatasetChangedError(
+            "the dataset changed since this run directory was started ("
+            + "; ".join(changed) + " sha256): its records were scored against the old files; "
+            "choose another hydra.run.dir to run the new dataset", file=str(run_dir / source))
+
+
+def write_identity(run_dir: Path, versions: dict[str, str], config_hash: str,
+                   dataset: dict[str, str] | None = None,
+                   extra: dict[str, Any] | None = None) -> None:
+    data: dict[str, Any] = {"metric_versions": versions, "config_hash": config_hash}
+    if dataset:
+        data["dataset"] = dict(dataset)
+    old = _read_json(run_dir / IDENTITY_FILE) or {}
+    for key in ("mlflow",):  # kept across resumes (the run's own MLflow run)
+        if key in old:
+            data[key] = old[key]
+    data.update(extra or {})
+    atomic_write_json(run_dir / IDENTITY_FILE, data)
+
+
+def read_identity(run_dir: Path) -> dict[str, Any]:
+    return _read_json(Path(run_dir) / IDENTITY_FILE) or {}
+
+
+def update_identity(run_dir: Path, **fields: Any) -> None:
+    """Add fields to run.json (e.g. the MLflow run that records this directory)."""
+    data = read_identity(run_dir)
+    data.update(fields)
+    atomic_write_json(Path(run_dir) / IDENTITY_FILE, data)

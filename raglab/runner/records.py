@@ -11,6 +11,7 @@ from typing import Any
 from raglab.data.dataset import Dataset
 from raglab.data.io import write_jsonl
 from raglab.data.record import CaseRecord, read_records
+from raglab.errors import storage_error
 from raglab.data.schema import Case, may_see
 from raglab.metrics.judging import GoldItem, judge_hits
 
@@ -65,46 +66,104 @@ class RecordWriter:
     """Appends one JSON line per case, flushed to the operating system at once, so a killed
     process (SIGKILL included) loses at most the line being written; ``load`` drops such a
     torn last line and rewrites the file clean. The file is fsynced at most once a second and
-    on close: only a power cut or an operating-system crash can lose the last second."""
+    on close: only a power cut or an operating-system crash can lose the last second.
 
-    def __init__(self, path: Path, fsync_interval_s: float = FSYNC_INTERVAL_S):
+    Every line is scrubbed of known secret values (a system's error page may echo its
+    request headers). A write that fails (disk full, I/O error) raises StorageError: the
+    lines before it stay as they were."""
+
+    def __init__(self, path: Path, fsync_interval_s: float | None = None):
         self.path = path
-        self.fsync_interval_s = fsync_interval_s
+        self.fsync_interval_s = FSYNC_INTERVAL_S if fsync_interval_s is None \
+            else fsync_interval_s
         self._fh = None
         self._synced = 0.0
 
-    def load(self) -> list[CaseRecord]:
+    def load(self, retry_errors: bool = True) -> list[CaseRecord]:
+        """The records to keep. With ``retry_errors`` the records of cases that failed (the
+        system's or a grader's error) are dropped, so a resume runs those cases again."""
         rows = read_records(self.path)
-        if self.path.exists():
-            write_jsonl(self.path, [r.to_json() for r in rows])  # drop a torn last line
-        return rows
+        kept = [r for r in rows if not (retry_errors and r.error)]
+        # the last record of a case wins (a healed case may follow its old error)
+        by_id = {r.case_id: r for r in kept}
+        kept = [r for r in kept if by_id[r.case_id] is r]
+        if self.path.exists() and (len(kept) != len(rows) or _torn(self.path)):
+            write_jsonl(self.path, [r.to_json() for r in kept])
+        return kept
 
     def append(self, record: CaseRecord) -> None:
-        if self._fh is None:
-            self._fh = open(self.path, "ab")
-            self._synced = time.monotonic()
-        self._fh.write(record_line(record))
-        self._fh.flush()
-        now = time.monotonic()
-        if now - self._synced >= self.fsync_interval_s:
-            os.fsync(self._fh.fileno())
-            self._synced = now
+        line = record_line(record)
+        start = None
+        try:
+            if self._fh is None:
+                self._fh = open(self.path, "ab")
+                self._synced = time.monotonic()
+            start = self._fh.tell()
+            self._fh.write(line)
+            self._fh.flush()
+            now = time.monotonic()
+            if now - self._synced >= self.fsync_interval_s:
+                os.fsync(self._fh.fileno())
+                self._synced = now
+        except OSError as e:
+            self._drop_partial(start)
+            raise storage_error(e, "records.jsonl", self.path) from None
+
+    def _drop_partial(self, start: int | None) -> None:
+        """After a failed append, cut the file back to where that line began."""
+        try:
+            if self._fh is not None:
+                self._fh.close()
+        except OSError:
+            pass
+        self._fh = None
+        if start is None:
+            return
+        try:
+            with open(self.path, "r+b") as fh:
+                fh.truncate(start)
+        except OSError:
+            pass  # a torn last line is dropped by the next load anyway
 
     def close(self) -> None:
         if self._fh is not None:
             try:
                 self._fh.flush()
                 os.fsync(self._fh.fileno())
+            except OSError as e:
+                raise storage_error(e, "records.jsonl", self.path) from None
             finally:
-                self._fh.close()
+                try:
+                    self._fh.close()
+                except OSError:
+                    pass
                 self._fh = None
 
 
 def record_line(record: CaseRecord) -> bytes:
     """One record as its JSON line (UTF-8), the same object as ``json.dumps(to_json())``,
-    serialised by pydantic-core; a non-finite number is refused, as ``allow_nan=False``."""
+    serialised by pydantic-core, with every known secret value scrubbed; a non-finite number
+    is refused, as ``allow_nan=False``."""
+    from raglab.secrets import SCRUBBER
+
     line = record.__pydantic_serializer__.to_json(record, exclude_unset=True)
-    if b"NaN" in line or b"Infinity" in line:  # maybe a non-finite number: let json decide
-        return (json.dumps(record.to_json(), ensure_ascii=False, allow_nan=False)
-                + "\n").encode("utf-8")
+    slow = b"NaN" in line or b"Infinity" in line  # maybe a non-finite number: let json decide
+    if not slow and SCRUBBER.found_in(line):
+        slow = True  # a secret in it: scrub string by string, never across JSON's syntax
+    if slow:
+        return (json.dumps(SCRUBBER.scrub_obj(record.to_json()), ensure_ascii=False,
+                           allow_nan=False) + "\n").encode("utf-8")
     return line + b"\n"
+
+
+def _torn(path: Path) -> bool:
+    """Whether the file does not end with a complete line."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            if fh.tell() == 0:
+                return False
+            fh.seek(-1, os.SEEK_END)
+            return fh.read(1) != b"\n"
+    except OSError:
+        return False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import itertools
 from collections import deque
 import json
@@ -17,7 +18,8 @@ from raglab.data.dataset import Dataset, load_dataset
 from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
 from raglab.data.record import CaseRecord
 from raglab.data.schema import SystemOutput
-from raglab.errors import UserError
+from raglab.data.finite import check as check_finite
+from raglab.errors import StorageError, UserError
 from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import diagnosis_version, family_versions
 from raglab.metrics.aggregate import aggregate, diagnosis_counts
@@ -28,7 +30,8 @@ from raglab.metrics.diagnosis import diagnose
 from raglab.metrics.repeats import combine_repeats
 from raglab.report.format import fmt
 from raglab.runner.progress import Progress
-from raglab.runner.identity import check_resume, write_identity
+from raglab.runner.identity import check_dataset, check_resume, write_identity
+from raglab.runner.lock import RunDirLock
 from raglab.runner.records import RecordWriter, gold_summary, judge_output
 from raglab.cache import StageCache, content_key
 from raglab.runner.components import (build_grader, build_system, grader_uses_llm, llm_client,
@@ -40,6 +43,8 @@ CASE_TIMEOUT_S = 600.0
 PLOT_MAX_CASES = 1000
 #: cases started ahead of the one being written (at least 4 x concurrency)
 CASES_IN_FLIGHT = 256
+#: errno values of an OSError that mean raglab's own storage failed, not the case
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
 
 
 class Run:
@@ -55,12 +60,19 @@ class Run:
         self.llm: Any = None
         self.versions: dict[str, str] = {}
         self.warnings: list[str] = []
+        self.lock = RunDirLock(run_dir)
 
     # -- before any work ------------------------------------------------------------------
     def preflight(self) -> dict[str, str]:
         cfg = self.cfg
         prompts = preflight(cfg)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            from raglab.errors import storage_error
+
+            raise storage_error(e, "the run directory", self.run_dir) from None
+        self.lock.acquire()  # released when the process ends (or by close())
         cfg_file = self.run_dir / "config.yaml"
         if cfg_file.exists() and cfg_file.read_text(encoding="utf-8") != self.resolved_yaml:
             raise UserError("the run directory holds a run of a different configuration; "
@@ -88,6 +100,12 @@ class Run:
 
     # -- the run --------------------------------------------------------------------------
     def execute(self, tracker: Any = None) -> dict[str, Any]:
+        try:
+            return self._execute(tracker)
+        finally:
+            self.lock.release()
+
+    def _execute(self, tracker: Any = None) -> dict[str, Any]:
         cfg = self.cfg
         prompts = self.preflight()
         ds = load_dataset(cfg.dataset.corpus, cfg.dataset.cases, None,
@@ -102,14 +120,18 @@ class Run:
         if not ds.cases:
             raise UserError("no usable case: every case is quarantined "
                             f"(see {self.run_dir / 'quarantine.jsonl'})", file=str(ds.cases_path))
+        hashes = {"corpus_sha256": ds.corpus_hash, "cases_sha256": ds.cases_hash}
+        check_dataset(self.run_dir, hashes)
         write_jsonl(self.run_dir / "quarantine.jsonl", [q.as_dict() for q in ds.quarantined])
         atomic_write_text(self.run_dir / "config.yaml", self.resolved_yaml)
         versions = self.versions
-        write_identity(self.run_dir, versions, content_key(self.resolved_yaml, length=16))
+        write_identity(self.run_dir, versions, content_key(self.resolved_yaml, length=16),
+                       hashes)
         self.warnings = self.run_warnings()
         for w in self.warnings:
             print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
         if tracker is not None:
+            tracker.run_dir = self.run_dir  # where the tracker keeps its run's id (resume)
             tracker.started(ds, versions, self_graded=self.self_graded())
         return asyncio.run(self._execute_async(ds, prompts, versions))
 
@@ -118,6 +140,9 @@ class Run:
         cfg = self.cfg
         self.llm = llm_client(cfg, self.cache)
         system = build_system(cfg, ds, self.cache, self.work, self.llm)
+        for w in getattr(system, "warnings", None) or []:  # e.g. replayed ids not in the set
+            print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
+            self.warnings.append(w)
         grader = build_grader(cfg, prompts, self.llm)
         grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work,
                           getattr(cfg.grader, "repeats", 1)) if grader is not None else None
@@ -153,6 +178,14 @@ class Run:
                 writer.append(rec)
                 kept[rec.case_id] = slim_record(rec)
                 progress.advance(rec)
+        except BaseException:
+            # an aborted run (a storage error, Ctrl-C): grader coroutines of cancelled cases
+            # that never started are dropped, which is expected, not worth a warning each
+            import warnings
+
+            warnings.filterwarnings("ignore", message="coroutine .* was never awaited",
+                                    category=RuntimeWarning)
+            raise
         finally:
             for t in tasks:
                 t.cancel()
@@ -190,8 +223,18 @@ class Run:
             output = output_dict(raw)
             if output["case_id"] != case.id:
                 raise ValueError(f"output is for case {output['case_id']!r}")
+            check_finite(output)  # NaN/Infinity or a lone surrogate: this case fails
+            check_spans(output, ds)
         except asyncio.TimeoutError:
             record["error"] = f"system: timed out after {CASE_TIMEOUT_S:g} s"
+        except StorageError:
+            raise  # raglab's own storage failed: stop the run, not this case
+        except OSError as e:
+            if e.errno in _STORAGE_ERRNOS:
+                from raglab.errors import storage_error
+
+                raise storage_error(e, "a file of the system under test") from None
+            record["error"] = f"system: {type(e).__name__}: {_one_line(e)}"
         except Exception as e:  # the system's failure is this case's error; the run goes on
             record["error"] = f"system: {type(e).__name__}: {_one_line(e)}"
         else:
@@ -233,6 +276,13 @@ class Run:
                              cfg.candidate_depth) for vs in record.get("repeat_verdicts", [])]
             record["metrics"], record["repeat_variance"] = combine_repeats(per)
             record["repeats"] = grading.requested_repeats
+        try:
+            check_finite(record)
+        except ValueError as e:  # never write NaN: the case fails instead, the run goes on
+            record = {**record, "output": None, "judgments": None, "verdicts": [],
+                      "graded": False, "error": f"record: {e}"}
+            record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k,
+                                             cfg.candidate_depth)
         record["diagnosis"] = diagnose(record, cfg.diagnosis)
         return CaseRecord.model_validate(record)
 
@@ -278,6 +328,36 @@ def output_dict(raw: Any) -> dict[str, Any]:
         return dict(raw)
     out = raw if isinstance(raw, SystemOutput) else SystemOutput.model_validate(raw)
     return out.model_dump()
+
+
+def check_spans(output: dict[str, Any], ds: Dataset) -> None:
+    """A hit's span must be a forward range inside its document (when the corpus has it)."""
+    for stage in ("candidates", "context"):
+        for rank, hit in enumerate(output.get(stage) or [], start=1):
+            start, end = hit.get("start"), hit.get("end")
+            if start is None and end is None:
+                continue
+            if start is None or end is None or end < start:
+                raise ValueError(f"{stage} hit {rank} ({hit['doc_id']}): span {start}-{end} "
+                                 "is not a forward range")
+            doc = ds.corpus.get(hit["doc_id"])
+            if doc is not None and end > len(doc.text):
+                raise ValueError(f"{stage} hit {rank} ({hit['doc_id']}): span {start}-{end} "
+                                 f"is outside the document ({len(doc.text)} characters)")
+
+
+def error_rate_exceeded(metrics: dict[str, Any], max_error_rate: float) -> str | None:
+    """The one line to fail a run with when its error rate is above ``max_error_rate`` (a
+    run in which every case failed always fails), else None."""
+    n, errors = metrics.get("n_cases") or 0, metrics.get("errors") or 0
+    if n == 0 or errors == 0:
+        return None
+    rate = errors / n
+    if rate > max_error_rate or errors == n:
+        return (f"{errors} of {n} cases failed (error rate {rate:.0%} > max_error_rate "
+                f"{max_error_rate:g}): the metrics do not measure the system; run the same "
+                "command again in the same run directory to retry the failed cases")
+    return None
 
 
 def _one_line(e: BaseException) -> str:

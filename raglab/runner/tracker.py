@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from raglab import __version__
+from pydantic import Field
+
 from raglab.data.schema import Strict
 from raglab.registry import register
 
@@ -15,6 +17,9 @@ class MlflowTrackingCfg(Strict):
     name: Literal["mlflow"]
     uri: str | None = None
     experiment: str | None = None
+    # the longest a run waits for an MLflow server that stopped answering (all retries of
+    # one request), before it says how to finish the logging later
+    timeout_s: float = Field(30.0, gt=0)
     # per slice: every metric (the contract), or only the headline ones (the full table
     # stays in the metrics.json artifact either way)
     slice_metrics: Literal["all", "headline"] = "all"
@@ -24,6 +29,7 @@ class NoTrackingCfg(Strict):
     name: Literal["none"]
     uri: str | None = None
     experiment: str | None = None
+    timeout_s: float = Field(30.0, gt=0)
     slice_metrics: Literal["all", "headline"] = "all"
 
 
@@ -48,6 +54,7 @@ class NoTracker:
         self.sweep_dir = sweep_dir
         self.diffs: list = []  # config differences from the shipped defaults
         self.run: Any = None
+        self.run_dir: Path | None = None  # set by the run: where the MLflow run id is kept
 
     def check(self) -> None:
         """Fail before any work when the tracking backend is unusable."""
@@ -74,8 +81,9 @@ class MlflowTracker(NoTracker):
     """Creates the MLflow run when the run starts, fills it when the run ends."""
 
     def check(self) -> None:
-        from raglab.tracking.mlflow_store import check_tracking
+        from raglab.tracking.mlflow_store import bound_waits, check_tracking
 
+        bound_waits(self.cfg.tracking.timeout_s)
         check_tracking(self.cfg.tracking.uri)
 
     def started(self, dataset: Any, versions: dict[str, str], self_graded: bool = False) -> None:
@@ -95,9 +103,18 @@ class MlflowTracker(NoTracker):
         commit = git_commit(Path.cwd())
         if commit:
             tags["raglab.git_commit"] = commit
+        previous = None  # a resumed run continues its own MLflow run (no orphan RUNNING)
+        if self.run_dir is not None:
+            from raglab.runner.identity import read_identity
+
+            previous = read_identity(self.run_dir).get("mlflow")
         self.run = MlflowRun.start(self.cfg.tracking.uri, self.cfg.tracking.experiment,
                                    self.run_name, flatten_config(self.resolved), tags,
-                                   sweep_dir=self.sweep_dir)
+                                   sweep_dir=self.sweep_dir, resume=previous)
+        if self.run_dir is not None:
+            from raglab.runner.identity import update_identity
+
+            update_identity(self.run_dir, mlflow=self.run.identity())
 
     def finished(self, run_dir: Path) -> None:
         if self.run is None:

@@ -8,18 +8,25 @@ Request body (application/json)::
                 "generator": {...}}}
 
 Response: 200 with a SystemOutput JSON object (raglab.data.schema.SystemOutput; ``case_id`` may be
-omitted). 5xx answers and connection errors are retried with exponential backoff; 4xx
-answers and malformed bodies fail that case at once.
+omitted). Retried with exponential backoff (``retries`` times): connection errors, timeouts,
+5xx answers, 429, and bodies cut short (a Content-Length not reached, a torn chunked body);
+a ``Retry-After`` header (seconds or an HTTP date) is honoured up to ``max_retry_after_s``.
+Other 4xx answers and malformed bodies (not JSON, NaN/Infinity, wrong shape) fail that case
+at once. ``read_timeout_s`` bounds the whole request, not each read: a server sending a byte
+every half second still fails the case at the deadline. ``run_deadline_s`` bounds the whole
+run: once past, every remaining case fails at once (and heals on resume).
 """
 
 from __future__ import annotations
 
+import email.utils
 import threading
 import time
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from raglab.data.finite import NotFiniteError, loads as finite_loads
 from raglab.data.schema import Strict, SystemOutput
 from raglab.registry import register
 from raglab.systems.base import SystemRequest
@@ -38,12 +45,21 @@ class HttpSystemCfg(Strict):
     backoff_s: float = Field(0.5, ge=0)
     concurrency: int = Field(4, ge=1)
     headers: dict[str, str] = Field(default_factory=dict)
+    max_retry_after_s: float = Field(30.0, ge=0)
+    run_deadline_s: float | None = Field(None, gt=0)
+    max_body_bytes: int = Field(64 * 1024 * 1024, gt=0)
 
     @model_validator(mode="after")
     def _http_url(self):
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url {self.url!r} must start with http:// or https://")
         return self
+
+
+class _Retry(Exception):
+    def __init__(self, message: str, wait_s: float | None = None):
+        super().__init__(message)
+        self.wait_s = wait_s
 
 
 @register("system", "http", config=HttpSystemCfg)
@@ -55,40 +71,134 @@ class HttpSystem:
         self.cfg = cfg
         self._session = requests.Session()
         self._slots = threading.BoundedSemaphore(cfg.concurrency)
+        self._run_deadline = (time.monotonic() + cfg.run_deadline_s
+                              if cfg.run_deadline_s else None)
 
     def answer(self, req: SystemRequest) -> SystemOutput:
-        import requests
-
         body = req.as_json()
         attempt = 0
         while True:
+            if self._run_deadline is not None and time.monotonic() >= self._run_deadline:
+                raise HttpSystemError(f"run deadline of {self.cfg.run_deadline_s:g} s passed "
+                                      "(system.run_deadline_s); run again to resume")
             try:
                 with self._slots:
-                    resp = self._session.post(
-                        self.cfg.url, json=body, headers=dict(self.cfg.headers),
-                        timeout=(self.cfg.connect_timeout_s, self.cfg.read_timeout_s))
-            except (requests.ConnectionError, requests.Timeout) as e:
-                err: str = f"{type(e).__name__}: {e}"
-                retryable = True
-            else:
-                if resp.status_code < 300:
-                    return self._parse(resp, req.case_id)
-                err = f"HTTP {resp.status_code}: {resp.text[:200]}"
-                retryable = resp.status_code >= 500
-            if not retryable or attempt >= self.cfg.retries:
-                raise HttpSystemError(f"{err} (after {attempt + 1} attempt(s))")
-            time.sleep(self.cfg.backoff_s * (2 ** attempt))
-            attempt += 1
+                    data = self._request(body)
+                return self._parse_data(data, req.case_id)
+            except _Retry as r:
+                if attempt >= self.cfg.retries:
+                    raise HttpSystemError(f"{r} (after {attempt + 1} attempt(s))") from None
+                wait = self.cfg.backoff_s * (2 ** attempt)
+                if r.wait_s is not None:
+                    wait = max(wait, min(r.wait_s, self.cfg.max_retry_after_s))
+                if self._run_deadline is not None:
+                    wait = min(wait, max(0.0, self._run_deadline - time.monotonic()))
+                time.sleep(wait)
+                attempt += 1
+
+    def _request(self, body: dict[str, Any]) -> Any:
+        """One POST, read within a total deadline of read_timeout_s; the parsed JSON."""
+        import requests
+
+        cfg = self.cfg
+        deadline = time.monotonic() + cfg.read_timeout_s
+        if self._run_deadline is not None:
+            deadline = min(deadline, self._run_deadline)
+        try:
+            resp = self._session.post(cfg.url, json=body, headers=dict(cfg.headers),
+                                      timeout=(cfg.connect_timeout_s, cfg.read_timeout_s),
+                                      stream=True)
+        except (requests.ConnectionError, requests.Timeout) as e:
+            raise _Retry(f"{type(e).__name__}: {e}") from None
+        with resp:
+            from urllib3.exceptions import ProtocolError, ReadTimeoutError
+
+            try:
+                raw = self._read_body(resp, deadline)
+            except (requests.exceptions.ChunkedEncodingError, requests.ConnectionError,
+                    ProtocolError) as e:
+                raise _Retry(f"response body cut short ({type(e).__name__})") from None
+            except (requests.Timeout, ReadTimeoutError, TimeoutError):
+                raise _Retry(f"no complete answer within {cfg.read_timeout_s:g} s "
+                             "(read_timeout_s bounds the whole request)") from None
+            status = resp.status_code
+            if status >= 300:
+                text = raw[:200].decode("utf-8", "replace")
+                err = f"HTTP {status}: {text}"
+                if status == 429 or status >= 500:
+                    raise _Retry(err, _retry_after(resp.headers.get("Retry-After")))
+                raise HttpSystemError(err)
+        try:
+            return finite_loads(raw)
+        except NotFiniteError as e:
+            raise HttpSystemError(f"response: {e}") from None
+        except (ValueError, UnicodeDecodeError):
+            raise HttpSystemError(f"malformed JSON in response: "
+                                  f"{raw[:120].decode('utf-8', 'replace')!r}") from None
+
+    def _read_body(self, resp, deadline: float) -> bytes:
+        import requests
+
+        expected = resp.headers.get("Content-Length")
+        chunks: list[bytes] = []
+        size = 0
+        raw = resp.raw
+        read = getattr(raw, "read1", None)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise requests.Timeout()
+            _set_timeout(raw, left)
+            chunk = read(65536, decode_content=True) if read is not None \
+                else raw.read(65536, decode_content=True)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > self.cfg.max_body_bytes:
+                raise HttpSystemError(f"response larger than {self.cfg.max_body_bytes} bytes "
+                                      "(system.max_body_bytes)")
+        data = b"".join(chunks)
+        if expected is not None and expected.isdigit() and len(data) < int(expected) \
+                and "content-encoding" not in {k.lower() for k in resp.headers}:
+            raise requests.exceptions.ChunkedEncodingError("short body")
+        return data
 
     @staticmethod
-    def _parse(resp, case_id: str) -> SystemOutput:
-        try:
-            data = resp.json()
-        except ValueError:
-            raise HttpSystemError(f"malformed JSON in response: {resp.text[:120]!r}") from None
+    def _parse_data(data: Any, case_id: str) -> SystemOutput:
         if not isinstance(data, dict):
             raise HttpSystemError("response is not a JSON object")
         data.setdefault("case_id", case_id)
         if data["case_id"] != case_id:
             raise HttpSystemError(f"response is for case {data['case_id']!r}, not {case_id!r}")
         return SystemOutput.model_validate(data)
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header (a number or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _set_timeout(raw: Any, seconds: float) -> None:
+    """Bound the next socket read by what is left of the request's deadline."""
+    try:
+        sock = raw._fp.fp.raw._sock  # urllib3 HTTPResponse -> http.client -> socket
+    except AttributeError:
+        return
+    try:
+        sock.settimeout(max(0.01, seconds))
+    except OSError:
+        pass

@@ -30,12 +30,18 @@ def load_python_system(target: str, options: dict):
         raise ConfigError(f"config system._target_: {target!r} is not 'package.module.factory'")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ConfigError(f"config system._target_: cannot import {module_name!r}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - ImportError, or the module failed at import
+        raise ConfigError(f"config system._target_: cannot import {module_name!r}: "
+                          f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
     factory = getattr(module, attr, None)
     if factory is None or not callable(factory):
         raise ConfigError(f"config system._target_: {module_name!r} has no callable {attr!r}")
-    system = factory(dict(options))
+    try:
+        system = factory(dict(options))
+    except Exception as e:  # noqa: BLE001 - the user's factory failed: one line, no traceback
+        msg = " ".join(str(e).split())[:300]
+        raise ConfigError(f"config system._target_: {target}(options) raised "
+                          f"{type(e).__name__}: {msg}") from None
     if not callable(getattr(system, "answer", None)):
         raise ConfigError(f"config system._target_: {target} returned an object without "
                           "an answer(request) method (see raglab.systems.base.SystemUnderTest)")

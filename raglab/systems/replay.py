@@ -4,6 +4,10 @@ Every line is validated when the system is built (a bad line is a usage error na
 file, line and case id, before any work). A file up to ``KEEP_PARSED_BYTES`` is kept parsed
 in memory; a larger one is indexed (case id -> byte range) and each line parsed again when its
 case is scored, so memory stays bounded whatever the size of the file.
+
+A replayed line with a bad value (NaN, Infinity, a lone surrogate) fails its own case with
+that error, and the run goes on; a line that is not JSON, or not a SystemOutput, is refused
+with one line. Outputs for cases not in the case set are counted in a warning.
 """
 
 from __future__ import annotations
@@ -12,7 +16,8 @@ import json
 from typing import Any, Literal
 
 from raglab.data.dataset import resolve_path
-from raglab.data.io import MAX_LINE_BYTES, check_readable_file, parse_model
+from raglab.data.finite import NotFiniteError, loads as finite_loads
+from raglab.data.io import MAX_LINE_BYTES, shallow_loads, check_readable_file, parse_model
 from raglab.data.schema import Strict, SystemOutput
 from raglab.errors import UserError
 from raglab.registry import register
@@ -29,6 +34,10 @@ class ReplaySystemCfg(Strict):
     path: str
 
 
+class ReplayedValueError(ValueError):
+    """A replayed output holding a value raglab refuses (this case fails)."""
+
+
 @register("system", "replay", config=ReplaySystemCfg)
 class ReplaySystem:
     inline = True  # answers from memory or a local file: no worker thread needed
@@ -37,12 +46,14 @@ class ReplaySystem:
     def preflight(cfg: Any) -> None:
         check_readable_file(resolve_path(cfg.system.path), "replay file")
 
-    def __init__(self, run_cfg: Any, *_: Any):
+    def __init__(self, run_cfg: Any, dataset: Any = None, *_: Any):
         p = check_readable_file(resolve_path(run_cfg.system.path), "replay file")
         self.path = str(p)
         keep = p.stat().st_size <= KEEP_PARSED_BYTES
         self.outputs: dict[str, dict[str, Any]] = {}
         self.index: dict[str, tuple[int, int]] = {}
+        self.bad: dict[str, str] = {}
+        self.warnings: list[str] = []
         seen: set[str] = set()
         with open(p, "rb") as fh:
             lineno, offset = 0, 0
@@ -60,26 +71,40 @@ class ReplaySystem:
                 if not raw.strip():
                     continue
                 out = self._parse(raw, lineno)
-                cid = out["case_id"]
+                cid = out["case_id"] if isinstance(out, dict) else out.case_id
                 if cid in seen:
                     raise UserError("duplicate case_id in replay file", file=self.path,
                                     line=lineno, case_id=cid)
                 seen.add(cid)
-                if keep:
+                if isinstance(out, _Bad):
+                    self.bad[cid] = f"{self.path}:{lineno}: {out.message}"
+                elif keep:
                     self.outputs[cid] = out
                 else:
                     self.index[cid] = (start, len(raw))
         if not seen:
             raise UserError("empty replay file: no JSON lines", file=self.path)
         self._fh = None if keep else open(p, "rb")
+        if dataset is not None:
+            known = {c.id for c in dataset.cases} | {q.case_id for q in dataset.quarantined}
+            extra = sorted(cid for cid in seen if cid not in known)
+            if extra:
+                shown = ", ".join(json.dumps(c) for c in extra[:3])
+                self.warnings.append(
+                    f"{self.path}: {len(extra)} replayed output(s) for cases not in the case "
+                    f"set, ignored ({shown}{', ...' if len(extra) > 3 else ''})")
 
-    def _parse(self, raw: bytes, lineno: int) -> dict[str, Any]:
-        try:
-            return parse_output_line(raw)
-        except Exception:  # the ordinary path names the problem (or accepts the line)
-            return _slow_parse(raw, self.path, lineno)
+    def _parse(self, raw: bytes, lineno: int) -> dict[str, Any] | _Bad:
+        if b"NaN" not in raw and b"Infinity" not in raw:  # jiter reads those: check slowly
+            try:
+                return parse_output_line(raw)
+            except Exception:  # the ordinary path names the problem (or accepts the line)
+                pass
+        return _slow_parse(raw, self.path, lineno)
 
     def answer(self, req: SystemRequest) -> ValidatedOutput:
+        if req.case_id in self.bad:
+            raise ReplayedValueError(self.bad[req.case_id])
         out = self.outputs.get(req.case_id)
         if out is None and req.case_id in self.index:
             start, size = self.index[req.case_id]
@@ -90,17 +115,30 @@ class ReplaySystem:
         return ValidatedOutput(out)
 
 
-def _slow_parse(raw: bytes, path: str, lineno: int) -> dict[str, Any]:
+class _Bad:
+    """A line whose case id is known but whose values raglab refuses (that case fails)."""
+
+    def __init__(self, case_id: str, message: str):
+        self.case_id, self.message = case_id, message
+
+
+def _slow_parse(raw: bytes, path: str, lineno: int) -> dict[str, Any] | _Bad:
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise UserError(f"not valid UTF-8 (byte {e.start + 1} of the line)", file=path,
                         line=lineno) from None
     try:
-        obj = json.loads(line)
+        obj = finite_loads(line)
     except json.JSONDecodeError as e:
         raise UserError(f"malformed JSON: {e.msg} (column {e.colno})", file=path,
                         line=lineno) from None
+    except NotFiniteError as e:
+        lenient = shallow_loads(line)
+        cid = lenient.get("case_id") if isinstance(lenient, dict) else None
+        if not isinstance(cid, str) or not cid:
+            raise UserError(str(e), file=path, line=lineno) from None
+        return _Bad(cid, str(e))
     if not isinstance(obj, dict):
         raise UserError(f"expected a JSON object, got {type(obj).__name__}", file=path,
                         line=lineno)

@@ -35,6 +35,8 @@ from raglab.tracking.keys import (MAX_PARAM_VALUE_LENGTH, flatten_config, is_leg
 from raglab.tracking.uris import (DB_SCHEMES, check_tracking, normalize_uri, scheme_of,
                                   sqlite_path, ui_command)
 
+from raglab.tracking.resilience import bound_waits, resumable_run, unfinished_run  # noqa: F401
+
 __all__ = ["MlflowRun", "log_run_dir", "check_tracking", "ui_command", "normalize_uri",
            "CASES_HASH_TAG"]
 
@@ -125,11 +127,13 @@ def _experiment_id(client, uri: str, name: str) -> str:
 
 
 def _param_value(value: Any) -> str:
+    from raglab.secrets import scrub
+
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    return str(value)[:MAX_PARAM_VALUE_LENGTH]
+    return scrub(str(value))[:MAX_PARAM_VALUE_LENGTH]
 
 
 def _chunks(items: list, size: int):
@@ -161,20 +165,39 @@ class MlflowRun:
     @classmethod
     def start(cls, uri: str, experiment: str, run_name: str | None,
               params: Mapping[str, str | int | float | bool | None] | None = None,
-              tags: Mapping[str, str] | None = None, sweep_dir: str | Path | None = None
-              ) -> "MlflowRun":
+              tags: Mapping[str, str] | None = None, sweep_dir: str | Path | None = None,
+              resume: Mapping[str, Any] | None = None) -> "MlflowRun":
+        """A new run, or, with ``resume`` (a previous :meth:`identity` of the same run
+        directory), that run again, set back to RUNNING, when the store still holds it."""
+        from raglab.secrets import scrub
+
         uri = normalize_uri(uri)
         client = _client(uri)
         exp_id = _experiment_id(client, uri, experiment)
         parent = _sweep_parent(client, exp_id, uri, Path(sweep_dir)) if sweep_dir else None
-        run_tags = {str(k): str(v)[:MAX_TAG_VALUE_LENGTH] for k, v in (tags or {}).items()
-                    if v is not None}
+        run_tags = {str(k): scrub(str(v))[:MAX_TAG_VALUE_LENGTH]
+                    for k, v in (tags or {}).items() if v is not None}
         if parent:
             run_tags["mlflow.parentRunId"] = parent
-        run = client.create_run(exp_id, run_name=run_name, tags=run_tags)
-        self = cls(client, run.info.run_id, parent, run_tags, exp_id)
+        run_name = scrub(run_name) if run_name else run_name
+        old = resumable_run(client, uri, exp_id, resume)
+        if old is not None:
+            client.update_run(old, status="RUNNING")
+            self = cls(client, old, parent, run_tags, exp_id)
+            self._log_tags(run_tags)
+            have = set(client.get_run(old).data.params)  # params cannot change: add new ones
+            params = {k: v for k, v in (params or {}).items() if metric_key(k) not in have}
+        else:
+            run = client.create_run(exp_id, run_name=run_name, tags=run_tags)
+            self = cls(client, run.info.run_id, parent, run_tags, exp_id)
+        self.uri = uri
         self._log_params(params or {})
         return self
+
+    def identity(self) -> dict[str, str]:
+        """What a resume needs to find this run again (kept in the run directory)."""
+        return {"uri": getattr(self, "uri", ""), "experiment_id": str(self.experiment_id),
+                "run_id": self._run_id}
 
     def _log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
@@ -237,7 +260,9 @@ class MlflowRun:
     def _log_tags(self, tags: Mapping[str, str]) -> None:
         from mlflow.entities import RunTag
 
-        items = [RunTag(k, str(v)[:MAX_TAG_VALUE_LENGTH]) for k, v in tags.items()]
+        from raglab.secrets import scrub
+
+        items = [RunTag(k, scrub(str(v))[:MAX_TAG_VALUE_LENGTH]) for k, v in tags.items()]
         for batch in _chunks(items, PARAMS_PER_BATCH):
             self._client.log_batch(self._run_id, tags=batch)
 
@@ -356,8 +381,10 @@ def _read_config(run_dir: Path) -> dict:
 def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None = None,
                 params: Mapping[str, Any] | None = None,
                 tags: Mapping[str, str] | None = None,
-                describe: Callable[[str], str] | None = None) -> str:
-    """Log a finished run directory (``raglab log RUN_DIR``); returns the MLflow run id."""
+                describe: Callable[[str], str] | None = None,
+                resume: Mapping[str, Any] | None = None) -> str:
+    """Log a finished run directory (``raglab log RUN_DIR``); returns the MLflow run id.
+    ``resume``: the run the directory started (continued when the store holds it)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run directory")
@@ -367,7 +394,7 @@ def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None =
     all_params.update(params or {})
     name = run_name or (cfg.get("run_name") if isinstance(cfg.get("run_name"), str) else None) \
         or run_dir.absolute().name
-    run = MlflowRun.start(uri, experiment, name, all_params, dict(tags or {}))
+    run = MlflowRun.start(uri, experiment, name, all_params, dict(tags or {}), resume=resume)
     try:
         run.finish(run_dir, describe=describe)
     except KeyboardInterrupt:

@@ -254,7 +254,8 @@ def test_replay_answer_markers_are_cited_end_to_end(tiny, tmp_path):
     proc = run_cli("run", "tracking=none", f"hydra.run.dir={out}",
                    f"cache_dir={tmp_path / 'cache'}", f"dataset.corpus={corpus}",
                    f"dataset.cases={cases}", "dataset.labels=null", "system=replay",
-                   f"system.path={replay}", cwd=tmp_path)
+                   f"system.path={replay}", "max_error_rate=1", cwd=tmp_path)
+    # (three cases have no replayed output: errors, accepted here with max_error_rate=1)
     assert proc.returncode == 0, proc.stderr
     rec = next(json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()
                if json.loads(x)["case_id"] == "t-1")

@@ -194,7 +194,9 @@ def test_http_adapter_connection_refused_is_a_case_error(tiny, tmp_path):
     proc, out = _run(tmp_path, f"dataset.corpus={corpus}", f"dataset.cases={cases}",
                      "dataset.labels=null", "system=http", f"system.url=http://127.0.0.1:{port}/",
                      "system.retries=1", "system.backoff_s=0.01", "grader=none")
-    assert proc.returncode == 0, proc.stderr
+    # every case failed: the run directory is complete, but the run exits 1 (issue 10)
+    assert proc.returncode == 1, proc.stderr
+    assert "4 of 4 cases failed" in proc.stderr
     assert _metrics(out)["errors"] == 4
     assert all("ConnectionError" in r["error"] for r in _records(out))
 

@@ -1,0 +1,62 @@
+"""JSON values raglab accepts: finite numbers and well-formed text only.
+
+``NaN``, ``Infinity`` and ``-Infinity`` (which Python's json module reads by default) and
+strings holding a lone UTF-16 surrogate (``"\\ud800"``, which cannot be written back as
+UTF-8) are refused where data enters: dataset files, replayed outputs, a system's HTTP
+response or Python return value. So no record ever holds NaN or Infinity.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_DEPTH = 100
+
+
+class NotFiniteError(ValueError):
+    """A value raglab refuses; ``str()`` says what and where (a dotted path)."""
+
+
+def _refuse_constant(name: str) -> Any:
+    raise NotFiniteError(f"non-finite number {name} (JSON allows finite numbers only)")
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` that refuses NaN/Infinity, lone surrogates and nesting deeper than
+    MAX_DEPTH (NotFiniteError, or ValueError for malformed JSON)."""
+    try:
+        obj = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise NotFiniteError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+    check(obj)
+    return obj
+
+
+def check(obj: Any, path: str = "") -> None:
+    """Raise NotFiniteError on a non-finite float, a lone surrogate or too deep nesting."""
+    stack: list[tuple[Any, str, int]] = [(obj, path, 0)]
+    while stack:
+        node, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise NotFiniteError(f"JSON nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, float):
+            if not math.isfinite(node):
+                raise NotFiniteError(f"field '{where or '.'}': non-finite number {node!r} "
+                                     "(finite numbers only)")
+        elif isinstance(node, str):
+            if _SURROGATE.search(node):
+                raise NotFiniteError(f"field '{where or '.'}': text holds a lone surrogate "
+                                     "(not valid Unicode)")
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(k, str) and _SURROGATE.search(k):
+                    raise NotFiniteError(f"field '{where or '.'}': key holds a lone "
+                                         "surrogate (not valid Unicode)")
+                stack.append((v, f"{where}.{k}" if where else str(k), depth + 1))
+        elif isinstance(node, (list, tuple)):
+            for i, v in enumerate(node):
+                stack.append((v, f"{where}.{i}" if where else str(i), depth + 1))
