@@ -3,6 +3,12 @@ after ``--latency`` seconds: the wall time of grading ``--cases`` demo cases wit
 grader (batched) at ``--concurrency`` against the ideal (requests x latency / concurrency),
 then the same grading again (an unchanged re-run makes no request).
 
+It prints the requests in flight at most (the client's slots and at the server) and splits
+the ratio into where the slot-seconds went (:func:`slot_budget`): the latency itself, the
+server's time over it, the client's time in a slot outside the server (its CPU, and waiting
+for its event loop), and idle slots. The server runs in a process of its own
+(``slow_server``), a thread per request.
+
     python -m tests.benchmarks throughput [--cases 60] [--latency 0.2] [--concurrency 8]
 """
 
