@@ -100,7 +100,7 @@ class FakeAnthropic:
         self.batch_polls = batch_polls  # retrieves answered "in_progress" before "ended"
         self.faults: deque = deque()
         self.batch_result_faults: deque = deque()  # "errored" / "expired", one per result
-        self.log: list[dict] = []  # each request; a message's also has "t_end" once answered
+        self.log: list[dict] = []  # each request; a message's "t_end": its answer begun
         self.in_flight = 0  # POST /v1/messages being answered now, and the most at once
         self.peak_in_flight = 0
         self.batches: dict[str, dict] = {}
@@ -240,9 +240,20 @@ class _Handler(BaseHTTPRequestHandler):
             fake.log.append(entry)
         return entry
 
+    def _answered(self) -> None:
+        """The message being answered leaves the count in flight: before its answer is
+        written, so the client never sees it answered while the count still holds it."""
+        entry, self._answering = getattr(self, "_answering", None), None
+        if entry is not None:
+            fake = self.server_fake
+            with fake._lock:
+                fake.in_flight -= 1
+                entry["t_end"] = time.monotonic()
+
     def _send(self, status: int, payload: Any, headers: dict | None = None,
               ctype: str = "application/json") -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self._answered()
         try:
             self.send_response(status)
             self.send_header("content-type", ctype)
@@ -269,12 +280,11 @@ class _Handler(BaseHTTPRequestHandler):
                 fault = fake.faults.popleft() if fake.faults else None
                 fake.in_flight += 1
                 fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
+            self._answering = entry
             try:
                 self._messages(body, fault)
             finally:
-                with fake._lock:
-                    fake.in_flight -= 1
-                    entry["t_end"] = time.monotonic()
+                self._answered()
         elif path == "/v1/messages/batches":
             b = {"id": f"msgbatch_{uuid.uuid4().hex[:16]}", "requests": body["requests"],
                  "polls": 0, "created_at": datetime.now(timezone.utc).isoformat()}
@@ -304,6 +314,7 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "malformed":
             return self._send(200, data[: len(data) // 2])
         if kind == "truncated":
+            self._answered()
             try:
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
