@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from pydantic_core import PydanticSerializationError
+
 from raglab.config import RunCfg
 from raglab.data.dataset import Dataset, load_dataset
 from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
@@ -32,7 +34,7 @@ from raglab.report.format import fmt
 from raglab.runner.progress import Progress
 from raglab.runner.identity import check_dataset, check_resume, write_identity
 from raglab.runner.lock import RunDirLock
-from raglab.runner.records import RecordWriter, gold_summary, judge_output
+from raglab.runner.records import RecordWriter, record_line, gold_summary, judge_output
 from raglab.cache import StageCache, content_key
 from raglab.runner.components import (build_grader, build_system, grader_uses_llm, llm_client,
                                       model_prices, preflight, system_model_section)
@@ -156,7 +158,7 @@ class Run:
         slots = asyncio.Semaphore(cfg.concurrency)
         progress = Progress(len(ds.cases), len(done), cfg.progress)
 
-        async def one(case) -> CaseRecord:
+        async def one(case) -> tuple[CaseRecord, bytes]:
             return await self._case(case, sections, system, grading, ds, loop, pool, slots)
 
         tasks: deque[asyncio.Task] = deque()
@@ -174,9 +176,9 @@ class Run:
                 nxt = next(queued, None)
                 if nxt is not None:
                     tasks.append(asyncio.create_task(one(nxt)))
-                rec = await tasks[0]
+                rec, line = await tasks[0]
                 tasks.popleft()  # a finished task holds its record: let it go
-                writer.append(rec)
+                writer.append(rec, line)
                 kept[rec.case_id] = slim_record(rec)
                 progress.advance(rec)
             if shared is not None:
@@ -204,7 +206,7 @@ class Run:
         return self._finish(ds, versions, kept)
 
     async def _case(self, case, sections, system, grading, ds, loop, pool,
-                    slots) -> CaseRecord:
+                    slots) -> tuple[CaseRecord, bytes]:
         """One case. ``slots`` bounds concurrent system calls only; grading concurrency is
         bounded by the grader's client (so a Message Batches job can gather every case)."""
         cfg = self.cfg
@@ -228,7 +230,8 @@ class Run:
             output = output_dict(raw)
             if output["case_id"] != case.id:
                 raise ValueError(f"output is for case {output['case_id']!r}")
-            check_finite(output)  # NaN/Infinity or a lone surrogate: this case fails
+            if not isinstance(raw, ValidatedOutput):  # a replayed line was checked as read
+                check_finite(output)  # NaN/Infinity or a lone surrogate: this case fails
             check_spans(output, ds)
         except asyncio.TimeoutError:
             record["error"] = f"system: timed out after {CASE_TIMEOUT_S:g} s"
@@ -281,15 +284,22 @@ class Run:
                              cfg.candidate_depth) for vs in record.get("repeat_verdicts", [])]
             record["metrics"], record["repeat_variance"] = combine_repeats(per)
             record["repeats"] = grading.requested_repeats
-        try:
-            check_finite(record)
-        except ValueError as e:  # never write NaN: the case fails instead, the run goes on
-            record = {**record, "output": None, "judgments": None, "verdicts": [],
-                      "graded": False, "error": f"record: {e}"}
-            record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k,
-                                             cfg.candidate_depth)
         record["diagnosis"] = diagnose(record, cfg.diagnosis)
-        return CaseRecord.model_validate(record)
+        rec = CaseRecord.model_validate(record)
+        try:  # serialised here, once: a value JSON cannot hold fails this case, not the run
+            return rec, record_line(rec)
+        except (ValueError, PydanticSerializationError):
+            try:
+                check_finite(record)  # names the field
+                why = "a value that cannot be written as JSON"
+            except ValueError as e:
+                why = str(e)
+        record = {**record, "output": None, "judgments": None, "verdicts": [],
+                  "graded": False, "error": f"record: {why}"}
+        record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
+        record["diagnosis"] = diagnose(record, cfg.diagnosis)
+        rec = CaseRecord.model_validate(record)
+        return rec, record_line(rec)
 
     def _finish(self, ds: Dataset, versions: dict[str, str],
                 kept: dict[str, dict[str, Any]]) -> dict[str, Any]:
