@@ -162,9 +162,10 @@ class Run:
             return await self._case(case, sections, system, grading, ds, loop, pool, slots)
 
         tasks: deque[asyncio.Task] = deque()
+        shared = None  # work shared by the cases (grouped calls): started, not waited for
         try:
             if grading is not None:
-                await grading.prepare(todo)  # work shared by the cases (grouped calls)
+                shared = grading.start(todo)
             # a bounded window of cases in flight keeps memory flat whatever the set's size
             # (every case at once in batch mode, so one Message Batches job gathers them all)
             window = len(todo) if getattr(cfg.grader, "mode", "online") == "batch" \
@@ -180,6 +181,8 @@ class Run:
                 writer.append(rec, line)
                 kept[rec.case_id] = slim_record(rec)
                 progress.advance(rec)
+            if shared is not None:
+                await shared  # what no case waited for (its cases had no answer) is cached too
         except BaseException:
             # an aborted run (a storage error, Ctrl-C): grader coroutines of cancelled cases
             # that never started are dropped, which is expected, not worth a warning each
@@ -191,6 +194,8 @@ class Run:
         finally:
             for t in tasks:
                 t.cancel()
+            if shared is not None:
+                shared.cancel()
             writer.close()
             progress.close()
             pool.shutdown(wait=False, cancel_futures=True)
