@@ -137,14 +137,33 @@ def run_model() -> type[RunCfg]:
     return _MODEL[1]
 
 
+_CHOSEN: dict[tuple, type[RunCfg]] = {}
+
+
+def chosen_model(choices: dict[str, str]) -> type[RunCfg]:
+    """RunCfg with each component group typed as its chosen schema alone: validating a run's
+    configuration imports only the modules of its choices (an unknown choice is the
+    registry's ConfigError, listing the valid ones)."""
+    key = (registry.generation(), tuple(sorted(choices.items())))
+    model = _CHOSEN.get(key)
+    if model is None:
+        fields = {g: (registry.entry(g, choices[g]).config, ...) for g in COMPONENT_GROUPS}
+        key = (registry.generation(), key[1])  # the lookups may have registered modules
+        model = _CHOSEN[key] = create_model("RunCfg", __base__=RunCfg, **fields)
+    return model
+
+
 def parse_run_config(data: dict[str, Any]) -> RunCfg:
     """Validate a composed configuration; one clear ConfigError on the first problem."""
     data = {k: v for k, v in data.items() if k != "hydra"}
     plugins = data.get("plugins") or []
     if isinstance(plugins, list):
         registry.import_plugins(str(p) for p in plugins)
+    choices = {g: data[g]["name"] for g in COMPONENT_GROUPS
+               if isinstance(data.get(g), dict) and isinstance(data[g].get("name"), str)}
+    model = chosen_model(choices) if len(choices) == len(COMPONENT_GROUPS) else run_model()
     try:
-        return run_model().model_validate(data)
+        return model.model_validate(data)
     except ValidationError as e:
         raise config_error(e, data) from None
 

@@ -14,7 +14,9 @@ that implements it::
 
 ``GROUPS`` lists where each group's components live; a package stands for every module in
 it (so adding an embedder is one module in ``raglab/systems/index/`` and one YAML file).
-They are imported on the first lookup of their group, never at ``import raglab``. Modules
+They are imported on the first lookup of their group, never at ``import raglab``; looking up
+one choice imports only the module named like it, when there is one (``entries`` imports
+the whole group). Modules
 outside raglab register the same way and are imported through the run's ``plugins`` list.
 An unknown name is a :class:`~raglab.errors.ConfigError` listing the valid ones: there is
 no default choice.
@@ -115,8 +117,33 @@ def choices(group: str) -> list[str]:
     return sorted(entries(group))
 
 
+def _import_named(group: str, name: str) -> None:
+    """Import only the module that is named like the choice (``raglab.systems.replay`` for
+    ``system=replay``, ``raglab.systems.index.bm25`` for ``embedder=bm25``), when there is
+    one: looking up one choice need not import every other (and their dependencies)."""
+    import importlib.util
+
+    for modname in GROUPS[group]:
+        candidates = [modname] if modname.rsplit(".", 1)[-1] == name else []
+        if importlib.util.find_spec(modname) is not None and \
+                importlib.util.find_spec(modname).submodule_search_locations:
+            candidates.append(f"{modname}.{name}")
+        for cand in candidates:
+            try:
+                if importlib.util.find_spec(cand) is None:
+                    continue
+            except ModuleNotFoundError:
+                continue
+            importlib.import_module(cand)
+
+
 def entry(group: str, name: str) -> Entry:
-    found = entries(group).get(name)
+    if group not in GROUPS:
+        raise ValueError(f"unknown component group {group!r}")
+    if name not in _ENTRIES[group] and group not in _LOADED and isinstance(name, str) \
+            and name.isidentifier():
+        _import_named(group, name)
+    found = _ENTRIES[group].get(name) or entries(group).get(name)
     if found is None:
         valid = ", ".join(repr(n) for n in choices(group))
         raise ConfigError(f"config {group}: unknown choice {name!r} (valid: {valid})")

@@ -67,3 +67,25 @@ def test_compare_config_validates():
 
     data = yaml.safe_load((conf_dir() / "compare" / "default.yaml").read_text())
     assert CompareCfg.model_validate(data).adjust == "holm"
+
+
+def test_shipped_defaults_are_kept_in_the_cache_dir_and_equal_a_fresh_composition(
+        tmp_path, monkeypatch):
+    from raglab.commands import compose
+
+    monkeypatch.setattr(compose, "_DEFAULTS", None)
+    fresh = compose.shipped_defaults(tmp_path)
+    assert fresh == compose.compose_config([])
+    kept = list((tmp_path / "defaults").glob("config-*.json"))
+    assert len(kept) == 1
+
+    def no_compose(overrides):
+        raise AssertionError("composed again")
+
+    monkeypatch.setattr(compose, "_DEFAULTS", None)
+    monkeypatch.setattr(compose, "compose_config", no_compose)
+    assert compose.shipped_defaults(tmp_path) == fresh  # read back, not composed
+    kept[0].write_text("{not json")
+    monkeypatch.setattr(compose, "_DEFAULTS", None)
+    with pytest.raises(AssertionError, match="composed again"):
+        compose.shipped_defaults(tmp_path)  # a broken file is composed again

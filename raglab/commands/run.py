@@ -86,7 +86,7 @@ def task(dict_cfg) -> None:
         public = scrub_obj(redact(resolved))
         keys = ctx.get("keys") or [override_key(o) for o in hc.overrides.task]
         name = scrub(cfg.run_name or run_name(public, keys, dict(hc.runtime.choices)))
-        defaults = shipped_defaults()
+        defaults = shipped_defaults(cfg.cache_dir)
         diffs = config_diff(redact(defaults), public) if defaults else []
         sweep_dir = str(Path(hc.sweep.dir).resolve()) if multirun else None
         tracker = build_tracker(cfg, public, name, sweep_dir)

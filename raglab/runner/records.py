@@ -47,7 +47,7 @@ def judge_output(case: Case, output: dict[str, Any], dataset: Dataset,
     for stage in ("candidates", "context"):
         hits = output.get(stage, [])
         ids = {hit["doc_id"] for hit in hits}  # each document looked up once
-        unknown |= ids - corpus.keys()
+        unknown.update(d for d in ids if d not in corpus)
         hidden = {d for d in ids & dataset.restricted if not may_see(corpus[d].acl, case.user)}
         if hidden:
             leaks += [{"severity": 1, "kind": "acl_leak", "stage": stage, "rank": rank + 1,

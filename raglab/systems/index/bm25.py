@@ -4,13 +4,15 @@ with the query scores 0 and is not returned."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 from pydantic import Field
 
 from raglab.data.schema import Strict
 from raglab.registry import register
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class Bm25Cfg(Strict):
@@ -48,6 +50,8 @@ class Bm25Index:
         return cls(bm25s.BM25.load(str(path / cls.ARTIFACT), show_progress=False))
 
     def scores(self, query: str) -> np.ndarray:
+        import numpy as np
+
         toks = [t for t in _tokenize([query])[0] if t in self.model.vocab_dict]
         if not toks:
             return np.zeros(self._n_docs(), dtype=np.float32)

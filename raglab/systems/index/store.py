@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 
 from raglab.cache import StageCache, content_key
 from raglab.data.schema import Document, User, matches_filters, may_see
@@ -24,6 +23,9 @@ from raglab.registry import entry
 from raglab.systems.chunkers import Chunk, chunk_document
 
 INDEX_VERSION = 1
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass
@@ -37,6 +39,8 @@ class ChunkIndex:
 
     def allowed_mask(self, docs: dict[str, Document], filters: dict[str, Any],
                      user: User | None, enforce_acl: bool) -> np.ndarray:
+        import numpy as np
+
         ok = np.array([matches_filters(docs[d].metadata, filters)
                        and (not enforce_acl or may_see(docs[d].acl, user))
                        for d in self.doc_ids], dtype=bool)
@@ -52,6 +56,8 @@ class ChunkIndex:
 
 def ranked(scores: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """Indexes of the kept entries, best score first (a stable sort: ties keep index order)."""
+    import numpy as np
+
     idx = np.flatnonzero(keep)
     return idx[np.argsort(-scores[idx], kind="stable")]
 
@@ -87,6 +93,8 @@ def build_or_load_index(docs: dict[str, Document], corpus_hash: str, chunker: An
 
 
 def _load(path, key: str, docs: dict[str, Document], embedder: Any, kind: Any) -> ChunkIndex:
+    import numpy as np
+
     doc_ids = list(docs)
     pos = {d: i for i, d in enumerate(doc_ids)}
     chunks, doc_index = [], []
