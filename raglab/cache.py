@@ -43,6 +43,8 @@ class StageCache:
         except OSError as e:
             raise storage_error(e, "the stage cache (cache_dir)", self.root) from None
         self._local = threading.local()
+        self._setup_lock = threading.Lock()
+        self._set_up = False
 
     def _fail(self, e: Exception) -> StorageError:
         return storage_error(e, "the stage cache (cache_dir)", self.root / "stages.sqlite")
@@ -53,10 +55,16 @@ class StageCache:
         if conn is None:
             conn = sqlite3.connect(self.root / "stages.sqlite", timeout=60, isolation_level=None)
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
+                # the file's journal mode and table are set up once, by one thread: sqlite
+                # answers "database is locked" at once, without waiting, to connections that
+                # change the journal mode together
+                with self._setup_lock:
+                    if not self._set_up:
+                        conn.execute("PRAGMA journal_mode=WAL")
+                        conn.execute("CREATE TABLE IF NOT EXISTS kv (ns TEXT, key TEXT, "
+                                     "value TEXT, PRIMARY KEY (ns, key))")
+                        self._set_up = True
                 conn.execute("PRAGMA synchronous=NORMAL")
-                conn.execute("CREATE TABLE IF NOT EXISTS kv (ns TEXT, key TEXT, value TEXT, "
-                             "PRIMARY KEY (ns, key))")
             except BaseException:
                 conn.close()  # set up again on the next try
                 raise

@@ -214,6 +214,11 @@ class Scrubber:
             return text
         return pat.sub(REDACTED, text)
 
+    def found_in(self, data: bytes) -> bool:
+        """Whether any known secret value occurs in UTF-8 ``data``."""
+        pat = self._compiled()
+        return pat is not None and pat.search(data.decode("utf-8", "replace")) is not None
+
     def scrub_bytes(self, data: bytes) -> bytes:
         try:
             text = data.decode("utf-8")

@@ -131,11 +131,11 @@ def iter_json_lines(path: str | Path, what: str = "file",
             except NotFiniteError as e:
                 if bad_value is not None:
                     seen_any = True
-                    bad_value(lineno, _shallow(line), str(e))
+                    bad_value(lineno, shallow_loads(line), str(e))
                     continue
                 raise UserError(str(e), file=str(p), line=lineno,
                                 case_id=object_id(obj) if isinstance(
-                                    obj := _shallow(line), dict) else None) from None
+                                    obj := shallow_loads(line), dict) else None) from None
             if not isinstance(obj, dict):
                 raise UserError(f"expected a JSON object, got {type(obj).__name__}",
                                 file=str(p), line=lineno)
@@ -145,7 +145,7 @@ def iter_json_lines(path: str | Path, what: str = "file",
         raise UserError(f"empty {what}: no JSON lines", file=str(p))
 
 
-def _shallow(line: str) -> Any:
+def shallow_loads(line: str) -> Any:
     """The line read leniently (only to name the case of an error)."""
     try:
         return json.loads(line)

@@ -37,7 +37,7 @@ class GoldSummary(BaseModel):
 
 
 class CaseRecord(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", ser_json_inf_nan="constants")  # NaN is refused on write
 
     case_id: str
     tags: dict[str, Any] = Field(default_factory=dict)

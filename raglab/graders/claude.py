@@ -1,10 +1,11 @@
 """Claude as the grader: rubric prompts, structured outputs, strict parsing.
 
 Prompt templates (``grader.prompts``: ``decompose.txt``, ``verify.txt``, ``nuggets.txt``,
-``relevance.txt``) are plain text. A line ``=== USER ===`` splits a template into the system
+``relevance.txt``, and the optional grouped ones ``context.txt``, ``answer.txt``,
+``references.txt``) are plain text. A line ``=== USER ===`` splits a template into the system
 prompt (above) and the user message (below); without it the whole template is the user
 message. Placeholders ``{question}``, ``{answer}``, ``{claims}``, ``{passages}``,
-``{nuggets}`` and ``{max_claims}`` are substituted in one pass (a value that itself
+``{nuggets}``, ``{max_claims}``, ``{cited}`` and ``{items}`` are substituted in one pass (a value that itself
 contains a placeholder is left as it is); templates are never formatted or evaluated.
 
 The passages go in the system prompt with ``cache_control``, so the calls of
@@ -28,13 +29,14 @@ from raglab.data.dataset import resolve_path
 from raglab.data.schema import Strict
 from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS, RELEVANCE_LABELS
 from raglab.errors import ConfigError
+from raglab.graders.claude_grouped import GROUPED_PROMPTS, GroupedCalls
 from raglab.llm.client import LLMRequest, require_api_key
 from raglab.registry import register
 from raglab.text.normalize import contains_normalized, normalize
 
 PROMPT_NAMES = ("decompose", "verify", "nuggets", "relevance")
 USER_SPLIT = re.compile(r"^=== USER ===[ \t]*\n", re.M)
-PLACEHOLDER = re.compile(r"\{(question|answer|claims|passages|nuggets|max_claims)\}")
+PLACEHOLDER = re.compile(r"\{(question|answer|claims|passages|nuggets|max_claims|cited|items)\}")
 
 
 def _obj(properties: dict[str, Any]) -> dict[str, Any]:
@@ -148,6 +150,10 @@ def load_prompts(directory: str) -> dict[str, str]:
         if not p.is_file():
             raise ConfigError(f"config grader.prompts: {p} is missing")
         out[name] = p.read_text(encoding="utf-8")
+    for name in GROUPED_PROMPTS:  # optional: without one, its judgments keep separate calls
+        p = d / f"{name}.txt"
+        if p.is_file():
+            out[name] = p.read_text(encoding="utf-8")
     return out
 
 
@@ -168,8 +174,9 @@ class ClaudeGraderCfg(Strict):
 
 
 @register("grader", "claude", config=ClaudeGraderCfg)
-class ClaudeGrader:
-    """The Claude grader; same async interface as the heuristic one."""
+class ClaudeGrader(GroupedCalls):
+    """The Claude grader; same async interface as the heuristic one, plus the grouped calls
+    of ``verification: batched`` (:mod:`raglab.graders.claude_grouped`)."""
 
     backend = "anthropic"
     uses_llm = True

@@ -19,7 +19,8 @@ from typing import Any
 
 from raglab.cache import StageCache, content_key
 from raglab.data.verdicts import Grader, Verdict
-from raglab.graders.spec import FAMILY_PROMPTS
+from raglab.graders.grouped import answer_job, context_job, groups_of, prefetch_references
+from raglab.graders.spec import FAMILY_PROMPTS, family_prompt_texts
 from raglab.llm.client import LLMCallError
 from raglab.llm.cost import current_meter, metering
 from raglab.text.answers import answer_sentences, citations_of, factual_sentences
@@ -44,9 +45,11 @@ class Grading:
         self.cache = cache
         self.work = work
         prompts = grader.prompt_texts()
-        self.prompt_hashes = {fam: content_key("\n".join(prompts.get(p, "") for p in parts),
-                                               length=12)
-                              for fam, parts in FAMILY_PROMPTS.items()}
+        self.groups = groups_of(grader)  # grouped calls (raglab.graders.grouped)
+        self.fresh: set[str] = set()  # judgments this run cached before the cases asked
+        self.prompt_hashes = {fam: content_key("\n".join(
+            family_prompt_texts(fam, prompts, self.groups).values()), length=12)
+            for fam in FAMILY_PROMPTS}
 
     def _grader(self, repeat: int) -> Any:
         if repeat not in self._per_repeat:
@@ -63,14 +66,38 @@ class Grading:
         finally:
             _REPEAT.reset(token)
 
-    async def _cached(self, family: str, method: str, *args: Any) -> Any:
+    def judgment_key(self, family: str, method: str, args: tuple,
+                     also: tuple[str, ...] = ()) -> str:
+        """The cache key of a judgment in the current repeat (``also``: other families a
+        grouped call answers)."""
         repeat = _REPEAT.get()
         extra = ("repeat", repeat) if repeat else ()
-        key = content_key("judge", self.versions[family], method, args, *extra)
+        return content_key("judge", self.versions[family], *(self.versions[f] for f in also),
+                           method, args, *extra)
+
+    async def prepare(self, cases: list[Any]) -> None:
+        """Work done once for all the cases before they are graded (reference answers
+        decomposed several per call, when the grader groups them), for every repeat."""
+        if "references" not in self.groups:
+            return
+        for repeat in range(self.repeats):
+            token = _REPEAT.set(repeat)
+            try:
+                await prefetch_references(self, cases, self._grader(repeat))
+            finally:
+                _REPEAT.reset(token)
+
+    async def _cached(self, family: str, method: str, *args: Any,
+                      also: tuple[str, ...] = ()) -> Any:
+        repeat = _REPEAT.get()
+        key = self.judgment_key(family, method, args, also)
         case_meter = current_meter()
         hit = self.cache.get("grade", key)
         if hit is not None:
-            self.work.add("grader_cache_hits")
+            if key in self.fresh:  # made by this run (a grouped call before the cases)
+                self.fresh.discard(key)
+            else:
+                self.work.add("grader_cache_hits")
             if case_meter is not None:  # the cost recorded when the judgment was made
                 cost = self.cache.get("grade_cost", key)
                 case_meter.add(cost["usd"] if cost is not None else
@@ -146,18 +173,20 @@ class Grading:
                                 for i, (c, r) in enumerate(zip(items, res))]
 
         # The judgments below are independent: ask for them together (one batch round).
-        jobs = [self._family(
+        jobs = [None if "context" in self.groups else self._family(
             "faithfulness", "claim", self._cached("faithfulness", "verify", claims, context,
                                                   "faithfulness"),
             claim_verdicts("faithfulness", claims))]
-        if case.answerable and case.reference_answer:
+        if "answer" in self.groups and case.answerable:  # one call for the answer
+            jobs.append(answer_job(self, case, answer))
+        elif case.answerable and case.reference_answer:
             jobs.append(self._correctness(q, case.reference_answer, answer))
-        if case.answerable:  # relevance does not apply to unanswerable cases
+        if case.answerable and "answer" not in self.groups:  # (relevance: answerable only)
             jobs.append(self._family(
                 "relevance", "rubric", self._cached("relevance", "relevance", q, answer),
                 lambda res: [self._verdict("relevance", "rubric", label=res[0],
                                            evidence=res[1])]))
-        if case.answerable and case.nuggets:
+        if case.answerable and case.nuggets and "answer" not in self.groups:
             texts = [n.text for n in case.nuggets]
             jobs.append(self._family(
                 "nuggets", "nugget", self._cached("nuggets", "nuggets", q, answer, texts),
@@ -170,6 +199,9 @@ class Grading:
         pairs = sorted({(c["sentence"], p) for c in citations_of(output)
                         for p in c.get("context", [])
                         if c["sentence"] in is_factual and 0 <= p < len(context)})
+        if "context" in self.groups:  # claims and pairs in one call for the context
+            jobs[0] = context_job(self, claims, pairs, sentences, context, claim_verdicts)
+            pairs = []
         for si, pi in pairs:
             sent = sentences[si].text
             jobs.append(self._family(

@@ -27,6 +27,27 @@ FAMILY_PROMPTS = {
 }
 
 
+def grouped_prompts(grader_cfg: Any, prompts: dict[str, str]) -> set[str]:
+    """The grouped prompts a grader uses (``verification: batched``, the template present)."""
+    from raglab.graders.grouped import GROUP_FAMILIES
+
+    if getattr(grader_cfg, "verification", None) != "batched":
+        return set()
+    return {g for g in GROUP_FAMILIES if g in prompts}
+
+
+def family_prompt_texts(family: str, prompts: dict[str, str],
+                        grouped: set[str] | frozenset[str]) -> dict[str, str]:
+    """The prompt texts a family's verdicts depend on (grouped ones only when used, so a
+    grader without them keeps the versions it had)."""
+    from raglab.graders.grouped import family_groups
+
+    texts = {p: prompts.get(p, "") for p in FAMILY_PROMPTS[family]}
+    for g in family_groups(family, grouped):
+        texts[g] = prompts[g]
+    return texts
+
+
 def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) -> dict[str, str]:
     """``{family: version}`` for every metric family (README "Graders")."""
     spec = grader_cfg.model_dump()
@@ -38,6 +59,7 @@ def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) 
     spec.pop("mode", None)  # batch and online send the same requests
     spec.pop("repeats", None)  # how many samples of the same grader, not which grader
     spec.pop("prompts", None)  # the texts themselves are hashed below
+    grouped = grouped_prompts(grader_cfg, prompts)
     out: dict[str, str] = {
         "retrieval": content_key("retrieval", CODE_VERSIONS["retrieval"],
                                  metrics_cfg.straddle_min_fraction, metrics_cfg.fuzzy_threshold,
@@ -46,7 +68,7 @@ def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) 
     for fam in FAMILIES:
         if fam == "retrieval":
             continue
-        texts = {p: prompts.get(p, "") for p in FAMILY_PROMPTS[fam]}
+        texts = family_prompt_texts(fam, prompts, grouped)
         out[fam] = content_key(fam, CODE_VERSIONS[fam], PARSER_VERSION, spec, texts, length=12)
     return out
 

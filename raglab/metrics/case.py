@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,10 +20,15 @@ def stage_cutoffs(cutoffs: Sequence[int], depth: int) -> list[int]:
 
 def metric_names(cutoffs: Sequence[int], k: int, candidate_depth: int) -> list[str]:
     """All per-case metric names of a run, in a stable order."""
+    return list(_metric_names(tuple(cutoffs), k, candidate_depth))
+
+
+@functools.lru_cache(maxsize=64)
+def _metric_names(cutoffs: tuple[int, ...], k: int, candidate_depth: int) -> tuple[str, ...]:
     names = stage_metric_names("candidate", stage_cutoffs(cutoffs, candidate_depth))
     names += stage_metric_names("final", stage_cutoffs(cutoffs, k))
     names += _CASE_METRICS
-    return names
+    return tuple(names)
 
 
 # every other metric of the catalog, in its order (``latency_ms.*`` names come from the
@@ -34,8 +40,7 @@ _CASE_METRICS = [n for n in METRICS if n not in _STAGE_NAMES and "*" not in n]
 def case_metrics(record: dict[str, Any], cutoffs: Sequence[int], k: int,
                  candidate_depth: int) -> dict[str, Any]:
     """Per-case metric values (None where a metric does not apply)."""
-    names = metric_names(cutoffs, k, candidate_depth)
-    m: dict[str, Any] = dict.fromkeys(names)
+    m: dict[str, Any] = dict.fromkeys(_metric_names(tuple(cutoffs), k, candidate_depth))
     gold = record["gold"]
     out = record.get("output")
     m["error_rate"] = 1.0 if record.get("error") else 0.0

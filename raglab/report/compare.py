@@ -44,6 +44,7 @@ class Comparison:
     row_info: list[dict] = field(default_factory=list)   # parallel to rows: family, kind, ...
     slices: list[dict] = field(default_factory=list)     # [{key, value, n, small}]
     metrics: dict = field(default_factory=dict)          # name -> {family, direction, kind}
+    grader_noise: dict = field(default_factory=dict)     # metric -> noise of its delta
     _index: dict | None = field(default=None, repr=False)
 
     def _position(self, metric: str, slice: tuple[str, str] | None) -> int | None:
@@ -73,7 +74,8 @@ class Comparison:
         return {"baseline": run(self.baseline), "candidate": run(self.candidate),
                 "settings": self.settings, "warnings": self.warnings,
                 "versions": self.versions, "metrics": self.metrics, "slices": self.slices,
-                "rows": self.rows, "flipped": self.flipped, "diagnoses": self.diagnoses}
+                "rows": self.rows, "flipped": self.flipped, "diagnoses": self.diagnoses,
+                "grader_noise": self.grader_noise}
 
 
 # ---- checks ---------------------------------------------------------------------------------
@@ -257,6 +259,9 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
                       slices, metrics)
     comp.flipped = flipped_cases(baseline, candidate, ids, cfg)
     comp.diagnoses = diagnosis_counts(baseline, candidate, ids)
+    from raglab.report.compare_noise import grader_noise
+
+    comp.grader_noise = grader_noise(baseline, candidate, ids, rows, cfg.confidence)
     return comp
 
 

@@ -89,6 +89,8 @@ def _read_records(path: Path) -> list[dict]:
                 if (path.parent / "multirun.yaml").is_file() else "")
         raise UserError(f"not a raglab run directory: {path.name} is missing{hint}",
                         file=str(path.parent))
+    from raglab.data.record import CaseRecord
+
     rows = read_jsonl_tolerant(path)
     for i, r in enumerate(rows, 1):
         if not isinstance(r, dict) or not isinstance(r.get("case_id"), str):
@@ -96,6 +98,7 @@ def _read_records(path: Path) -> list[dict]:
         if not isinstance(r.get("metrics"), dict):
             raise UserError("a record without metrics", file=str(path), line=i,
                             case_id=r["case_id"])
+        CaseRecord.from_json(r, file=str(path), line=i)  # the records.jsonl contract
     if not rows:
         raise UserError("no records: the run scored no case", file=str(path))
     return rows

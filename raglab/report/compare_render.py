@@ -134,6 +134,22 @@ def _diag_tables(comp) -> list[tuple[str, list[str], list[list[Any]]]]:
     return out
 
 
+def _noise_tables(comp) -> list[tuple[str, list[str], list[list[Any]]]]:
+    """Grader noise of each repeated metric's overall difference (grader.repeats > 1)."""
+    noise = getattr(comp, "grader_noise", None) or {}
+    if not noise:
+        return []
+    rows = []
+    for m, x in noise.items():
+        rep = ", ".join(r for r in ("baseline", "candidate") if x["repeated"][r]) or "neither"
+        share = "n/a" if x["noise_share"] is None else f"{x['noise_share']:.0%}"
+        rows.append([m, str(x["n"]), rep, f"{x['noise_se']:.4f}",
+                     "n/a" if x["interval_se"] is None else f"{x['interval_se']:.4f}", share])
+    return [("Grader noise (from grader.repeats: per-case variance over repeats)",
+             ["metric", "n", "repeated in", "noise s.e. of delta", "interval s.e.",
+              "share of the interval"], rows)]
+
+
 def _diag_text(d: Any) -> str:
     if d is None:
         return "passed"
@@ -186,7 +202,8 @@ def render_md(comp) -> str:
     lines += [f"- {_md_escape(_run_line('baseline', comp.baseline))}",
               f"- {_md_escape(_run_line('candidate', comp.candidate))}", ""]
     lines += [*method_lines(comp), ""]
-    for name, header, rows in [*_sections(comp), *_flip_tables(comp), *_diag_tables(comp)]:
+    for name, header, rows in [*_sections(comp), *_flip_tables(comp), *_diag_tables(comp),
+                               *_noise_tables(comp)]:
         lines += [f"## {_md_escape(name)}", ""]
         lines += _table(header, rows) if rows else ["(none)"]
         lines.append("")
@@ -337,7 +354,7 @@ def render_html(comp) -> str:
             if b64:
                 body.append(img(b64, f"{metric} difference by slice"))
         body.append(html_table(header, rows, "metrics"))
-    for name, header, rows in [*_flip_tables(comp), *_diag_tables(comp)]:
+    for name, header, rows in [*_flip_tables(comp), *_diag_tables(comp), *_noise_tables(comp)]:
         body.append(f"<h2>{e(name)}</h2>")
         body.append(html_table(header, rows, "cases") if rows else "<p>(none)</p>")
     body += ["<h2>Metric versions</h2>",
@@ -363,6 +380,11 @@ def render_terminal(comp) -> str:
     s = comp.settings
     lines.append(f"  {s['n_cases']} paired cases; {s['confidence']:.0%} paired bootstrap "
                  f"intervals; p adjusted ({s['adjust_name']}) over {s['family_size']} tests")
+    for m in headline_names(comp):
+        x = (getattr(comp, "grader_noise", None) or {}).get(m)
+        if x and x["noise_share"] is not None:
+            lines.append(f"  grader noise in {m}: s.e. {x['noise_se']:.4f}, "
+                         f"{x['noise_share']:.0%} of the interval's")
     lines += _calibration_lines(comp)
     return "\n".join(lines)
 

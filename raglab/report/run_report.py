@@ -20,23 +20,16 @@ from raglab.data.io import atomic_write_text, read_run_config, read_run_metrics
 from raglab.errors import UserError
 from raglab.metrics.catalog import spec_of
 from raglab.report.format import fmt, num
-from raglab.report.summary import (arrow, config_outline, headline_names, report_headline,
-                                   show_value)
+from raglab.report.summary import (_md, arrow, config_outline, headline_names, md_table,
+                                   report_headline, show_value)
 from raglab.secrets import redact
 
 MAX_PLOTTED_SLICES = 40
 _RECALL_AT = re.compile(r"^(candidate|final)\.evidence_recall@(\d+)$")
 
 
-def _md_escape(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _table(header: list[str], rows: list[list[Any]]) -> list[str]:
-    out = ["| " + " | ".join(_md_escape(h) for h in header) + " |",
-           "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows]
-    return out
+# one Markdown table writer for every report (compare and decide import these names)
+_md_escape, _table = _md, md_table
 
 
 def _write_atomic(path: Path, data: str | bytes) -> None:
@@ -293,24 +286,30 @@ def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
 
 
 def write_run_report(run_dir: Path, name: str | None = None,
-                     diffs: list | None = None) -> list[Path]:
+                     diffs: list | None = None, plots: bool = True) -> list[Path]:
     """Write report.md, report.html (+ recall_at_k.png, slices.png when they have data);
     return the paths. ``name``: the run's name (its title); ``diffs``: its configuration's
-    differences from the shipped defaults, ``[(key, default, value)]``."""
+    differences from the shipped defaults, ``[(key, default, value)]``. ``plots=False``
+    skips drawing (matplotlib is not imported) and the report says how to draw them later
+    (``python -m raglab.report.run_report RUN_DIR``)."""
     from raglab.report.report_html import write_report_html
 
     run_dir = Path(run_dir)
     metrics, cfg = _load(run_dir)
-    plots = []
+    draw, plots = plots, []
     recall_png, slices_png = run_dir / "recall_at_k.png", run_dir / "slices.png"
     for path, plot, data in ((recall_png, plot_recall_at_k, metrics.get("overall")),
                              (slices_png, plot_slices, metrics.get("slices"))):
-        if plot(data or {}, path):
+        if draw and plot(data or {}, path):
             plots.append(path)
         else:
             path.unlink(missing_ok=True)  # no stale plot from an earlier report
     report = run_dir / "report.md"
-    _write_atomic(report, _markdown(run_dir, metrics, cfg, plots, name, diffs))
+    text = _markdown(run_dir, metrics, cfg, plots, name, diffs)
+    if not draw:
+        text += ("\nPlots were not drawn for this run (a large run draws them on demand): "
+                 f"`python -m raglab.report.run_report {run_dir}`\n")
+    _write_atomic(report, text)
     html = write_report_html(run_dir, run_title(run_dir, cfg, name), metrics, cfg, diffs,
                              plots)
     return [report, html, *plots]
@@ -326,3 +325,10 @@ def ensure_run_report(run_dir: Path) -> list[Path]:
         return [report, *(p for p in (run_dir / "report.html", run_dir / "recall_at_k.png",
                                        run_dir / "slices.png") if p.is_file())]
     return write_run_report(run_dir)
+
+
+if __name__ == "__main__":  # draw a run's report with its plots: python -m ... RUN_DIR
+    import sys
+
+    for p in write_run_report(Path(sys.argv[1])):
+        print(p)

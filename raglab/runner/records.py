@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,31 +42,42 @@ def judge_output(case: Case, output: dict[str, Any], dataset: Dataset,
         judged[stage] = judge_hits(output.get(stage, []), gold, texts, straddle_min_fraction,
                                    fuzzy_threshold)
     leaks: list[dict[str, Any]] = []
-    unknown: list[str] = []
+    unknown: set[str] = set()
+    corpus = dataset.corpus
     for stage in ("candidates", "context"):
-        for rank, hit in enumerate(output.get(stage, [])):
-            doc = dataset.corpus.get(hit["doc_id"])
-            if doc is None:
-                unknown.append(hit["doc_id"])
-            elif not may_see(doc.acl, case.user):
-                leaks.append({"severity": 1, "kind": "acl_leak", "stage": stage, "rank": rank + 1,
-                              "doc_id": hit["doc_id"]})
+        hits = output.get(stage, [])
+        ids = {hit["doc_id"] for hit in hits}  # each document looked up once
+        unknown.update(d for d in ids if d not in corpus)
+        hidden = {d for d in ids - unknown if not may_see(corpus[d].acl, case.user)}
+        if hidden:
+            leaks += [{"severity": 1, "kind": "acl_leak", "stage": stage, "rank": rank + 1,
+                       "doc_id": hit["doc_id"]}
+                      for rank, hit in enumerate(hits) if hit["doc_id"] in hidden]
     judged["leaks"] = leaks
     judged["unknown_docs"] = sorted(set(unknown))
     return judged
 
 
+#: a record writer fsyncs at most this often (and when it closes)
+FSYNC_INTERVAL_S = 1.0
+
+
 class RecordWriter:
-    """Appends one JSON line per case, flushed and fsynced, so a kill loses at most the
-    line being written; ``load`` drops such a torn last line and rewrites the file clean.
+    """Appends one JSON line per case, flushed to the operating system at once, so a killed
+    process (SIGKILL included) loses at most the line being written; ``load`` drops such a
+    torn last line and rewrites the file clean. The file is fsynced at most once a second and
+    on close: only a power cut or an operating-system crash can lose the last second.
 
     Every line is scrubbed of known secret values (a system's error page may echo its
     request headers). A write that fails (disk full, I/O error) raises StorageError: the
     lines before it stay as they were."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, fsync_interval_s: float | None = None):
         self.path = path
+        self.fsync_interval_s = FSYNC_INTERVAL_S if fsync_interval_s is None \
+            else fsync_interval_s
         self._fh = None
+        self._synced = 0.0
 
     def load(self, retry_errors: bool = True) -> list[CaseRecord]:
         """The records to keep. With ``retry_errors`` the records of cases that failed (the
@@ -80,18 +92,19 @@ class RecordWriter:
         return kept
 
     def append(self, record: CaseRecord) -> None:
-        from raglab.secrets import SCRUBBER
-
-        line = json.dumps(SCRUBBER.scrub_obj(record.to_json()), ensure_ascii=False,
-                          allow_nan=False) + "\n"
+        line = record_line(record)
         start = None
         try:
             if self._fh is None:
                 self._fh = open(self.path, "ab")
+                self._synced = time.monotonic()
             start = self._fh.tell()
-            self._fh.write(line.encode("utf-8"))
+            self._fh.write(line)
             self._fh.flush()
-            os.fsync(self._fh.fileno())
+            now = time.monotonic()
+            if now - self._synced >= self.fsync_interval_s:
+                os.fsync(self._fh.fileno())
+                self._synced = now
         except OSError as e:
             self._drop_partial(start)
             raise storage_error(e, "records.jsonl", self.path) from None
@@ -115,10 +128,32 @@ class RecordWriter:
     def close(self) -> None:
         if self._fh is not None:
             try:
-                self._fh.close()
-            except OSError:
-                pass
-            self._fh = None
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+            except OSError as e:
+                raise storage_error(e, "records.jsonl", self.path) from None
+            finally:
+                try:
+                    self._fh.close()
+                except OSError:
+                    pass
+                self._fh = None
+
+
+def record_line(record: CaseRecord) -> bytes:
+    """One record as its JSON line (UTF-8), the same object as ``json.dumps(to_json())``,
+    serialised by pydantic-core, with every known secret value scrubbed; a non-finite number
+    is refused, as ``allow_nan=False``."""
+    from raglab.secrets import SCRUBBER
+
+    line = record.__pydantic_serializer__.to_json(record, exclude_unset=True)
+    slow = b"NaN" in line or b"Infinity" in line  # maybe a non-finite number: let json decide
+    if not slow and SCRUBBER.found_in(line):
+        slow = True  # a secret in it: scrub string by string, never across JSON's syntax
+    if slow:
+        return (json.dumps(SCRUBBER.scrub_obj(record.to_json()), ensure_ascii=False,
+                           allow_nan=False) + "\n").encode("utf-8")
+    return line + b"\n"
 
 
 def _torn(path: Path) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import itertools
+from collections import deque
 import json
 import sys
 import time
@@ -14,7 +16,7 @@ from typing import Any
 from raglab.config import RunCfg
 from raglab.data.dataset import Dataset, load_dataset
 from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
-from raglab.data.record import CaseRecord, read_records
+from raglab.data.record import CaseRecord
 from raglab.data.schema import SystemOutput
 from raglab.data.finite import check as check_finite
 from raglab.errors import StorageError, UserError
@@ -34,9 +36,13 @@ from raglab.runner.records import RecordWriter, gold_summary, judge_output
 from raglab.cache import StageCache, content_key
 from raglab.runner.components import (build_grader, build_system, grader_uses_llm, llm_client,
                                       model_prices, preflight, system_model_section)
-from raglab.systems.base import SystemRequest, WorkCounter
+from raglab.systems.base import SystemRequest, ValidatedOutput, WorkCounter
 
 CASE_TIMEOUT_S = 600.0
+#: runs with more cases than this, not tracked, draw their report's plots on demand
+PLOT_MAX_CASES = 1000
+#: cases started ahead of the one being written (at least 4 x concurrency)
+CASES_IN_FLIGHT = 256
 #: errno values of an OSError that mean raglab's own storage failed, not the case
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
 
@@ -141,7 +147,8 @@ class Run:
         grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work,
                           getattr(cfg.grader, "repeats", 1)) if grader is not None else None
         writer = RecordWriter(self.run_dir / "records.jsonl")
-        done = {r.case_id for r in writer.load()}
+        kept = {r.case_id: slim_record(r) for r in writer.load()}  # what aggregation reads
+        done = set(kept)
         todo = [c for c in ds.cases if c.id not in done]
         sections = cfg.system_sections()
         loop = asyncio.get_running_loop()
@@ -152,12 +159,24 @@ class Run:
         async def one(case) -> CaseRecord:
             return await self._case(case, sections, system, grading, ds, loop, pool, slots)
 
-        tasks: list[asyncio.Task] = []
+        tasks: deque[asyncio.Task] = deque()
         try:
-            tasks = [asyncio.create_task(one(c)) for c in todo]
-            for t in tasks:  # records are written in case order, each as soon as it is ready
-                rec = await t
+            if grading is not None:
+                await grading.prepare(todo)  # work shared by the cases (grouped calls)
+            # a bounded window of cases in flight keeps memory flat whatever the set's size
+            # (every case at once in batch mode, so one Message Batches job gathers them all)
+            window = len(todo) if getattr(cfg.grader, "mode", "online") == "batch" \
+                else max(CASES_IN_FLIGHT, 4 * cfg.concurrency)
+            queued = iter(todo)
+            tasks = deque(asyncio.create_task(one(c)) for c in itertools.islice(queued, window))
+            while tasks:  # records are written in case order, each as soon as it is ready
+                nxt = next(queued, None)
+                if nxt is not None:
+                    tasks.append(asyncio.create_task(one(nxt)))
+                rec = await tasks[0]
+                tasks.popleft()  # a finished task holds its record: let it go
                 writer.append(rec)
+                kept[rec.case_id] = slim_record(rec)
                 progress.advance(rec)
         except BaseException:
             # an aborted run (a storage error, Ctrl-C): grader coroutines of cancelled cases
@@ -177,7 +196,7 @@ class Run:
                 await self.llm.aclose()
             if grader is not None:
                 await grader.aclose()
-        return self._finish(ds, versions)
+        return self._finish(ds, versions, kept)
 
     async def _case(self, case, sections, system, grading, ds, loop, pool,
                     slots) -> CaseRecord:
@@ -195,13 +214,15 @@ class Run:
             return system.answer(req), (time.perf_counter() - t0) * 1000
 
         try:
-            async with slots:
-                raw, total_ms = await asyncio.wait_for(loop.run_in_executor(pool, timed),
-                                                       CASE_TIMEOUT_S)
-            out = raw if isinstance(raw, SystemOutput) else SystemOutput.model_validate(raw)
-            if out.case_id != case.id:
-                raise ValueError(f"output is for case {out.case_id!r}")
-            output = out.model_dump()
+            if getattr(system, "inline", False):  # answers from memory: no worker thread
+                raw, total_ms = timed()
+            else:
+                async with slots:
+                    raw, total_ms = await asyncio.wait_for(loop.run_in_executor(pool, timed),
+                                                           CASE_TIMEOUT_S)
+            output = output_dict(raw)
+            if output["case_id"] != case.id:
+                raise ValueError(f"output is for case {output['case_id']!r}")
             check_finite(output)  # NaN/Infinity or a lone surrogate: this case fails
             check_spans(output, ds)
         except asyncio.TimeoutError:
@@ -265,10 +286,10 @@ class Run:
         record["diagnosis"] = diagnose(record, cfg.diagnosis)
         return CaseRecord.model_validate(record)
 
-    def _finish(self, ds: Dataset, versions: dict[str, str]) -> dict[str, Any]:
+    def _finish(self, ds: Dataset, versions: dict[str, str],
+                kept: dict[str, dict[str, Any]]) -> dict[str, Any]:
         cfg = self.cfg
-        by_id = {r.case_id: r for r in read_records(self.run_dir / "records.jsonl")}
-        records = [by_id[c.id].to_json() for c in ds.cases if c.id in by_id]
+        records = [kept[c.id] for c in ds.cases if c.id in kept]
         names = metric_names(cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
         agg = aggregate(records, names)
         metrics = {
@@ -287,8 +308,26 @@ class Run:
         atomic_write_json(self.run_dir / "metrics.json", metrics)
         from raglab.report.run_report import write_run_report
 
-        write_run_report(self.run_dir, name=self.name, diffs=self.diffs)
+        # plots of a large untracked run are drawn on demand (tracking draws its own)
+        write_run_report(self.run_dir, name=self.name, diffs=self.diffs,
+                         plots=len(records) <= PLOT_MAX_CASES or cfg.tracking.name != "none")
         return metrics
+
+
+def slim_record(rec: CaseRecord) -> dict[str, Any]:
+    """The part of a record that aggregation and the diagnosis counts read (kept in
+    memory for ``metrics.json``; outputs are not)."""
+    return {"case_id": rec.case_id, "tags": rec.tags, "gold": {"answerable": rec.gold.answerable},
+            "metrics": rec.metrics, "error": rec.error,
+            "diagnosis": rec.diagnosis}
+
+
+def output_dict(raw: Any) -> dict[str, Any]:
+    """A system's answer as the SystemOutput JSON object (validated unless already so)."""
+    if isinstance(raw, ValidatedOutput):
+        return dict(raw)
+    out = raw if isinstance(raw, SystemOutput) else SystemOutput.model_validate(raw)
+    return out.model_dump()
 
 
 def check_spans(output: dict[str, Any], ds: Dataset) -> None:

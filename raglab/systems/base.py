@@ -45,6 +45,11 @@ class SystemRequest:
                 "user": self.user.model_dump() if self.user else None, "config": self.config}
 
 
+class ValidatedOutput(dict):
+    """A SystemOutput JSON object already validated, defaults filled (what ``model_dump``
+    of :class:`SystemOutput` gives): the runner takes it as it is."""
+
+
 @runtime_checkable
 class SystemUnderTest(Protocol):
     """Anything with ``answer(request) -> SystemOutput`` (a dict of that shape is accepted)."""

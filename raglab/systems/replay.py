@@ -1,5 +1,10 @@
 """Replay: score SystemOutput JSON Lines logged by any system, without calling it.
 
+Every line is validated when the system is built (a bad line is a usage error naming the
+file, line and case id, before any work). A file up to ``KEEP_PARSED_BYTES`` is kept parsed
+in memory; a larger one is indexed (case id -> byte range) and each line parsed again when its
+case is scored, so memory stays bounded whatever the size of the file.
+
 A replayed line with a bad value (NaN, Infinity, a lone surrogate) fails its own case with
 that error, and the run goes on; a line that is not JSON, or not a SystemOutput, is refused
 with one line. Outputs for cases not in the case set are counted in a warning.
@@ -11,11 +16,17 @@ import json
 from typing import Any, Literal
 
 from raglab.data.dataset import resolve_path
-from raglab.data.io import check_readable_file, iter_json_lines, parse_model
+from raglab.data.finite import NotFiniteError, loads as finite_loads
+from raglab.data.io import MAX_LINE_BYTES, shallow_loads, check_readable_file, parse_model
 from raglab.data.schema import Strict, SystemOutput
 from raglab.errors import UserError
 from raglab.registry import register
-from raglab.systems.base import SystemRequest
+from raglab.systems.base import SystemRequest, ValidatedOutput
+from raglab.systems.fast_output import parse_output_line
+
+#: replay files up to this size are kept parsed; larger ones are re-read case by case
+KEEP_PARSED_BYTES = 128 * 1024 * 1024
+_BOM = b"\xef\xbb\xbf"
 
 
 class ReplaySystemCfg(Strict):
@@ -29,6 +40,8 @@ class ReplayedValueError(ValueError):
 
 @register("system", "replay", config=ReplaySystemCfg)
 class ReplaySystem:
+    inline = True  # answers from memory or a local file: no worker thread needed
+
     @staticmethod
     def preflight(cfg: Any) -> None:
         check_readable_file(resolve_path(cfg.system.path), "replay file")
@@ -36,28 +49,42 @@ class ReplaySystem:
     def __init__(self, run_cfg: Any, dataset: Any = None, *_: Any):
         p = check_readable_file(resolve_path(run_cfg.system.path), "replay file")
         self.path = str(p)
-        self.outputs: dict[str, SystemOutput] = {}
+        keep = p.stat().st_size <= KEEP_PARSED_BYTES
+        self.outputs: dict[str, dict[str, Any]] = {}
+        self.index: dict[str, tuple[int, int]] = {}
         self.bad: dict[str, str] = {}
         self.warnings: list[str] = []
-        seen: dict[str, int] = {}
-
-        def bad_value(lineno: int, obj: Any, message: str) -> None:
-            cid = obj.get("case_id") if isinstance(obj, dict) else None
-            if not isinstance(cid, str) or not cid:
-                raise UserError(message, file=self.path, line=lineno)
-            if cid in seen:
-                raise UserError("duplicate case_id in replay file", file=self.path,
-                                line=lineno, case_id=cid)
-            seen[cid] = lineno
-            self.bad[cid] = f"{self.path}:{lineno}: {message}"
-
-        for lineno, obj in iter_json_lines(p, "replay file", bad_value=bad_value):
-            out = parse_model(SystemOutput, obj, file=self.path, line=lineno)
-            if out.case_id in seen:
-                raise UserError("duplicate case_id in replay file", file=self.path, line=lineno,
-                                case_id=out.case_id)
-            seen[out.case_id] = lineno
-            self.outputs[out.case_id] = out
+        seen: set[str] = set()
+        with open(p, "rb") as fh:
+            lineno, offset = 0, 0
+            while True:
+                raw = fh.readline(MAX_LINE_BYTES + 1)
+                if not raw:
+                    break
+                lineno += 1
+                start, offset = offset, offset + len(raw)
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    raise UserError(f"line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB",
+                                    file=self.path, line=lineno)
+                if lineno == 1 and raw.startswith(_BOM):
+                    raw, start = raw[len(_BOM):], start + len(_BOM)
+                if not raw.strip():
+                    continue
+                out = self._parse(raw, lineno)
+                cid = out["case_id"] if isinstance(out, dict) else out.case_id
+                if cid in seen:
+                    raise UserError("duplicate case_id in replay file", file=self.path,
+                                    line=lineno, case_id=cid)
+                seen.add(cid)
+                if isinstance(out, _Bad):
+                    self.bad[cid] = f"{self.path}:{lineno}: {out.message}"
+                elif keep:
+                    self.outputs[cid] = out
+                else:
+                    self.index[cid] = (start, len(raw))
+        if not seen:
+            raise UserError("empty replay file: no JSON lines", file=self.path)
+        self._fh = None if keep else open(p, "rb")
         if dataset is not None:
             known = {c.id for c in dataset.cases} | {q.case_id for q in dataset.quarantined}
             extra = sorted(cid for cid in seen if cid not in known)
@@ -67,10 +94,52 @@ class ReplaySystem:
                     f"{self.path}: {len(extra)} replayed output(s) for cases not in the case "
                     f"set, ignored ({shown}{', ...' if len(extra) > 3 else ''})")
 
-    def answer(self, req: SystemRequest) -> SystemOutput:
+    def _parse(self, raw: bytes, lineno: int) -> dict[str, Any] | _Bad:
+        if b"NaN" not in raw and b"Infinity" not in raw:  # jiter reads those: check slowly
+            try:
+                return parse_output_line(raw)
+            except Exception:  # the ordinary path names the problem (or accepts the line)
+                pass
+        return _slow_parse(raw, self.path, lineno)
+
+    def answer(self, req: SystemRequest) -> ValidatedOutput:
         if req.case_id in self.bad:
             raise ReplayedValueError(self.bad[req.case_id])
         out = self.outputs.get(req.case_id)
+        if out is None and req.case_id in self.index:
+            start, size = self.index[req.case_id]
+            self._fh.seek(start)
+            out = parse_output_line(self._fh.read(size))
         if out is None:
             raise LookupError(f"no output for this case in {self.path}")
-        return out
+        return ValidatedOutput(out)
+
+
+class _Bad:
+    """A line whose case id is known but whose values raglab refuses (that case fails)."""
+
+    def __init__(self, case_id: str, message: str):
+        self.case_id, self.message = case_id, message
+
+
+def _slow_parse(raw: bytes, path: str, lineno: int) -> dict[str, Any] | _Bad:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise UserError(f"not valid UTF-8 (byte {e.start + 1} of the line)", file=path,
+                        line=lineno) from None
+    try:
+        obj = finite_loads(line)
+    except json.JSONDecodeError as e:
+        raise UserError(f"malformed JSON: {e.msg} (column {e.colno})", file=path,
+                        line=lineno) from None
+    except NotFiniteError as e:
+        lenient = shallow_loads(line)
+        cid = lenient.get("case_id") if isinstance(lenient, dict) else None
+        if not isinstance(cid, str) or not cid:
+            raise UserError(str(e), file=path, line=lineno) from None
+        return _Bad(cid, str(e))
+    if not isinstance(obj, dict):
+        raise UserError(f"expected a JSON object, got {type(obj).__name__}", file=path,
+                        line=lineno)
+    return parse_model(SystemOutput, obj, file=path, line=lineno).model_dump()

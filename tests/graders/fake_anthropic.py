@@ -330,36 +330,70 @@ def fake_model(body: dict) -> str:
     props = ((body.get("output_config") or {}).get("format") or {}).get("schema", {}) \
         .get("properties", {})
     system, user = system_text(body), user_text(body)
+    if "decompositions" in props:  # grouped: several reference answers
+        items = re.findall(_TAGGED.format("item"), user, re.S)
+        return json.dumps({"decompositions": [
+            {"answer_index": int(i), "claims": _claims_of(_block(it, "answer"))}
+            for i, it in items]})
+    if "citation_verdicts" in props:  # grouped: claims and cited sentences, one context
+        passages = [p for _, p in re.findall(_TAGGED.format("passage"), system, re.S)]
+        cited = re.findall(r'<sentence index="(\d+)" passage="(\d+)">(.*?)</sentence>', user,
+                           re.S)
+        return json.dumps({
+            "verdicts": _verdicts(re.findall(_TAGGED.format("claim"), user, re.S), passages),
+            "citation_verdicts": [_verdicts([(i, s)], [passages[int(p) - 1]])[0]
+                                  for i, p, s in cited]})
+    if "relevance" in props:  # grouped: reference claims, nuggets and relevance, one answer
+        answer = _block(user, "answer")
+        return json.dumps({
+            "verdicts": _verdicts(re.findall(_TAGGED.format("claim"), user, re.S),
+                                  [answer.strip()]),
+            "judgments": _judgments(user), "relevance": _RELEVANT})
     if "claims" in props:
-        answer = re.sub(r"\s*\[\d+(?:,\s*\d+)*\]", "", _block(user, "answer"))
-        sents = [s.strip() for s in re.split(r"(?<=[.!?])\s+", answer) if s.strip()]
-        claims = [s for s in sents if not _REFUSAL.search(s) and len(_terms(s)) >= 2]
-        return json.dumps({"claims": claims})
+        return json.dumps({"claims": _claims_of(_block(user, "answer"))})
     if "verdicts" in props:
         passages = [p for _, p in re.findall(_TAGGED.format("passage"), system, re.S)]
-        verdicts = []
-        for i, claim in re.findall(_TAGGED.format("claim"), user, re.S):
-            terms, best = _terms(claim), ("", 0.0)
-            for p in passages:
-                cov = len(terms & _terms(p)) / max(1, len(terms))
-                best = max(best, (p, cov), key=lambda x: x[1])
-            label = "SUPPORTED" if best[1] >= 0.8 else "NOT_FOUND"
-            verdicts.append({"claim_index": int(i), "evidence": best[0][:80] if best[1] else "",
-                             "reasoning": f"{best[1]:.0%} of the claim's terms", "label": label})
-        return json.dumps({"verdicts": verdicts})
+        return json.dumps({"verdicts": _verdicts(re.findall(_TAGGED.format("claim"), user,
+                                                            re.S), passages)})
     if "judgments" in props:
-        answer = _terms(_block(user, "answer"))
-        out = []
-        for i, nug in re.findall(_TAGGED.format("nugget"), user, re.S):
-            t = _terms(nug)
-            cov = len(t & answer) / max(1, len(t))
-            label = "YES" if cov >= 0.7 else "PARTIAL" if cov >= 0.4 else "NO"
-            out.append({"nugget_index": int(i), "evidence": "", "reasoning": f"{cov:.0%}",
-                        "label": label})
-        return json.dumps({"judgments": out})
+        return json.dumps({"judgments": _judgments(user)})
     if "label" in props:
-        return json.dumps({"reasoning": "addresses the question", "label": "ANSWERS_AS_ASKED"})
+        return json.dumps(_RELEVANT)
     return "A fake answer [1]."
+
+
+_RELEVANT = {"reasoning": "addresses the question", "label": "ANSWERS_AS_ASKED"}
+
+
+def _claims_of(answer: str) -> list[str]:
+    answer = re.sub(r"\s*\[\d+(?:,\s*\d+)*\]", "", answer)
+    sents = [s.strip() for s in re.split(r"(?<=[.!?])\s+", answer) if s.strip()]
+    return [s for s in sents if not _REFUSAL.search(s) and len(_terms(s)) >= 2]
+
+
+def _verdicts(claims: list[tuple[str, str]], passages: list[str]) -> list[dict]:
+    verdicts = []
+    for i, claim in claims:
+        terms, best = _terms(claim), ("", 0.0)
+        for p in passages:
+            cov = len(terms & _terms(p)) / max(1, len(terms))
+            best = max(best, (p, cov), key=lambda x: x[1])
+        label = "SUPPORTED" if best[1] >= 0.8 else "NOT_FOUND"
+        verdicts.append({"claim_index": int(i), "evidence": best[0][:80] if best[1] else "",
+                         "reasoning": f"{best[1]:.0%} of the claim's terms", "label": label})
+    return verdicts
+
+
+def _judgments(user: str) -> list[dict]:
+    answer = _terms(_block(user, "answer"))
+    out = []
+    for i, nug in re.findall(_TAGGED.format("nugget"), user, re.S):
+        t = _terms(nug)
+        cov = len(t & answer) / max(1, len(t))
+        label = "YES" if cov >= 0.7 else "PARTIAL" if cov >= 0.4 else "NO"
+        out.append({"nugget_index": int(i), "evidence": "", "reasoning": f"{cov:.0%}",
+                    "label": label})
+    return out
 
 
 # -- pytest fixture ----------------------------------------------------------------------

@@ -259,9 +259,14 @@ def _grade(tmp_path, prompts):
     return versions, asyncio.run(go())
 
 
+# the four separate prompts only: every judgment in its own call (the grouped calls are
+# tested below against this)
+SEPARATE = {k: v for k, v in PROMPTS.items() if k in PROMPT_NAMES}
+
+
 def test_grading_end_to_end_versioned_and_cached(fake_api, tmp_path):
     fake_api.handler = fake_model
-    v1, (verdicts, factual, work) = _grade(tmp_path, PROMPTS)
+    v1, (verdicts, factual, work) = _grade(tmp_path, SEPARATE)
     assert factual == 2 and not any(v["error"] for v in verdicts)
     fams = {(v["family"], v["kind"]) for v in verdicts}
     assert fams >= {("faithfulness", "decomposition"), ("faithfulness", "claim"),
@@ -275,13 +280,13 @@ def test_grading_end_to_end_versioned_and_cached(fake_api, tmp_path):
     assert n_first == work["grader_calls"] == 8
 
     # the same again: every judgment from the cache, no HTTP request at all
-    v1b, (verdicts2, _, work2) = _grade(tmp_path, PROMPTS)
+    v1b, (verdicts2, _, work2) = _grade(tmp_path, SEPARATE)
     assert v1b == v1 and len(fake_api.calls(MSG)) == n_first
     assert work2["grader_calls"] == 0 and work2["grader_cache_hits"] == 8
     assert [v.get("label") for v in verdicts2] == [v.get("label") for v in verdicts]
 
     # one word of the verify prompt changed: new versions, cache missed, new requests
-    changed = dict(PROMPTS, verify=PROMPTS["verify"].replace("strict, careful", "strict"))
+    changed = dict(SEPARATE, verify=SEPARATE["verify"].replace("strict, careful", "strict"))
     v2, (_, _, work3) = _grade(tmp_path, changed)
     for fam in ("faithfulness", "correctness", "citations"):
         assert v2[fam] != v1[fam]
@@ -293,3 +298,77 @@ def test_grading_end_to_end_versioned_and_cached(fake_api, tmp_path):
     assert len(fake_api.calls(MSG)) == n_first + 4  # faithfulness, correctness, 2 citations
     new = fake_api.calls(MSG)[n_first:]
     assert all("You are a strict verifier" in system_text(c["body"]) for c in new)
+
+
+def _by_family(verdicts):
+    keep = ("family", "kind", "item", "label", "evidence", "index", "sentence", "passage",
+            "vital", "claims")
+    return sorted((json.dumps({k: v.get(k) for k in keep}, sort_keys=True) for v in verdicts))
+
+
+def test_grouped_calls_give_the_separate_calls_verdicts(fake_api, tmp_path):
+    """Batched mode: claims and cited pairs in one call for the context, reference claims,
+    nuggets and relevance in one call for the answer; the same verdicts as one call each."""
+    fake_api.handler = fake_model
+    _, (separate, _, work_sep) = _grade(tmp_path / "a", SEPARATE)
+    n_sep = len(fake_api.calls(MSG))
+    vg, (grouped, _, work_g) = _grade(tmp_path / "b", PROMPTS)
+    n_grouped = len(fake_api.calls(MSG)) - n_sep
+    assert _by_family(grouped) == _by_family(separate)
+    assert not any(v["error"] for v in grouped)
+    # decompose, context, the reference's decomposition, answer (8 calls separately)
+    assert (n_sep, n_grouped) == (8, 4) == (work_sep["grader_calls"], work_g["grader_calls"])
+    cited = [c for c in fake_api.calls(MSG)[n_sep:] if "<cited_sentences>" in user_text(c["body"])]
+    assert len(cited) == 1 and user_text(cited[0]["body"]).count("<sentence index=") == 2
+
+
+def test_grouped_prompt_versions_only_their_families():
+    base = family_versions(cfg(), PROMPTS, MetricsCfg())
+    sep = family_versions(cfg(), SEPARATE, MetricsCfg())
+    assert base["abstention"] == sep["abstention"] and base["retrieval"] == sep["retrieval"]
+    for name, fams in (("context", {"faithfulness", "citations"}),
+                       ("answer", {"correctness", "nuggets", "relevance"}),
+                       ("references", {"correctness"})):
+        v = family_versions(cfg(), dict(PROMPTS, **{name: PROMPTS[name] + " "}), MetricsCfg())
+        assert {f for f in v if v[f] != base[f]} == fams, name
+    # per_claim verification sends no grouped call: the grouped prompts are not in its versions
+    pc = cfg(verification="per_claim")
+    assert family_versions(pc, PROMPTS, MetricsCfg()) == family_versions(pc, SEPARATE,
+                                                                          MetricsCfg())
+
+
+def test_references_decomposed_several_per_call_and_cached_across_runs(fake_api, tmp_path):
+    """The reference answers are decomposed before the cases, several per call, and each
+    decomposition is cached per case: a second run (another system, same cases) reuses it."""
+    fake_api.handler = fake_model
+    c = cfg()
+    versions = family_versions(c, PROMPTS, MetricsCfg())
+
+    class Run:
+        grader = c
+        concurrency = 2
+
+    class Case:
+        answerable = True
+        nuggets = []
+
+        def __init__(self, i):
+            self.id = f"c{i}"
+            self.question = f"When are invoices of plan {i} due?"
+            self.reference_answer = f"Invoices of plan {i} are due after 10 days."
+
+    cases = [Case(i) for i in range(10)]
+
+    async def go():
+        llm = LLMClient(timeout_s=5, max_retries=1, concurrency=4, cache=StageCache(tmp_path))
+        work = WorkCounter()
+        grading = Grading(build_grader(Run(), PROMPTS, llm), "claude", versions,
+                          StageCache(tmp_path), work)
+        await grading.prepare(cases)
+        await llm.aclose()
+        return work.as_dict()
+
+    first = asyncio.run(go())
+    calls = [c for c in fake_api.calls(MSG) if "decompositions" in json.dumps(c["body"])]
+    assert len(calls) == 2 and first["grader_calls"] == 10  # 8 + 2 references, 10 judgments
+    assert asyncio.run(go())["grader_calls"] == 0

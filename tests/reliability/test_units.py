@@ -161,6 +161,7 @@ def test_a_failed_record_write_stops_the_run_with_complete_lines_only(tmp_path, 
         return real(fd)
 
     monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr("raglab.runner.records.FSYNC_INTERVAL_S", 0.0)  # fsync every line
     with pytest.raises(StorageError, match="cannot write records.jsonl"):
         Run(cfg, tmp_path / "run", text).execute()
     data = (tmp_path / "run" / "records.jsonl").read_text()

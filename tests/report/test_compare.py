@@ -249,3 +249,32 @@ def test_questions_from_the_dataset_and_tolerated_when_gone(tmp_path):
     comp = compare_runs(b, c, CompareCfg(n_bootstrap=100))
     assert comp.flipped["false_answer_rate"]["pass_to_fail"][0]["question"] is None
     assert "(question not found)" in render_md(comp)
+
+
+def test_grader_noise_from_repeats_known_answer():
+    """Each candidate case repeated 4 times with variance 0.04 (baseline not repeated):
+    noise s.e. of the delta = sqrt(n * 0.04 / 4) / n = 0.1 / sqrt(n)."""
+    n = 25
+    base = [rec(f"c{i}", {"faithfulness": 0.5 + 0.02 * (i % 3)}) for i in range(n)]
+    cand = []
+    for i in range(n):
+        r = rec(f"c{i}", {"faithfulness": 0.6 + 0.02 * (i % 5)})
+        r["repeats"], r["repeat_variance"] = 4, {"faithfulness": 0.04}
+        cand.append(r)
+    comp = compare_runs(source("b", base), source("c", cand), CompareCfg(n_bootstrap=500))
+    x = comp.grader_noise["faithfulness"]
+    assert x["n"] == n and x["repeated"] == {"baseline": False, "candidate": True}
+    assert x["noise_se"] == pytest.approx(0.1 / n ** 0.5)
+    r = comp.row("faithfulness")
+    z = 1.959963984540054
+    assert x["interval_se"] == pytest.approx((r["ci_high"] - r["ci_low"]) / (2 * z))
+    assert 0 < x["noise_share"] <= 1
+    assert "grader_noise" in comp.to_json()
+    assert "Grader noise" in render_md(comp)
+    assert "grader noise in faithfulness" in render_terminal(comp)
+
+
+def test_no_grader_noise_section_without_repeats():
+    b, c = pair()
+    comp = compare_runs(b, c, CompareCfg(n_bootstrap=300))
+    assert comp.grader_noise == {} and "Grader noise" not in render_md(comp)

@@ -1,0 +1,135 @@
+"""Grouped grader calls (``verification: batched``): fewer requests, the same verdicts.
+
+Three prompts join judgments that need the same input into one structured call:
+- ``context.txt``: the answer's claims (faithfulness) and every (cited sentence, cited
+  passage) pair (citations), one call for the context; each pair is still judged against its
+  one passage;
+- ``answer.txt``: the reference claims (correctness), the nuggets and relevance, one call for
+  the answer;
+- ``references.txt``: reference answers decomposed several at a time, before the cases are
+  graded; each decomposition is cached per case (it does not depend on the system under test,
+  so every later run and sweep job reuses it).
+
+A grader offers them with ``groups()`` (the prompt names it has); a family whose prompt is
+missing keeps its separate calls. The grouped prompts are part of the families' versions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: grouped prompt -> the metric families whose verdicts it gives
+GROUP_FAMILIES = {
+    "context": ("faithfulness", "citations"),
+    "answer": ("correctness", "nuggets", "relevance"),
+    "references": ("correctness",),
+}
+#: references decomposed per call
+REFERENCES_PER_CALL = 8
+
+
+def family_groups(family: str, available: set[str] | frozenset[str]) -> list[str]:
+    """The grouped prompts (of ``available``) a family's verdicts depend on."""
+    return [g for g, fams in GROUP_FAMILIES.items() if family in fams and g in available]
+
+
+def groups_of(grader: Any) -> frozenset[str]:
+    fn = getattr(grader, "groups", None)
+    return frozenset(fn()) if fn is not None else frozenset()
+
+
+def reference_items(cases: list[Any]) -> list[tuple[str, str]]:
+    """``(question, reference)`` of the cases whose reference answer is decomposed."""
+    seen: dict[tuple[str, str], None] = {}
+    for c in cases:
+        if c.answerable and c.reference_answer:
+            seen.setdefault((c.question, c.reference_answer), None)
+    return list(seen)
+
+
+async def context_job(g: Any, claims: list[str], pairs: list[tuple[int, int]],
+                      sentences: list[Any], context: list[str], claim_verdicts: Any) -> list:
+    """Faithfulness and citation verdicts of one answer from one call for the context."""
+    from raglab.llm.client import LLMCallError
+
+    items = [[sentences[si].text, pi] for si, pi in pairs]
+    try:
+        res_claims, res_pairs = await g._cached("faithfulness", "judge_context", claims, items,
+                                                context, also=("citations",))
+    except LLMCallError as e:
+        out = [g._verdict("faithfulness", "claim", error=str(e)[:500])]
+        if pairs:
+            out.append(g._verdict("citations", "claim", error=str(e)[:500]))
+        return out
+    out = claim_verdicts("faithfulness", claims)(res_claims)
+    out += [g._verdict("citations", "claim", item=item[0], label=r[0], evidence=r[1],
+                       sentence=si, passage=pi)
+            for (si, pi), item, r in zip(pairs, items, res_pairs)]
+    return out
+
+
+async def answer_job(g: Any, case: Any, answer: str) -> list:
+    """Correctness, relevance and nugget verdicts of one answer from one call for the answer
+    (the reference's claims come from the cache the references call filled)."""
+    from raglab.llm.client import LLMCallError
+
+    q, ref = case.question, case.reference_answer
+    out: list = []
+    ref_claims: list[str] = []
+    if ref:
+        try:
+            ref_claims = await g._cached("correctness", "decompose_reference", q, ref)
+            if not ref_claims:
+                ref_claims = [ref.strip()]
+        except LLMCallError as e:
+            out.append(g._verdict("correctness", "claim", error=str(e)[:500]))
+            ref = None  # the other two judgments go on
+    texts = [n.text for n in case.nuggets]
+    try:
+        corr, nug, rel = await g._cached("correctness", "judge_answer", q, answer, ref_claims,
+                                         texts, also=("nuggets", "relevance"))
+    except LLMCallError as e:
+        err = str(e)[:500]
+        out += [g._verdict(f, kind, error=err) for f, kind, on in (
+            ("correctness", "claim", bool(ref)), ("relevance", "rubric", True),
+            ("nuggets", "nugget", bool(texts))) if on]
+        return out
+    if ref:
+        out += [g._verdict("correctness", "claim", item=c, label=r[0], evidence=r[1], index=i)
+                for i, (c, r) in enumerate(zip(ref_claims, corr))]
+    out.append(g._verdict("relevance", "rubric", label=rel[0], evidence=rel[1]))
+    out += [g._verdict("nuggets", "nugget", item=t, label=lab, evidence=ev, index=i,
+                       vital=case.nuggets[i].vital)
+            for i, (t, (lab, ev)) in enumerate(zip(texts, nug))]
+    return out
+
+
+async def prefetch_references(g: Any, cases: list[Any], grader: Any = None) -> None:
+    """Decompose the reference answers not in the cache yet, several per call, and cache each
+    under its case's key (a failed call leaves its cases to decompose one by one)."""
+    import asyncio
+
+    from raglab.llm.client import LLMCallError
+    from raglab.llm.cost import metering
+
+    def key(item: tuple[str, str]) -> str:
+        return g.judgment_key("correctness", "decompose_reference", item)
+
+    todo = [it for it in reference_items(cases) if g.cache.get("grade", key(it)) is None]
+
+    async def one(chunk: list[tuple[str, str]]) -> None:
+        with metering() as meter:
+            try:
+                res = await (grader or g.grader).decompose_references([list(c) for c in chunk])
+            except LLMCallError:
+                return
+        g.work.add("grader_calls", len(chunk))  # one judgment per reference
+        total = meter.total()
+        share = round(total / len(chunk), 9) if total is not None else None
+        for it, claims in zip(chunk, res):
+            g.cache.put("grade", key(it), claims)
+            g.cache.put("grade_cost", key(it), {"usd": share})
+            g.fresh.add(key(it))
+
+    n = REFERENCES_PER_CALL
+    await asyncio.gather(*(one(todo[i:i + n]) for i in range(0, len(todo), n)))

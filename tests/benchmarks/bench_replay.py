@@ -1,0 +1,71 @@
+"""Benchmark: whole-process replay scoring against a bare pytrec_eval process.
+
+``raglab run system=replay grader=none tracking=none`` on a synthetic set (records,
+metrics.json and report.md written) against a Python process that parses the same three
+files with ``json`` and scores the rankings with pytrec_eval. The two run interleaved,
+``--repeat`` times; the ratio of the medians (wall and CPU) is printed against the target.
+
+    python -m tests.benchmarks replay [--cases 2000] [--depth 100] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+from pathlib import Path
+
+from tests.benchmarks.common import load, python, timed_process, verdict
+from tests.benchmarks.replay_data import make
+
+TARGET = 2.0
+
+
+def raglab_cmd(paths: dict[str, Path], run_dir: Path, cache: Path) -> list[str]:
+    return [python(), "-m", "raglab.cli", "run", "system=replay",
+            f"system.path={paths['outputs']}", f"dataset.corpus={paths['corpus']}",
+            f"dataset.cases={paths['cases']}", "dataset.labels=null", "grader=none",
+            "tracking=none", f"hydra.run.dir={run_dir}", f"cache_dir={cache}", "progress=off"]
+
+
+def trec_cmd(paths: dict[str, Path], out: Path) -> list[str]:
+    return [python(), "-m", "tests.benchmarks.trec_baseline", str(paths["corpus"]),
+            str(paths["cases"]), str(paths["outputs"]), str(out)]
+
+
+def measure(n_cases: int, depth: int, repeat: int, slices: int = 50) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        paths = make(tmp / "data", n_cases, depth, slices)
+        rag, trec = [], []
+        for i in range(repeat):
+            run_dir = tmp / f"run{i}"
+            rag.append(timed_process(raglab_cmd(paths, run_dir, tmp / "cache")))
+            trec.append(timed_process(trec_cmd(paths, tmp / "trec.json")))
+            for f in ("records.jsonl", "metrics.json", "report.md"):
+                assert (run_dir / f).is_file(), f
+            shutil.rmtree(run_dir)
+        return {"raglab": rag, "trec": trec}
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", type=int, default=2000)
+    ap.add_argument("--depth", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args(argv)
+    print(f"replay: {a.cases} cases x {a.depth} candidates, {a.repeat} interleaved repeats "
+          f"({load()})")
+    r = measure(a.cases, a.depth, a.repeat)
+    for what in ("wall", "cpu"):
+        rag = statistics.median(x[what] for x in r["raglab"])
+        trec = statistics.median(x[what] for x in r["trec"])
+        ratio = rag / trec
+        print(f"  {what:4}: raglab {rag:.2f} s, pytrec_eval process {trec:.2f} s, "
+              f"ratio {ratio:.2f} (target <= {TARGET:g}) [{verdict(ratio <= TARGET)}]")
+    print(f"  peak RSS: raglab {max(x['rss_mib'] for x in r['raglab']):.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""The fast paths of a run give what the plain ones gave: records written once a second
+still survive a SIGKILL, replay lines validated into dicts equal the model's dump, record
+lines equal ``json.dumps``, token counts are unchanged, large replay files are indexed."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from raglab.data.record import CaseRecord
+from raglab.data.schema import SystemOutput
+from raglab.errors import UserError
+from raglab.runner.records import record_line
+from raglab.systems import replay as replay_mod
+from raglab.systems.fast_output import parse_output_line
+from raglab.text.normalize import count_tokens
+
+
+def _record(i: int, **extra) -> CaseRecord:
+    return CaseRecord.model_validate({"case_id": f"c{i}", "tags": {"t": "é"},
+                                      "gold": {"answerable": True},
+                                      "output": {"case_id": f"c{i}", "x": [1.5, 1e-7, None]},
+                                      "metrics": {"m": i / 3}, "error": None, **extra})
+
+
+def test_flushed_records_survive_a_sigkill_between_fsyncs(tmp_path):
+    path = tmp_path / "records.jsonl"
+    child = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from raglab.data.record import CaseRecord
+        from raglab.runner.records import RecordWriter
+        w = RecordWriter(Path({str(path)!r}), fsync_interval_s=3600)  # no fsync before the kill
+        for i in range(50):
+            w.append(CaseRecord.model_validate({{"case_id": f"c{{i}}", "gold": {{"answerable": True}}}}))
+        print("written", flush=True)
+        time.sleep(60)
+    """)
+    p = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "written"
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == -signal.SIGKILL
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    assert [r["case_id"] for r in rows] == [f"c{i}" for i in range(50)]
+
+
+def test_record_line_is_the_json_of_the_record_and_refuses_nan():
+    rec = _record(1, severity_one=[{"rank": 1}])
+    line = record_line(rec)
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    assert json.loads(line) == json.loads(json.dumps(rec.to_json(), ensure_ascii=False))
+    assert list(json.loads(line)) == list(rec.to_json())  # same fields, same order
+    assert "é".encode() in line  # UTF-8, not escaped, as ensure_ascii=False
+    with pytest.raises(ValueError):
+        record_line(_record(2, metrics={"m": float("nan")}))
+    # the text "NaN" in a string is not a number: the line is written
+    assert json.loads(record_line(_record(3, error="NaN Infinity")))["error"] == "NaN Infinity"
+
+
+LINES = [
+    {"case_id": "a"},
+    {"case_id": "b", "candidates": [{"doc_id": "d", "score": 3}, {"doc_id": "e", "text": "t",
+                                     "start": 0, "end": 4, "metadata": {"k": [1]}}],
+     "context": [{"doc_id": "d"}], "answer": "x [1]",
+     "citations": [{"sentence": 0}, {"sentence": 1, "context": [0]}],
+     "latency_ms": {"retrieve": 2}, "usage": {"input_tokens": 5}},
+    {"case_id": "c", "answer": None, "candidates": [{"end": 2, "doc_id": "z", "score": None}]},
+]
+
+
+@pytest.mark.parametrize("obj", LINES)
+def test_fast_output_equals_the_models_dump(obj):
+    line = json.dumps(obj).encode()
+    assert parse_output_line(line) == SystemOutput.model_validate(obj).model_dump()
+    assert list(parse_output_line(line)) == list(SystemOutput.model_fields)
+
+
+@pytest.mark.parametrize("obj, message", [
+    ({"case_id": "a", "candidates": [{"doc_id": "d", "start": -1}]}, "candidates.0.start"),
+    ({"case_id": "a", "oops": 1}, "unknown field 'oops'"),
+    ({"candidates": []}, "missing field 'case_id'"),
+    ({"case_id": "a", "candidates": [{"doc_id": ""}]}, "candidates.0.doc_id"),
+])
+def test_a_bad_replay_line_names_file_line_and_field(tmp_path, obj, message):
+    path = tmp_path / "out.jsonl"
+    path.write_text(json.dumps({"case_id": "ok"}) + "\n" + json.dumps(obj) + "\n")
+
+    class Cfg:
+        class system:  # noqa: N801
+            pass
+
+    Cfg.system.path = str(path)
+    with pytest.raises(UserError) as e:
+        replay_mod.ReplaySystem(Cfg)
+    assert message in str(e.value) and ":2" in str(e.value)
+
+
+def test_large_replay_files_are_indexed_and_read_per_case(tmp_path, monkeypatch):
+    from raglab.systems.base import SystemRequest
+
+    path = tmp_path / "out.jsonl"
+    path.write_text("\ufeff" + "".join(json.dumps(o) + "\n\n" for o in LINES), encoding="utf-8")
+
+    class Cfg:
+        class system:  # noqa: N801
+            pass
+
+    Cfg.system.path = str(path)
+    kept = replay_mod.ReplaySystem(Cfg)
+    monkeypatch.setattr(replay_mod, "KEEP_PARSED_BYTES", 0)
+    indexed = replay_mod.ReplaySystem(Cfg)
+    assert indexed.index and not indexed.outputs and kept.outputs and not kept.index
+    for o in LINES:
+        req = SystemRequest(o["case_id"], "q", {}, None)
+        assert indexed.answer(req) == kept.answer(req) == SystemOutput.model_validate(o).model_dump()
+    with pytest.raises(LookupError):
+        indexed.answer(SystemRequest("nope", "q", {}, None))
+
+
+@pytest.mark.parametrize("text", ["", "a b\tc\nd", "  x\u00a0y\u2003z\u3000w \x1cv", "\u200bq"])
+def test_token_count_unchanged(text):
+    assert count_tokens(text) == len(re.findall(r"\S+", text))
+
+
+def test_report_without_plots_says_how_to_draw_them(tmp_path):
+    from raglab.report.run_report import write_run_report
+
+    metrics = {"overall": {"candidate.evidence_recall@1": 0.5, "candidate.evidence_recall@5": 1.0},
+               "slices": {"t": {"a": {"n": 1, "final.evidence_recall": 0.5}}},
+               "metric_versions": {}, "n_cases": 1, "n_quarantined": 0, "errors": 0, "work": {}}
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    (tmp_path / "slices.png").write_bytes(b"stale")
+    paths = write_run_report(tmp_path, plots=False)
+    assert paths == [tmp_path / "report.md", tmp_path / "report.html"]
+    assert not list(tmp_path.glob("*.png"))
+    text = (tmp_path / "report.md").read_text()
+    assert f"python -m raglab.report.run_report {tmp_path}" in text
+    drawn = subprocess.run([sys.executable, "-m", "raglab.report.run_report", str(tmp_path)],
+                           capture_output=True, text=True)
+    assert drawn.returncode == 0, drawn.stderr
+    assert (tmp_path / "recall_at_k.png").is_file() and "not drawn" not in \
+        (tmp_path / "report.md").read_text()
+
+
+def test_metrics_json_equals_the_aggregation_of_the_written_records(tmp_path):
+    """metrics.json is built from the slim copies kept in memory: it must equal what the
+    records file gives (every slice, every metric, the diagnosis counts)."""
+    from raglab.data.record import read_records
+    from raglab.metrics.aggregate import aggregate, diagnosis_counts
+    from raglab.metrics.case import metric_names
+    from tests.benchmarks.replay_data import make
+
+    paths = make(tmp_path / "data", 30, depth=20, n_slices=6, n_docs=50)
+    run_dir = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "raglab.cli", "run", "system=replay",
+                        f"system.path={paths['outputs']}", f"dataset.corpus={paths['corpus']}",
+                        f"dataset.cases={paths['cases']}", "dataset.labels=null",
+                        "grader=heuristic", "tracking=none", f"hydra.run.dir={run_dir}",
+                        f"cache_dir={tmp_path / 'cache'}", "progress=off"],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-2000:]
+    m = json.loads((run_dir / "metrics.json").read_text())
+    records = [r.to_json() for r in read_records(run_dir / "records.jsonl")]
+    agg = aggregate(records, metric_names([1, 3, 5, 10, 20, 50, 100], 5, 50))
+    assert m["overall"] == agg["overall"] and m["slices"] == agg["slices"]
+    assert m["diagnoses"] == diagnosis_counts(records)
+    assert m["n_cases"] == len(records) == 30
