@@ -169,7 +169,8 @@ def main(argv: list[str]) -> None:
     import hydra
 
     from raglab.commands.common import conf_dir
-    from raglab.commands.compose import split_argv, validate_jobs
+    from raglab.commands.compose import (compose_single_run, launch_single_run, split_argv,
+                                         validate_jobs)
     from raglab.errors import ConfigError
     from raglab.runner.naming import swept_keys
 
@@ -178,16 +179,24 @@ def main(argv: list[str]) -> None:
 
     register(override_secrets(overrides))  # before any message could name an override
     scrub_output_streams()
+    single = None
     if plain:  # compose and validate every job before Hydra makes anything
         try:
-            jobs = validate_jobs(overrides, multirun)
+            if multirun:
+                jobs = validate_jobs(overrides, multirun)
+                os.environ[SWEEP_ENV] = json.dumps({"keys": swept_keys(overrides),
+                                                    "jobs": len(jobs)})
+            else:  # composed once, and run with that configuration
+                single = compose_single_run(overrides)
         except ConfigError as e:
             fail(str(e), 2)
-        if multirun:
-            os.environ[SWEEP_ENV] = json.dumps({"keys": swept_keys(overrides),
-                                                "jobs": len(jobs)})
     sys.argv = ["raglab run", *argv]
-    app = hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)
+    if single is not None:
+        def app() -> None:
+            launch_single_run(*single, task)
+    else:
+        app = hydra.main(config_path=str(conf_dir()), config_name="config",
+                         version_base="1.3")(task)
     full = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises: raglab prints its own one line
     try:

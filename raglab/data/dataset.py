@@ -7,6 +7,8 @@ normalisation, else fuzzy), spans in range. A case whose evidence is gone is qua
 
 from __future__ import annotations
 
+import functools
+
 import hashlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -93,6 +95,11 @@ class Dataset:
     @property
     def usable(self) -> bool:
         return bool(self.cases)
+
+    @functools.cached_property
+    def doc_lengths(self) -> dict[str, int]:
+        """Each document's length in characters (the bound of a hit's span)."""
+        return {d: len(doc.text) for d, doc in self.corpus.items()}
 
 
 def load_corpus(path: Path) -> dict[str, Document]:

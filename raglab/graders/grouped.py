@@ -6,9 +6,10 @@ Three prompts join judgments that need the same input into one structured call:
   one passage;
 - ``answer.txt``: the reference claims (correctness), the nuggets and relevance, one call for
   the answer;
-- ``references.txt``: reference answers decomposed several at a time, before the cases are
-  graded; each decomposition is cached per case (it does not depend on the system under test,
-  so every later run and sweep job reuses it).
+- ``references.txt``: reference answers decomposed several at a time, started before the
+  cases are graded (a case waits only for the call with its reference, so the other cases'
+  calls fill the client's slots meanwhile); each decomposition is cached per case (it does
+  not depend on the system under test, so every later run and sweep job reuses it).
 
 A grader offers them with ``groups()`` (the prompt names it has); a family whose prompt is
 missing keeps its separate calls. The grouped prompts are part of the families' versions.
@@ -104,32 +105,56 @@ async def answer_job(g: Any, case: Any, answer: str) -> list:
     return out
 
 
-async def prefetch_references(g: Any, cases: list[Any], grader: Any = None) -> None:
-    """Decompose the reference answers not in the cache yet, several per call, and cache each
-    under its case's key (a failed call leaves its cases to decompose one by one)."""
+def start_references(g: Any, cases: list[Any], grader: Any = None) -> Any:
+    """Start decomposing the reference answers not in the cache yet, several per call, each
+    cached under its case's key; return the job (None when nothing is left to do) without
+    waiting for it. Until its call has answered, a key is pending in ``g.pending``: a case
+    that needs it waits for that call instead of asking again. A failed call leaves its
+    cases to decompose one by one."""
     import asyncio
 
     from raglab.llm.client import LLMCallError
     from raglab.llm.cost import metering
 
-    def key(item: tuple[str, str]) -> str:
-        return g.judgment_key("correctness", "decompose_reference", item)
-
-    todo = [it for it in reference_items(cases) if g.cache.get("grade", key(it)) is None]
+    keys = {it: g.judgment_key("correctness", "decompose_reference", it)
+            for it in reference_items(cases)}
+    todo = [it for it, k in keys.items()
+            if k not in g.pending and g.cache.get("grade", k) is None]
+    if not todo:
+        return None
+    loop = asyncio.get_running_loop()
+    for it in todo:
+        g.pending[keys[it]] = loop.create_future()
 
     async def one(chunk: list[tuple[str, str]]) -> None:
-        with metering() as meter:
-            try:
+        failed: BaseException | None = None
+        try:
+            with metering() as meter:
                 res = await (grader or g.grader).decompose_references([list(c) for c in chunk])
-            except LLMCallError:
-                return
-        g.work.add("grader_calls", len(chunk))  # one judgment per reference
-        total = meter.total()
-        share = round(total / len(chunk), 9) if total is not None else None
-        for it, claims in zip(chunk, res):
-            g.cache.put("grade", key(it), claims)
-            g.cache.put("grade_cost", key(it), {"usd": share})
-            g.fresh.add(key(it))
+            g.work.add("grader_calls", len(chunk))  # one judgment per reference
+            total = meter.total()
+            share = round(total / len(chunk), 9) if total is not None else None
+            for it, claims in zip(chunk, res):
+                g.cache.put("grade", keys[it], claims)
+                g.cache.put("grade_cost", keys[it], {"usd": share})
+                g.fresh.add(keys[it])
+        except LLMCallError:
+            pass
+        except BaseException as e:  # the cases waiting for it fail as the call did
+            failed = e
+            raise
+        finally:
+            for it in chunk:
+                fut = g.pending.pop(keys[it], None)
+                if fut is None or fut.done():
+                    continue
+                if failed is None or isinstance(failed, asyncio.CancelledError):
+                    fut.set_result(None)  # answered, failed or cancelled: look in the cache
+                else:
+                    fut.set_exception(failed)
+                    fut.exception()  # retrieved: no warning when no case waits for it
 
     n = REFERENCES_PER_CALL
-    await asyncio.gather(*(one(todo[i:i + n]) for i in range(0, len(todo), n)))
+    job = asyncio.gather(*(one(todo[i:i + n]) for i in range(0, len(todo), n)))
+    job.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
+    return job

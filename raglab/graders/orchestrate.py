@@ -19,7 +19,7 @@ from typing import Any
 
 from raglab.cache import StageCache, content_key
 from raglab.data.verdicts import Grader, Verdict
-from raglab.graders.grouped import answer_job, context_job, groups_of, prefetch_references
+from raglab.graders.grouped import answer_job, context_job, groups_of, start_references
 from raglab.graders.spec import FAMILY_PROMPTS, family_prompt_texts
 from raglab.llm.client import LLMCallError
 from raglab.llm.cost import current_meter, metering
@@ -47,6 +47,8 @@ class Grading:
         prompts = grader.prompt_texts()
         self.groups = groups_of(grader)  # grouped calls (raglab.graders.grouped)
         self.fresh: set[str] = set()  # judgments this run cached before the cases asked
+        #: judgments a started grouped call will cache: key -> done when it has answered
+        self.pending: dict[str, asyncio.Future] = {}
         self.prompt_hashes = {fam: content_key("\n".join(
             family_prompt_texts(fam, prompts, self.groups).values()), length=12)
             for fam in FAMILY_PROMPTS}
@@ -75,23 +77,42 @@ class Grading:
         return content_key("judge", self.versions[family], *(self.versions[f] for f in also),
                            method, args, *extra)
 
-    async def prepare(self, cases: list[Any]) -> None:
-        """Work done once for all the cases before they are graded (reference answers
-        decomposed several per call, when the grader groups them), for every repeat."""
+    def start(self, cases: list[Any]) -> asyncio.Future | None:
+        """Start the work done once for all the cases (reference answers decomposed several
+        per call, when the grader groups them), for every repeat, and return it without
+        waiting (None when there is none): a case's grading waits only for the call that
+        answers it, so the cases' other calls keep the client's slots busy meanwhile."""
         if "references" not in self.groups:
-            return
+            return None
+        jobs = []
         for repeat in range(self.repeats):
             token = _REPEAT.set(repeat)
             try:
-                await prefetch_references(self, cases, self._grader(repeat))
+                job = start_references(self, cases, self._grader(repeat))
             finally:
                 _REPEAT.reset(token)
+            if job is not None:
+                jobs.append(job)
+        if not jobs:
+            return None
+        job = asyncio.gather(*jobs)
+        job.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
+        return job
+
+    async def prepare(self, cases: list[Any]) -> None:
+        """:meth:`start`, waiting until all of it is done."""
+        job = self.start(cases)
+        if job is not None:
+            await job
 
     async def _cached(self, family: str, method: str, *args: Any,
                       also: tuple[str, ...] = ()) -> Any:
         repeat = _REPEAT.get()
         key = self.judgment_key(family, method, args, also)
         case_meter = current_meter()
+        pending = self.pending.get(key)
+        if pending is not None:  # a started grouped call answers it: wait for that call
+            await asyncio.shield(pending)
         hit = self.cache.get("grade", key)
         if hit is not None:
             if key in self.fresh:  # made by this run (a grouped call before the cases)

@@ -19,19 +19,45 @@ def slice_keys(record: dict[str, Any]) -> dict[str, str]:
     return keys
 
 
+class _Table:
+    """The cases' metric values as one matrix (NaN where a metric does not apply), so each
+    group's means are column means over its rows."""
+
+    def __init__(self, records: Sequence[dict[str, Any]], names: Iterable[str]):
+        import numpy as np
+
+        seen: dict[str, None] = {}
+        for r in records:
+            seen.update(dict.fromkeys(r.get("metrics") or {}))
+        listed = list(dict.fromkeys(names))
+        self.names = list(dict.fromkeys([*listed, *sorted(n for n in seen if n not in listed)]))
+        col = {n: j for j, n in enumerate(self.names)}
+        nan = float("nan")
+        rows = []
+        for r in records:
+            row = [nan] * len(self.names)
+            for name, v in (r.get("metrics") or {}).items():
+                if v is not None:
+                    row[col[name]] = v
+            rows.append(row)
+        self.values = np.array(rows, dtype=float).reshape(len(records), len(self.names))
+
+    def means(self, rows: Any = None) -> dict[str, Any]:
+        """``{metric: mean over the rows where it applies, or None}`` (all rows by default)."""
+        import numpy as np
+
+        sub = self.values if rows is None else self.values[rows]
+        present = ~np.isnan(sub)
+        counts = present.sum(axis=0)
+        sums = np.where(present, sub, 0.0).sum(axis=0)
+        return {name: (float(total / n) if n else None)
+                for name, total, n in zip(self.names, sums.tolist(), counts.tolist())}
+
+
 def mean_metrics(records: Sequence[dict[str, Any]], names: Iterable[str]) -> dict[str, Any]:
-    sums: dict[str, float] = defaultdict(float)
-    counts: dict[str, int] = defaultdict(int)
-    for r in records:
-        for name, v in (r.get("metrics") or {}).items():
-            if v is not None:
-                sums[name] += v
-                counts[name] += 1
-    out: dict[str, Any] = {}
-    all_names = list(dict.fromkeys([*names, *sorted(sums)]))
-    for name in all_names:
-        out[name] = sums[name] / counts[name] if counts.get(name) else None
-    return out
+    """Each metric's mean over the records where it applies (None where none does): the
+    metrics in ``names`` first, then any other the records hold, sorted."""
+    return _Table(records, names).means()
 
 
 def latency_percentiles(records: Sequence[dict[str, Any]]) -> dict[str, float]:
@@ -55,13 +81,14 @@ def latency_percentiles(records: Sequence[dict[str, Any]]) -> dict[str, float]:
 
 def aggregate(records: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
     """``{"overall": {...}, "slices": {TAG_KEY: {TAG_VALUE: {"n": N, ...}}}}``."""
-    groups: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in records:
+    groups: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for i, r in enumerate(records):
         for k, v in slice_keys(r).items():
-            groups[k][v].append(r)
-    slices = {k: {v: {"n": len(rs), **mean_metrics(rs, names)} for v, rs in sorted(vals.items())}
+            groups[k][v].append(i)
+    table = _Table(records, names)
+    slices = {k: {v: {"n": len(rows), **table.means(rows)} for v, rows in sorted(vals.items())}
               for k, vals in sorted(groups.items())}
-    overall = mean_metrics(records, names)
+    overall = table.means()
     overall.update(latency_percentiles(records))
     return {"overall": overall, "slices": slices}
 

@@ -91,8 +91,9 @@ class RecordWriter:
             write_jsonl(self.path, [r.to_json() for r in kept])
         return kept
 
-    def append(self, record: CaseRecord) -> None:
-        line = record_line(record)
+    def append(self, record: CaseRecord, line: bytes | None = None) -> None:
+        """Append ``record`` (``line``: its ``record_line``, when already serialised)."""
+        line = record_line(record) if line is None else line
         start = None
         try:
             if self._fh is None:

@@ -13,6 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from pydantic_core import PydanticSerializationError
+
 from raglab.config import RunCfg
 from raglab.data.dataset import Dataset, load_dataset
 from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
@@ -32,7 +34,7 @@ from raglab.report.format import fmt
 from raglab.runner.progress import Progress
 from raglab.runner.identity import check_dataset, check_resume, write_identity
 from raglab.runner.lock import RunDirLock
-from raglab.runner.records import RecordWriter, gold_summary, judge_output
+from raglab.runner.records import RecordWriter, record_line, gold_summary, judge_output
 from raglab.cache import StageCache, content_key
 from raglab.runner.components import (build_grader, build_system, grader_uses_llm, llm_client,
                                       model_prices, preflight, system_model_section)
@@ -156,13 +158,14 @@ class Run:
         slots = asyncio.Semaphore(cfg.concurrency)
         progress = Progress(len(ds.cases), len(done), cfg.progress)
 
-        async def one(case) -> CaseRecord:
+        async def one(case) -> tuple[CaseRecord, bytes]:
             return await self._case(case, sections, system, grading, ds, loop, pool, slots)
 
         tasks: deque[asyncio.Task] = deque()
+        shared = None  # work shared by the cases (grouped calls): started, not waited for
         try:
             if grading is not None:
-                await grading.prepare(todo)  # work shared by the cases (grouped calls)
+                shared = grading.start(todo)
             # a bounded window of cases in flight keeps memory flat whatever the set's size
             # (every case at once in batch mode, so one Message Batches job gathers them all)
             window = len(todo) if getattr(cfg.grader, "mode", "online") == "batch" \
@@ -173,11 +176,13 @@ class Run:
                 nxt = next(queued, None)
                 if nxt is not None:
                     tasks.append(asyncio.create_task(one(nxt)))
-                rec = await tasks[0]
+                rec, line = await tasks[0]
                 tasks.popleft()  # a finished task holds its record: let it go
-                writer.append(rec)
+                writer.append(rec, line)
                 kept[rec.case_id] = slim_record(rec)
                 progress.advance(rec)
+            if shared is not None:
+                await shared  # what no case waited for (its cases had no answer) is cached too
         except BaseException:
             # an aborted run (a storage error, Ctrl-C): grader coroutines of cancelled cases
             # that never started are dropped, which is expected, not worth a warning each
@@ -189,6 +194,8 @@ class Run:
         finally:
             for t in tasks:
                 t.cancel()
+            if shared is not None:
+                shared.cancel()
             writer.close()
             progress.close()
             pool.shutdown(wait=False, cancel_futures=True)
@@ -199,7 +206,7 @@ class Run:
         return self._finish(ds, versions, kept)
 
     async def _case(self, case, sections, system, grading, ds, loop, pool,
-                    slots) -> CaseRecord:
+                    slots) -> tuple[CaseRecord, bytes]:
         """One case. ``slots`` bounds concurrent system calls only; grading concurrency is
         bounded by the grader's client (so a Message Batches job can gather every case)."""
         cfg = self.cfg
@@ -223,7 +230,8 @@ class Run:
             output = output_dict(raw)
             if output["case_id"] != case.id:
                 raise ValueError(f"output is for case {output['case_id']!r}")
-            check_finite(output)  # NaN/Infinity or a lone surrogate: this case fails
+            if not isinstance(raw, ValidatedOutput):  # a replayed line was checked as read
+                check_finite(output)  # NaN/Infinity or a lone surrogate: this case fails
             check_spans(output, ds)
         except asyncio.TimeoutError:
             record["error"] = f"system: timed out after {CASE_TIMEOUT_S:g} s"
@@ -276,15 +284,22 @@ class Run:
                              cfg.candidate_depth) for vs in record.get("repeat_verdicts", [])]
             record["metrics"], record["repeat_variance"] = combine_repeats(per)
             record["repeats"] = grading.requested_repeats
-        try:
-            check_finite(record)
-        except ValueError as e:  # never write NaN: the case fails instead, the run goes on
-            record = {**record, "output": None, "judgments": None, "verdicts": [],
-                      "graded": False, "error": f"record: {e}"}
-            record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k,
-                                             cfg.candidate_depth)
         record["diagnosis"] = diagnose(record, cfg.diagnosis)
-        return CaseRecord.model_validate(record)
+        rec = CaseRecord.model_validate(record)
+        try:  # serialised here, once: a value JSON cannot hold fails this case, not the run
+            return rec, record_line(rec)
+        except (ValueError, PydanticSerializationError):
+            try:
+                check_finite(record)  # names the field
+                why = "a value that cannot be written as JSON"
+            except ValueError as e:
+                why = str(e)
+        record = {**record, "output": None, "judgments": None, "verdicts": [],
+                  "graded": False, "error": f"record: {why}"}
+        record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
+        record["diagnosis"] = diagnose(record, cfg.diagnosis)
+        rec = CaseRecord.model_validate(record)
+        return rec, record_line(rec)
 
     def _finish(self, ds: Dataset, versions: dict[str, str],
                 kept: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -332,18 +347,30 @@ def output_dict(raw: Any) -> dict[str, Any]:
 
 def check_spans(output: dict[str, Any], ds: Dataset) -> None:
     """A hit's span must be a forward range inside its document (when the corpus has it)."""
+    lengths = ds.doc_lengths
     for stage in ("candidates", "context"):
-        for rank, hit in enumerate(output.get(stage) or [], start=1):
+        for hit in output.get(stage) or ():
             start, end = hit.get("start"), hit.get("end")
             if start is None and end is None:
                 continue
-            if start is None or end is None or end < start:
-                raise ValueError(f"{stage} hit {rank} ({hit['doc_id']}): span {start}-{end} "
-                                 "is not a forward range")
-            doc = ds.corpus.get(hit["doc_id"])
-            if doc is not None and end > len(doc.text):
-                raise ValueError(f"{stage} hit {rank} ({hit['doc_id']}): span {start}-{end} "
-                                 f"is outside the document ({len(doc.text)} characters)")
+            if start is None or end is None or end < start \
+                    or end > lengths.get(hit["doc_id"], end):
+                _span_error(output, ds, stage)
+
+
+def _span_error(output: dict[str, Any], ds: Dataset, stage: str) -> None:
+    """Raise the ValueError that names the first bad span of ``stage``."""
+    for rank, hit in enumerate(output.get(stage) or [], start=1):
+        start, end = hit.get("start"), hit.get("end")
+        if start is None and end is None:
+            continue
+        if start is None or end is None or end < start:
+            raise ValueError(f"{stage} hit {rank} ({hit['doc_id']}): span {start}-{end} "
+                             "is not a forward range")
+        doc = ds.corpus.get(hit["doc_id"])
+        if doc is not None and end > len(doc.text):
+            raise ValueError(f"{stage} hit {rank} ({hit['doc_id']}): span {start}-{end} "
+                             f"is outside the document ({len(doc.text)} characters)")
 
 
 def error_rate_exceeded(metrics: dict[str, Any], max_error_rate: float) -> str | None:

@@ -13,11 +13,12 @@ with one line. Outputs for cases not in the case set are counted in a warning.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from raglab.data.dataset import resolve_path
-from raglab.data.finite import NotFiniteError, loads as finite_loads
-from raglab.data.io import MAX_LINE_BYTES, shallow_loads, check_readable_file, parse_model
+from raglab.data.finite import NotFiniteError, check as check_finite, loads as finite_loads
+from raglab.data.io import MAX_LINE_BYTES, check_readable_file, parse_model, shallow_loads
 from raglab.data.schema import Strict, SystemOutput
 from raglab.errors import UserError
 from raglab.registry import register
@@ -27,6 +28,8 @@ from raglab.systems.fast_output import parse_output_line
 #: replay files up to this size are kept parsed; larger ones are re-read case by case
 KEEP_PARSED_BYTES = 128 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
+#: a JSON escape of a UTF-16 surrogate (in a pair or alone)
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class ReplaySystemCfg(Strict):
@@ -95,11 +98,22 @@ class ReplaySystem:
                     f"set, ignored ({shown}{', ...' if len(extra) > 3 else ''})")
 
     def _parse(self, raw: bytes, lineno: int) -> dict[str, Any] | _Bad:
-        if b"NaN" not in raw and b"Infinity" not in raw:  # jiter reads those: check slowly
+        # pydantic's JSON reader accepts NaN, Infinity and lone surrogates: a line that may
+        # hold one goes the slow way, which finds them
+        if b"NaN" not in raw and b"Infinity" not in raw and not _SURROGATE_ESCAPE.search(raw):
             try:
-                return parse_output_line(raw)
+                out = parse_output_line(raw)
             except Exception:  # the ordinary path names the problem (or accepts the line)
                 pass
+            else:
+                try:  # a hit's free-form metadata is the one place nesting is unbounded
+                    for stage in ("candidates", "context"):
+                        for h in out[stage]:
+                            if h["metadata"]:
+                                check_finite(h["metadata"])
+                    return out
+                except NotFiniteError:
+                    pass
         return _slow_parse(raw, self.path, lineno)
 
     def answer(self, req: SystemRequest) -> ValidatedOutput:

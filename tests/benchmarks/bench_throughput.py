@@ -3,6 +3,12 @@ after ``--latency`` seconds: the wall time of grading ``--cases`` demo cases wit
 grader (batched) at ``--concurrency`` against the ideal (requests x latency / concurrency),
 then the same grading again (an unchanged re-run makes no request).
 
+It prints the requests in flight at most (the client's slots and at the server) and splits
+the ratio into where the slot-seconds went (:func:`slot_budget`): the latency itself, the
+server's time over it, the client's time in a slot outside the server (its CPU, and waiting
+for its event loop), and idle slots. The server runs in a process of its own
+(``slow_server``), a thread per request.
+
     python -m tests.benchmarks throughput [--cases 60] [--latency 0.2] [--concurrency 8]
 """
 
@@ -58,27 +64,83 @@ async def _grade_all(cases, cache_dir: Path, concurrency: int) -> dict:
 
     llm = LLMClient(timeout_s=30, max_retries=1, concurrency=concurrency,
                     cache=StageCache(cache_dir))
-    in_slot: list[float] = []  # each request's time holding a slot (send to answer), ms
-    via = llm._via_messages
-
-    async def timed_via(req):
-        msg, ms = await via(req)
-        in_slot.append(ms)
-        return msg, ms
-
-    llm._via_messages = timed_via
+    llm._sdk()  # the SDK client and its semaphore of request slots, made now to be watched
+    slots = _WatchedSlots(llm._sem)
+    llm._sem = slots
     work = WorkCounter()
     grading = Grading(build_grader(Run(), prompts, llm), "claude",
                       family_versions(cfg, prompts, MetricsCfg()), StageCache(cache_dir), work)
     import anthropic  # noqa: F401  (imported at a run's first request: start-up, not throughput)
 
-    t0, c0 = time.perf_counter(), time.process_time()
-    await grading.prepare(cases)
+    t0, c0 = time.monotonic(), time.process_time()
+    grading.start(cases)  # as a run does: the cases wait only for the calls they need
     results = await asyncio.gather(*(grading.grade(c, _output(c)) for c in cases))
-    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    t1, cpu = time.monotonic(), time.process_time() - c0
     await llm.aclose()
     errors = sum(1 for vs, _ in results for v in vs if v.get("error"))
-    return {"wall": wall, "cpu": cpu, "in_slot_s": sum(in_slot) / 1000, "work": work.as_dict(), "errors": errors}
+    return {"t0": t0, "t1": t1, "wall": t1 - t0, "cpu": cpu, "slots": slots.uses,
+            "work": work.as_dict(), "errors": errors}
+
+
+class _WatchedSlots:
+    """The client's semaphore, noting for each request when it asked for a slot, got it and
+    gave it back (``time.monotonic``)."""
+
+    def __init__(self, sem: asyncio.Semaphore):
+        self.sem = sem
+        self.uses: list[list[float]] = []
+        self._open: dict[asyncio.Task, list[float]] = {}
+
+    async def __aenter__(self) -> None:
+        use = [time.monotonic()]
+        await self.sem.acquire()
+        use.append(time.monotonic())
+        self._open[asyncio.current_task()] = use
+
+    async def __aexit__(self, *exc: object) -> bool:
+        self.sem.release()
+        use = self._open.pop(asyncio.current_task())
+        use.append(time.monotonic())
+        self.uses.append(use)
+        return False
+
+
+def slot_budget(uses: list[list[float]], served: list[list[float]], t0: float, t1: float,
+                concurrency: int, latency: float) -> dict[str, float]:
+    """Where the ``concurrency x wall`` slot-seconds went, each as a share of the ideal
+    (requests x latency): the latency itself (1.0 for each request), the server's time over
+    it, the client's time in a slot outside the server, and idle slots while a request
+    waited for one (the event loop busy elsewhere), before the last request was queued
+    (nothing ready to send) and after it (the tail). The shares add up to the wall ratio."""
+    n = len(uses)
+    ideal = max(1e-9, n * latency)
+    held = sum(r - a for _, a, r in uses)
+    at_server = sum(e - b for b, e in served if e is not None)
+    events = sorted([(a, 0, 1) for _, a, _ in uses] + [(r, 0, -1) for *_, r in uses]
+                    + [(w, 1, 1) for w, _, _ in uses] + [(a, 1, -1) for _, a, _ in uses])
+    last_queued = max((w for w, _, _ in uses), default=t0)
+    idle_waiting = idle_ready = idle_tail = 0.0
+    inflight = waiting = peak = 0
+    t = t0
+    for when, kind, step in [*events, (t1, 2, 0)]:
+        dt, free = max(0.0, when - t), concurrency - inflight
+        if waiting:
+            idle_waiting += free * dt
+        elif t < last_queued:
+            idle_ready += free * dt
+        else:
+            idle_tail += free * dt
+        t = max(t, when)
+        if kind == 0:
+            inflight += step
+            peak = max(peak, inflight)
+        elif kind == 1:
+            waiting += step
+    return {"latency": n * latency / ideal, "server_over": (at_server - n * latency) / ideal,
+            "client_in_slot": (held - at_server) / ideal, "idle_waiting": idle_waiting / ideal,
+            "idle_nothing_ready": idle_ready / ideal, "idle_tail": idle_tail / ideal,
+            "peak_in_flight": peak, "held_ms": 1000 * held / max(1, n),
+            "server_ms": 1000 * at_server / max(1, len(served))}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -93,10 +155,10 @@ def main(argv: list[str] | None = None) -> None:
                             str(a.latency)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                            text=True, env=child_env())
 
-    def count() -> int:
-        srv.stdin.write("count\n")
+    def ask(cmd: str):
+        srv.stdin.write(cmd + "\n")
         srv.stdin.flush()
-        return int(srv.stdout.readline())
+        return json.loads(srv.stdout.readline())
 
     saved = {k: os.environ.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
                                             "NO_PROXY", "no_proxy")}
@@ -106,9 +168,10 @@ def main(argv: list[str] | None = None) -> None:
                           NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
         try:
             first = asyncio.run(_grade_all(cases, Path(d), a.concurrency))
-            n = count()
+            n = ask("count")
+            served = ask("timeline")
             again = asyncio.run(_grade_all(cases, Path(d), a.concurrency))
-            n_again = count() - n
+            n_again = ask("count") - n
         finally:
             srv.stdin.close()
             srv.wait(timeout=30)
@@ -127,10 +190,15 @@ def main(argv: list[str] | None = None) -> None:
           f"concurrency {a.concurrency} ({load()})")
     print(f"  wall {first['wall']:.2f} s, ideal {ideal:.2f} s, ratio {ratio:.2f} "
           f"(target <= {TARGET:g}) [{verdict(ratio <= TARGET)}]; errors {first['errors']}")
-    slot = first["in_slot_s"] / a.concurrency
-    print(f"  measured: requests held their slots {1000 * first['in_slot_s'] / max(1, n):.0f} ms "
-          f"on average (the server's answer time here); ideal at that latency {slot:.2f} s, "
-          f"ratio {first['wall'] / slot:.2f}")
+    b = slot_budget(first["slots"], served["requests"], first["t0"], first["t1"],
+                    a.concurrency, a.latency)
+    print(f"  in flight at most: {b['peak_in_flight']} slots held by the client, "
+          f"{served['peak']} requests at the server; a request held its slot "
+          f"{b['held_ms']:.0f} ms on average, {b['server_ms']:.0f} ms of it at the server")
+    print("  the ratio, split: latency {latency:.2f} + server over it {server_over:.3f} "
+          "+ client in a slot {client_in_slot:.3f} + idle slots: request waiting "
+          "{idle_waiting:.3f}, nothing ready {idle_nothing_ready:.3f}, tail {idle_tail:.3f}"
+          .format(**b))
     print(f"  CPU: grading {first['cpu']:.2f} s ({1000 * first['cpu'] / n:.1f} ms per request), "
           f"server process {server_cpu:.2f} s in all")
     print(f"  unchanged re-run: {n_again} requests (target 0) [{verdict(n_again == 0)}], "

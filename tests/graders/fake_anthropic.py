@@ -100,11 +100,13 @@ class FakeAnthropic:
         self.batch_polls = batch_polls  # retrieves answered "in_progress" before "ended"
         self.faults: deque = deque()
         self.batch_result_faults: deque = deque()  # "errored" / "expired", one per result
-        self.log: list[dict] = []
+        self.log: list[dict] = []  # each request; a message's "t_end": its answer begun
+        self.in_flight = 0  # POST /v1/messages being answered now, and the most at once
+        self.peak_in_flight = 0
         self.batches: dict[str, dict] = {}
         self._seen_systems: set[str] = set()
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _Server | None = None
         self.url = ""
 
     # context manager ---------------------------------------------------------------------
@@ -114,7 +116,7 @@ class FakeAnthropic:
         class H(_Handler):
             server_fake = fake
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self._httpd = _Server(("127.0.0.1", 0), H)
         self._httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
@@ -138,6 +140,7 @@ class FakeAnthropic:
     def reset(self) -> None:
         with self._lock:
             self.log.clear()
+            self.peak_in_flight = self.in_flight
 
     # responses ---------------------------------------------------------------------------
     def message(self, body: dict, text: str | None = None, stop_reason: str = "end_turn",
@@ -202,8 +205,19 @@ class FakeAnthropic:
         return ("\n".join(lines) + "\n").encode()
 
 
+class _Server(ThreadingHTTPServer):
+    """A thread per connection. The listen backlog is socketserver's 5 by default: a client
+    opening more connections at once than that has its extra SYNs dropped and resent after
+    TCP's 1 s initial timeout, so a burst of requests would wait a second at the door."""
+
+    request_queue_size = 128
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY: the headers and the body are two writes; with Nagle's algorithm the body
+    # waits for the client's delayed ACK of the headers (about 40 ms on Linux per response)
+    disable_nagle_algorithm = True
     server_fake: FakeAnthropic
 
     def log_message(self, *args: Any) -> None:  # quiet
@@ -217,16 +231,29 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             return raw.decode("utf-8", "replace")
 
-    def _record(self, body: Any) -> None:
+    def _record(self, body: Any) -> dict:
         fake = self.server_fake
+        entry = {"method": self.command, "path": self.path.split("?")[0],
+                 "headers": {k.lower(): v for k, v in self.headers.items()},
+                 "body": body, "t": time.monotonic()}
         with fake._lock:
-            fake.log.append({"method": self.command, "path": self.path.split("?")[0],
-                             "headers": {k.lower(): v for k, v in self.headers.items()},
-                             "body": body, "t": time.monotonic()})
+            fake.log.append(entry)
+        return entry
+
+    def _answered(self) -> None:
+        """The message being answered leaves the count in flight: before its answer is
+        written, so the client never sees it answered while the count still holds it."""
+        entry, self._answering = getattr(self, "_answering", None), None
+        if entry is not None:
+            fake = self.server_fake
+            with fake._lock:
+                fake.in_flight -= 1
+                entry["t_end"] = time.monotonic()
 
     def _send(self, status: int, payload: Any, headers: dict | None = None,
               ctype: str = "application/json") -> None:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self._answered()
         try:
             self.send_response(status)
             self.send_header("content-type", ctype)
@@ -245,12 +272,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         body = self._read_body()
-        self._record(body)
+        entry = self._record(body)
         fake = self.server_fake
         path = self.path.split("?")[0]
         if path == "/v1/messages":
-            fault = fake.faults.popleft() if fake.faults else None
-            self._messages(body, fault)
+            with fake._lock:
+                fault = fake.faults.popleft() if fake.faults else None
+                fake.in_flight += 1
+                fake.peak_in_flight = max(fake.peak_in_flight, fake.in_flight)
+            self._answering = entry
+            try:
+                self._messages(body, fault)
+            finally:
+                self._answered()
         elif path == "/v1/messages/batches":
             b = {"id": f"msgbatch_{uuid.uuid4().hex[:16]}", "requests": body["requests"],
                  "polls": 0, "created_at": datetime.now(timezone.utc).isoformat()}
@@ -280,6 +314,7 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "malformed":
             return self._send(200, data[: len(data) // 2])
         if kind == "truncated":
+            self._answered()
             try:
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
