@@ -97,6 +97,11 @@ class Dataset:
         return bool(self.cases)
 
     @functools.cached_property
+    def restricted(self) -> frozenset[str]:
+        """The documents with an access list (the only ones a user may be refused)."""
+        return frozenset(d for d, doc in self.corpus.items() if doc.acl is not None)
+
+    @functools.cached_property
     def doc_lengths(self) -> dict[str, int]:
         """Each document's length in characters (the bound of a hit's span)."""
         return {d: len(doc.text) for d, doc in self.corpus.items()}

@@ -25,6 +25,11 @@ def _refuse_constant(name: str) -> Any:
     raise NotFiniteError(f"non-finite number {name} (JSON allows finite numbers only)")
 
 
+def _opaque(value: Any) -> Any:
+    """Objects JSON cannot hold are not what this check looks for: skip them."""
+    return None
+
+
 def loads(text: str | bytes) -> Any:
     """``json.loads`` that refuses NaN/Infinity, lone surrogates and nesting deeper than
     MAX_DEPTH (NotFiniteError, or ValueError for malformed JSON)."""
@@ -36,8 +41,17 @@ def loads(text: str | bytes) -> Any:
     return obj
 
 
-def check(obj: Any, path: str = "") -> None:
-    """Raise NotFiniteError on a non-finite float, a lone surrogate or too deep nesting."""
+def check(obj: Any, path: str = "", depth: bool = True) -> None:
+    """Raise NotFiniteError on a non-finite float, a lone surrogate or (with ``depth``) too
+    deep nesting. Without ``depth`` (values raglab built itself) the check is one pass of
+    the C JSON encoder, walked in Python only to name the field when it fails."""
+    if not depth:
+        try:
+            json.dumps(obj, allow_nan=False, ensure_ascii=False, check_circular=False,
+                       default=_opaque).encode("utf-8")
+            return
+        except (ValueError, RecursionError):
+            pass  # the walk below names the problem
     stack: list[tuple[Any, str, int]] = [(obj, path, 0)]
     while stack:
         node, where, depth = stack.pop()

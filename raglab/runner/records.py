@@ -47,8 +47,8 @@ def judge_output(case: Case, output: dict[str, Any], dataset: Dataset,
     for stage in ("candidates", "context"):
         hits = output.get(stage, [])
         ids = {hit["doc_id"] for hit in hits}  # each document looked up once
-        unknown.update(d for d in ids if d not in corpus)
-        hidden = {d for d in ids - unknown if not may_see(corpus[d].acl, case.user)}
+        unknown |= ids - corpus.keys()
+        hidden = {d for d in ids & dataset.restricted if not may_see(corpus[d].acl, case.user)}
         if hidden:
             leaks += [{"severity": 1, "kind": "acl_leak", "stage": stage, "rank": rank + 1,
                        "doc_id": hit["doc_id"]}
@@ -141,14 +141,15 @@ class RecordWriter:
                 self._fh = None
 
 
-def record_line(record: CaseRecord) -> bytes:
+def record_line(record: CaseRecord, finite: bool = False) -> bytes:
     """One record as its JSON line (UTF-8), the same object as ``json.dumps(to_json())``,
     serialised by pydantic-core, with every known secret value scrubbed; a non-finite number
-    is refused, as ``allow_nan=False``."""
+    is refused, as ``allow_nan=False`` (``finite``: the caller has checked there is none)."""
     from raglab.secrets import SCRUBBER
 
     line = record.__pydantic_serializer__.to_json(record, exclude_unset=True)
-    slow = b"NaN" in line or b"Infinity" in line  # maybe a non-finite number: let json decide
+    # maybe a non-finite number: let json decide
+    slow = not finite and (b"NaN" in line or b"Infinity" in line)
     if not slow and SCRUBBER.found_in(line):
         slow = True  # a secret in it: scrub string by string, never across JSON's syntax
     if slow:

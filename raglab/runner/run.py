@@ -287,7 +287,9 @@ class Run:
         record["diagnosis"] = diagnose(record, cfg.diagnosis)
         rec = CaseRecord.model_validate(record)
         try:  # serialised here, once: a value JSON cannot hold fails this case, not the run
-            return rec, record_line(rec)
+            # the output was checked as it came in: the rest of the record is checked here
+            check_finite({k: v for k, v in record.items() if k != "output"}, depth=False)
+            return rec, record_line(rec, finite=True)
         except (ValueError, PydanticSerializationError):
             try:
                 check_finite(record)  # names the field

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any, Literal
 
 from raglab.data.dataset import resolve_path
@@ -59,14 +60,8 @@ class ReplaySystem:
         self.warnings: list[str] = []
         seen: set[str] = set()
         with open(p, "rb") as fh:
-            lineno, offset = 0, 0
-            while True:
-                raw = fh.readline(MAX_LINE_BYTES + 1)
-                if not raw:
-                    break
-                lineno += 1
-                start, offset = offset, offset + len(raw)
-                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            for lineno, (start, raw) in enumerate(_raw_lines(fh, keep), start=1):
+                if len(raw) - raw.endswith(b"\n") > MAX_LINE_BYTES:
                     raise UserError(f"line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB",
                                     file=self.path, line=lineno)
                 if lineno == 1 and raw.startswith(_BOM):
@@ -98,9 +93,10 @@ class ReplaySystem:
                     f"set, ignored ({shown}{', ...' if len(extra) > 3 else ''})")
 
     def _parse(self, raw: bytes, lineno: int) -> dict[str, Any] | _Bad:
-        # pydantic's JSON reader accepts NaN, Infinity and lone surrogates: a line that may
-        # hold one goes the slow way, which finds them
-        if b"NaN" not in raw and b"Infinity" not in raw and not _SURROGATE_ESCAPE.search(raw):
+        # the fast path refuses NaN and Infinity in its float fields; pydantic's JSON reader
+        # accepts lone surrogates, so a line that may hold one goes the slow way, which
+        # finds them (as it finds NaN in a hit's metadata)
+        if not _SURROGATE_ESCAPE.search(raw):
             try:
                 out = parse_output_line(raw)
             except Exception:  # the ordinary path names the problem (or accepts the line)
@@ -127,6 +123,28 @@ class ReplaySystem:
         if out is None:
             raise LookupError(f"no output for this case in {self.path}")
         return ValidatedOutput(out)
+
+
+def _raw_lines(fh: Any, whole: bool) -> Iterator[tuple[int, bytes]]:
+    """``(byte offset, line)`` for each line of a binary file: read at once when ``whole``
+    (a file that is kept parsed in memory anyway), else line by line, never more than
+    ``MAX_LINE_BYTES`` + 1 bytes of one line at a time."""
+    if whole:
+        data = fh.read()
+        pos, size = 0, len(data)
+        while pos < size:
+            nl = data.find(b"\n", pos)
+            end = size if nl < 0 else nl + 1
+            yield pos, data[pos:end]
+            pos = end
+        return
+    offset = 0
+    while True:
+        raw = fh.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        yield offset, raw
+        offset += len(raw)
 
 
 class _Bad:
