@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from raglab.errors import UserError
+from raglab.tracking.batching import gc_paused, log_batches
 from raglab.tracking.keys import (MAX_PARAM_VALUE_LENGTH, flatten_config, is_legal_key,
                                   is_secret_key, metric_key, metrics_from_summary)
 from raglab.tracking.uris import (DB_SCHEMES, check_tracking, normalize_uri, scheme_of,
@@ -42,8 +43,6 @@ __all__ = ["MlflowRun", "log_run_dir", "check_tracking", "ui_command", "normaliz
 
 log = logging.getLogger(__name__)
 
-METRICS_PER_BATCH = 1000   # MLflow's per-request limit
-PARAMS_PER_BATCH = 100     # MLflow's per-request limit for params (and tags)
 MAX_TAG_VALUE_LENGTH = 8000
 CASES_HASH_TAG = "raglab.dataset.cases_sha256"
 PARENT_FILE = ".mlflow_parent"
@@ -136,11 +135,6 @@ def _param_value(value: Any) -> str:
     return scrub(str(value))[:MAX_PARAM_VALUE_LENGTH]
 
 
-def _chunks(items: list, size: int):
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
-
-
 def _set_terminated(client, run_id: str | None, status: str) -> None:
     if run_id:
         client.set_terminated(run_id, status=status)
@@ -211,9 +205,7 @@ class MlflowRun:
                 log.warning("MLflow: param %r skipped (not a legal key)", k)
                 continue
             clean[key] = _param_value(v)
-        items = [Param(k, v) for k, v in clean.items()]
-        for batch in _chunks(items, PARAMS_PER_BATCH):
-            self._client.log_batch(self._run_id, params=batch)
+        log_batches(self._client, self._run_id, params=[Param(k, v) for k, v in clean.items()])
 
     def finish(self, run_dir: Path, describe: Callable[[str], str] | None = None,
                slice_metrics: str = "all") -> None:
@@ -227,8 +219,6 @@ class MlflowRun:
 
         run_dir = Path(run_dir).absolute()
         summary = _read_metrics(run_dir)
-        self.log_metrics(metrics_from_summary(
-            summary, slice_names=set(HEADLINE) if slice_metrics == "headline" else None))
         tags = {f"raglab.metric_version.{fam}": str(ver)
                 for fam, ver in (summary.get("metric_versions") or {}).items() if ver is not None}
         tags[mlflow_ui.RUN_DIR_TAG] = str(run_dir)
@@ -237,7 +227,8 @@ class MlflowRun:
         if describe is not None and self.experiment_id is not None:
             tags[mlflow_ui.NOTE_TAG] = describe(mlflow_ui.report_link(self.experiment_id,
                                                                       self._run_id))
-        self._log_tags(tags)
+        self.log_metrics(metrics_from_summary(
+            summary, slice_names=set(HEADLINE) if slice_metrics == "headline" else None), tags)
         if self.experiment_id is not None:
             try:
                 mlflow_ui.prepare_experiment(self._client, self.experiment_id, HEADLINE)
@@ -245,26 +236,35 @@ class MlflowRun:
                 log.warning("MLflow experiment view not set: %s", exc)
         self._log_artifacts(run_dir)
         self._log_dataset(run_dir)
-        _set_terminated(self._client, self._run_id, "FINISHED")
-        _set_terminated(self._client, self.parent_run_id, "FINISHED")
+        self.end("FINISHED")
 
-    def log_metrics(self, metrics: Mapping[str, float]) -> None:
-        """Log ``{key: value}`` (keys already legal) with log_batch, 1000 per request."""
+    def end(self, status: str = "FINISHED") -> None:
+        """Set the run's status (FINISHED, KILLED or FAILED) and the sweep parent's (MLflow
+        reads the whole run back, every metric included, hence the paused collector)."""
+        with gc_paused():
+            _set_terminated(self._client, self._run_id, status)
+            _set_terminated(self._client, self.parent_run_id, status)
+
+    def log_metrics(self, metrics: Mapping[str, float],
+                    tags: Mapping[str, str] | None = None) -> None:
+        """Log ``{key: value}`` (keys already legal; step 0, one timestamp) and ``tags`` in
+        the fewest log_batch requests (:func:`~raglab.tracking.batching.log_batches`)."""
         from mlflow.entities import Metric
 
         ts = int(time.time() * 1000)
         items = [Metric(k, float(v), ts, 0) for k, v in metrics.items()]
-        for batch in _chunks(items, METRICS_PER_BATCH):
-            self._client.log_batch(self._run_id, metrics=batch)
+        log_batches(self._client, self._run_id, metrics=items, tags=self._tag_entities(tags))
 
     def _log_tags(self, tags: Mapping[str, str]) -> None:
+        log_batches(self._client, self._run_id, tags=self._tag_entities(tags))
+
+    @staticmethod
+    def _tag_entities(tags: Mapping[str, str] | None) -> list:
         from mlflow.entities import RunTag
 
         from raglab.secrets import scrub
 
-        items = [RunTag(k, scrub(str(v))[:MAX_TAG_VALUE_LENGTH]) for k, v in tags.items()]
-        for batch in _chunks(items, PARAMS_PER_BATCH):
-            self._client.log_batch(self._run_id, tags=batch)
+        return [RunTag(k, scrub(str(v))[:MAX_TAG_VALUE_LENGTH]) for k, v in (tags or {}).items()]
 
     def _log_artifacts(self, run_dir: Path) -> None:
         for name in ("config.yaml", "records.jsonl", "metrics.json", "quarantine.jsonl"):
@@ -300,14 +300,12 @@ class MlflowRun:
 
     def kill(self) -> None:
         """Mark the run (and the sweep parent) KILLED, e.g. on Ctrl-C."""
-        _set_terminated(self._client, self._run_id, "KILLED")
-        _set_terminated(self._client, self.parent_run_id, "KILLED")
+        self.end("KILLED")
 
     def fail(self, message: str) -> None:
         """Mark the run (and the sweep parent) FAILED, keeping the reason as a tag."""
         self._log_tags({"raglab.error": " ".join(str(message).split())})
-        _set_terminated(self._client, self._run_id, "FAILED")
-        _set_terminated(self._client, self.parent_run_id, "FAILED")
+        self.end("FAILED")
 
 
 def _sweep_parent(client, exp_id: str, uri: str, sweep_dir: Path) -> str:

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from raglab.tracking.keys import is_legal_key, metric_key
-from raglab.tracking.mlflow_store import (METRICS_PER_BATCH, PARAMS_PER_BATCH,
-                                          MAX_TAG_VALUE_LENGTH, _chunks, _client,
-                                          _experiment_id, _param_value)
+from raglab.tracking.batching import log_batches
+from raglab.tracking.mlflow_store import (MAX_TAG_VALUE_LENGTH, _client, _experiment_id,
+                                          _param_value)
 from raglab.tracking.uris import normalize_uri
 
 
@@ -39,18 +39,13 @@ def log_standalone_run(uri: str, experiment: str, run_name: str, *,
     try:
         ps = [Param(metric_key(k), _param_value(v)) for k, v in (params or {}).items()
               if is_legal_key(metric_key(k))]
-        for batch in _chunks(ps, PARAMS_PER_BATCH):
-            client.log_batch(run_id, params=batch)
         now = int(time.time() * 1000)
         ms = [Metric(metric_key(k), float(v), now, 0) for k, v in (metrics or {}).items()
               if v is not None]
         ms += [Metric(metric_key(k), float(v), int(ts), int(step))
                for k, v, ts, step in series if v is not None]
-        for batch in _chunks(ms, METRICS_PER_BATCH):
-            client.log_batch(run_id, metrics=batch)
         ts_ = [RunTag(k, str(v)[:MAX_TAG_VALUE_LENGTH]) for k, v in (tags or {}).items()]
-        for batch in _chunks(ts_, PARAMS_PER_BATCH):
-            client.log_batch(run_id, tags=batch)
+        log_batches(client, run_id, metrics=ms, params=ps, tags=ts_)
         for path in artifacts:
             if Path(path).is_file():
                 client.log_artifact(run_id, str(path))

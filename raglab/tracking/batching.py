@@ -1,0 +1,79 @@
+"""Writing params, metrics and tags to MLflow in as few ``log_batch`` requests as its limits
+allow, with Python's cyclic garbage collector paused while they are written.
+
+Where the time goes (5,000 metrics to a local sqlite store, MLflow 3.17): MLflow's
+SQLAlchemy store builds two ORM rows per metric (the metric and its "latest value") and
+flushes them, 0.1 to 0.2 ms per metric. Those allocations trigger the cyclic collector every
+few hundred objects, and each full collection walks every long-lived object of the process
+(about 300,000 once mlflow is imported, 370,000 and more in a finished run): a fifth to a
+third of the logging time. Pausing the collector for the requests changes nothing that is
+written; reference counting still frees everything that is not a cycle, and the collector
+runs again as soon as the last request returns.
+
+The limits are MLflow's own per request (``mlflow.utils.validation``), enforced by every store,
+sqlite included: at most 1,000 entities, of which at most 100 params and 100 tags.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+METRICS_PER_BATCH = 1000   # MLflow's per-request limit for metrics
+PARAMS_PER_BATCH = 100     # MLflow's per-request limit for params (and for tags)
+TAGS_PER_BATCH = 100
+ENTITIES_PER_BATCH = 1000  # metrics + params + tags in one request
+
+_gc_lock = threading.Lock()
+_gc_depth = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic collector off for the block (nested or concurrent blocks share one pause;
+    the collector comes back on after the last one only if it was on before the first)."""
+    global _gc_depth, _gc_was_enabled
+    with _gc_lock:
+        if _gc_depth == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_depth += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_depth -= 1
+            if _gc_depth == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+def batches(metrics: Sequence[Any] = (), params: Sequence[Any] = (),
+            tags: Sequence[Any] = ()) -> Iterator[tuple[list, list, list]]:
+    """``(metrics, params, tags)`` per request, in order, each within MLflow's limits: params
+    and tags go in the first requests, metrics fill every request up to 1,000 entities."""
+    m = p = t = 0
+    while m < len(metrics) or p < len(params) or t < len(tags):
+        ps = list(params[p:p + PARAMS_PER_BATCH])
+        ts = list(tags[t:t + TAGS_PER_BATCH])
+        room = min(METRICS_PER_BATCH, ENTITIES_PER_BATCH - len(ps) - len(ts))
+        ms = list(metrics[m:m + room])
+        m, p, t = m + len(ms), p + len(ps), t + len(ts)
+        yield ms, ps, ts
+
+
+def log_batches(client, run_id: str, metrics: Sequence[Any] = (), params: Sequence[Any] = (),
+                tags: Sequence[Any] = ()) -> int:
+    """Log MLflow ``Metric``/``Param``/``RunTag`` entities to a run, synchronously, in the
+    fewest requests; returns the number of requests made."""
+    n = 0
+    with gc_paused():
+        for ms, ps, ts in batches(metrics, params, tags):
+            # synchronous even when MLFLOW_ENABLE_ASYNC_LOGGING is set: a run ends only
+            # after all of its data is stored
+            client.log_batch(run_id, metrics=ms, params=ps, tags=ts, synchronous=True)
+            n += 1
+    return n
