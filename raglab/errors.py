@@ -31,6 +31,13 @@ class ConfigError(UserError):
     """A bad configuration, detected before any work is done."""
 
 
+class NegativeOutcome(UserError):
+    """A finding a pipeline should stop on, not a mistake (exit code 1): for example a
+    quarantine with ``fail_on_quarantine``."""
+
+    exit_code = 1
+
+
 class VersionMismatchError(UserError):
     """Metric versions that differ where they must be equal (exit code 3)."""
 

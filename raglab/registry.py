@@ -97,12 +97,29 @@ def _import_group(group: str) -> None:
 
 
 def import_plugins(modules: Iterable[str]) -> None:
-    """Import the user's modules that register components (the run's ``plugins``)."""
+    """Import the user's modules that register components (the run's ``plugins``). A plugin
+    that registers a name raglab's own components already use is a ConfigError, whether or
+    not the built-in module was imported yet."""
     for modname in modules:
+        before = {g: set(e) for g, e in _ENTRIES.items()}
         try:
             importlib.import_module(modname)
+            for group, names in _ENTRIES.items():
+                for name in sorted(set(names) - before[group]):
+                    if group in _LOADED:
+                        continue
+                    try:
+                        _import_named(group, name)  # raises if a built-in has the name
+                    except ValueError:
+                        raise ConfigError(f"config plugins: {modname!r} registers {group} "
+                                          f"{name!r}, a name raglab's own components use; "
+                                          "choose another name") from None
         except ImportError as e:
             raise ConfigError(f"config plugins: cannot import {modname!r}: {e}") from None
+        except ValueError as e:
+            if "already registered" not in str(e):
+                raise
+            raise ConfigError(f"config plugins: {modname!r}: {e}") from None
 
 
 def entries(group: str) -> dict[str, Entry]:

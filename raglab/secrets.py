@@ -249,6 +249,12 @@ def scrub(text: str) -> str:
     return SCRUBBER.scrub(text)
 
 
+def clip(text: str, limit: int) -> str:
+    """``text`` scrubbed of known secrets, then cut to ``limit`` characters (cutting first
+    could keep part of a secret that scrubbing no longer recognises)."""
+    return SCRUBBER.scrub(text)[:limit]
+
+
 def scrub_obj(obj: Any) -> Any:
     return SCRUBBER.scrub_obj(obj)
 

@@ -137,8 +137,9 @@ def validate_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
     return jobs
 
 
-def compose_single_run(overrides: list[str]) -> tuple[Any, Any]:
-    """``(hydra, cfg)`` for a single run: Hydra set up on raglab's configs and the run's
+def compose_single_run(overrides: list[str]) -> tuple[Any, Any] | None:
+    """``(hydra, cfg)`` for a single run (None when the configuration asks Hydra for
+    another mode): Hydra set up on raglab's configs and the run's
     configuration composed once, with Hydra's own section, and validated (ComposeError,
     one line). :func:`launch_single_run` runs the job with it, as ``hydra.main`` would, so
     the configuration is composed once instead of three times."""
@@ -161,6 +162,9 @@ def compose_single_run(overrides: list[str]) -> tuple[Any, Any]:
                                     with_log_configuration=True)
 
     cfg = _composed(overrides, resolve=False, composer=composer)
+    if cfg.hydra.mode not in (None, RunMode.RUN):  # hydra.mode=MULTIRUN: Hydra's own path
+        GlobalHydra.instance().clear()
+        return None
     task_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
     try:
         data = _composed(overrides, resolve=True, composer=lambda _: task_cfg)

@@ -112,7 +112,8 @@ def task(dict_cfg) -> None:
     except UserError as e:  # the one place a user's mistake ends this command
         if tracker is not None:
             _quiet(tracker.failed, str(e))
-        fail(str(e), getattr(e, "exit_code", 1))  # 3: metric versions differ (a resume)
+        # 2: a usage or input error; 1: a negative outcome; 3: metric versions differ
+        fail(str(e), getattr(e, "exit_code", 2))
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM
         if tracker is not None:
             _quiet(tracker.killed)
@@ -188,6 +189,8 @@ def main(argv: list[str]) -> None:
                                                     "jobs": len(jobs)})
             else:  # composed once, and run with that configuration
                 single = compose_single_run(overrides)
+                if single is None:
+                    validate_jobs(overrides, multirun)
         except ConfigError as e:
             fail(str(e), 2)
     sys.argv = ["raglab run", *argv]

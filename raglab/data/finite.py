@@ -25,11 +25,6 @@ def _refuse_constant(name: str) -> Any:
     raise NotFiniteError(f"non-finite number {name} (JSON allows finite numbers only)")
 
 
-def _opaque(value: Any) -> Any:
-    """Objects JSON cannot hold are not what this check looks for: skip them."""
-    return None
-
-
 def loads(text: str | bytes) -> Any:
     """``json.loads`` that refuses NaN/Infinity, lone surrogates and nesting deeper than
     MAX_DEPTH (NotFiniteError, or ValueError for malformed JSON)."""
@@ -37,25 +32,44 @@ def loads(text: str | bytes) -> Any:
         obj = json.loads(text, parse_constant=_refuse_constant)
     except RecursionError:
         raise NotFiniteError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+    except (json.JSONDecodeError, NotFiniteError):
+        raise
+    except ValueError as e:  # e.g. an integer of more than 4,300 digits
+        raise NotFiniteError(f"a number JSON readers cannot hold: {e}") from None
     check(obj)
     return obj
 
 
+def plain_finite(obj: Any) -> bool:
+    """Whether ``obj`` is made of JSON values only (dicts with string keys, lists, tuples,
+    strings, finite numbers, booleans, None), in one pass of the C JSON encoder. False when
+    it holds anything else (a set, an object: then only its serialised form can tell);
+    NotFiniteError, naming the field, for NaN, Infinity or a lone surrogate."""
+    try:
+        json.dumps(obj, allow_nan=False, ensure_ascii=False, check_circular=False).encode("utf-8")
+        return True
+    except (TypeError, RecursionError):
+        return False
+    except ValueError:
+        check(obj)  # names the field
+        raise NotFiniteError("a value JSON cannot hold (non-finite or not valid Unicode)") \
+            from None
+
+
 def check(obj: Any, path: str = "", depth: bool = True) -> None:
     """Raise NotFiniteError on a non-finite float, a lone surrogate or (with ``depth``) too
-    deep nesting. Without ``depth`` (values raglab built itself) the check is one pass of
-    the C JSON encoder, walked in Python only to name the field when it fails."""
+    deep nesting. Without ``depth`` (values raglab built itself) plain JSON values are
+    checked by one pass of the C JSON encoder, walked in Python only to name the field."""
     if not depth:
         try:
-            json.dumps(obj, allow_nan=False, ensure_ascii=False, check_circular=False,
-                       default=_opaque).encode("utf-8")
-            return
-        except (ValueError, RecursionError):
+            if plain_finite(obj):
+                return
+        except NotFiniteError:
             pass  # the walk below names the problem
     stack: list[tuple[Any, str, int]] = [(obj, path, 0)]
     while stack:
-        node, where, depth = stack.pop()
-        if depth > MAX_DEPTH:
+        node, where, level = stack.pop()
+        if depth and level > MAX_DEPTH:
             raise NotFiniteError(f"JSON nested deeper than {MAX_DEPTH} levels")
         if isinstance(node, float):
             if not math.isfinite(node):
@@ -70,7 +84,7 @@ def check(obj: Any, path: str = "", depth: bool = True) -> None:
                 if isinstance(k, str) and _SURROGATE.search(k):
                     raise NotFiniteError(f"field '{where or '.'}': key holds a lone "
                                          "surrogate (not valid Unicode)")
-                stack.append((v, f"{where}.{k}" if where else str(k), depth + 1))
-        elif isinstance(node, (list, tuple)):
+                stack.append((v, f"{where}.{k}" if where else str(k), level + 1))
+        elif isinstance(node, (list, tuple, set, frozenset)):
             for i, v in enumerate(node):
-                stack.append((v, f"{where}.{i}" if where else str(i), depth + 1))
+                stack.append((v, f"{where}.{i}" if where else str(i), level + 1))

@@ -135,8 +135,9 @@ class SystemOutput(Strict):
     context: list[Hit] = Field(default_factory=list)
     answer: str | None = None
     citations: list[Citation] = Field(default_factory=list)
-    latency_ms: dict[str, float] = Field(default_factory=dict)
-    usage: dict[str, float] = Field(default_factory=dict)
+    # milliseconds, and token counts or dollars: never negative
+    latency_ms: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    usage: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
 
 
 class HumanLabel(Strict):

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from raglab.secrets import clip
+
 #: grouped prompt -> the metric families whose verdicts it gives
 GROUP_FAMILIES = {
     "context": ("faithfulness", "citations"),
@@ -58,9 +60,9 @@ async def context_job(g: Any, claims: list[str], pairs: list[tuple[int, int]],
         res_claims, res_pairs = await g._cached("faithfulness", "judge_context", claims, items,
                                                 context, also=("citations",))
     except LLMCallError as e:
-        out = [g._verdict("faithfulness", "claim", error=str(e)[:500])]
+        out = [g._verdict("faithfulness", "claim", error=clip(str(e), 500))]
         if pairs:
-            out.append(g._verdict("citations", "claim", error=str(e)[:500]))
+            out.append(g._verdict("citations", "claim", error=clip(str(e), 500)))
         return out
     out = claim_verdicts("faithfulness", claims)(res_claims)
     out += [g._verdict("citations", "claim", item=item[0], label=r[0], evidence=r[1],
@@ -83,14 +85,14 @@ async def answer_job(g: Any, case: Any, answer: str) -> list:
             if not ref_claims:
                 ref_claims = [ref.strip()]
         except LLMCallError as e:
-            out.append(g._verdict("correctness", "claim", error=str(e)[:500]))
+            out.append(g._verdict("correctness", "claim", error=clip(str(e), 500)))
             ref = None  # the other two judgments go on
     texts = [n.text for n in case.nuggets]
     try:
         corr, nug, rel = await g._cached("correctness", "judge_answer", q, answer, ref_claims,
                                          texts, also=("nuggets", "relevance"))
     except LLMCallError as e:
-        err = str(e)[:500]
+        err = clip(str(e), 500)
         out += [g._verdict(f, kind, error=err) for f, kind, on in (
             ("correctness", "claim", bool(ref)), ("relevance", "rubric", True),
             ("nuggets", "nugget", bool(texts))) if on]

@@ -23,6 +23,7 @@ from raglab.graders.grouped import answer_job, context_job, groups_of, start_ref
 from raglab.graders.spec import FAMILY_PROMPTS, family_prompt_texts
 from raglab.llm.client import LLMCallError
 from raglab.llm.cost import current_meter, metering
+from raglab.secrets import clip
 from raglab.text.answers import answer_sentences, citations_of, factual_sentences
 
 #: a grader call that still failed after its retries (the LLM client's error)
@@ -143,7 +144,7 @@ class Grading:
         try:
             result = await coro
         except GraderCallError as e:
-            return [self._verdict(family, kind, error=str(e)[:500])]
+            return [self._verdict(family, kind, error=clip(str(e), 500))]
         return build(result)
 
     async def _correctness(self, question: str, reference: str, answer: str) -> list[dict]:
@@ -155,7 +156,7 @@ class Grading:
             res = await self._cached("correctness", "verify", ref_claims, [answer],
                                      "correctness")
         except GraderCallError as e:
-            return [self._verdict("correctness", "claim", error=str(e)[:500])]
+            return [self._verdict("correctness", "claim", error=clip(str(e), 500))]
         return [self._verdict("correctness", "claim", item=c, label=r[0], evidence=r[1], index=i)
                 for i, (c, r) in enumerate(zip(ref_claims, res))]
 

@@ -31,7 +31,14 @@ def mean_metrics(records: Sequence[dict[str, Any]], names: Iterable[str]) -> dic
     out: dict[str, Any] = {}
     all_names = list(dict.fromkeys([*names, *sorted(sums)]))
     for name in all_names:
-        out[name] = sums[name] / counts[name] if counts.get(name) else None
+        n = counts.get(name)
+        if not n:
+            out[name] = None
+        elif math.isfinite(sums[name]):
+            out[name] = sums[name] / n
+        else:  # the sum overflowed (values near the largest float): the mean of v / n
+            out[name] = sum(r["metrics"][name] / n for r in records
+                            if (r.get("metrics") or {}).get(name) is not None)
     return out
 
 

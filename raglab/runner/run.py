@@ -20,8 +20,8 @@ from raglab.data.dataset import Dataset, load_dataset
 from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
 from raglab.data.record import CaseRecord
 from raglab.data.schema import SystemOutput
-from raglab.data.finite import check as check_finite
-from raglab.errors import StorageError, UserError
+from raglab.data.finite import check as check_finite, plain_finite
+from raglab.errors import NegativeOutcome, StorageError, UserError
 from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import diagnosis_version, family_versions
 from raglab.metrics.aggregate import aggregate, diagnosis_counts
@@ -35,6 +35,7 @@ from raglab.runner.progress import Progress
 from raglab.runner.identity import check_dataset, check_resume, write_identity
 from raglab.runner.lock import RunDirLock
 from raglab.runner.records import RecordWriter, record_line, gold_summary, judge_output
+from raglab.secrets import clip
 from raglab.cache import StageCache, content_key
 from raglab.runner.components import (build_grader, build_system, grader_uses_llm, llm_client,
                                       model_prices, preflight, system_model_section)
@@ -116,7 +117,7 @@ class Run:
             write_jsonl(self.run_dir / "quarantine.jsonl", [q.as_dict() for q in ds.quarantined])
             for q in ds.quarantined:
                 print(q.render(), file=sys.stderr)
-            raise UserError(f"fail_on_quarantine=true: {len(ds.quarantined)} quarantined "
+            raise NegativeOutcome(f"fail_on_quarantine=true: {len(ds.quarantined)} quarantined "
                             f"case(s), listed above and in {self.run_dir / 'quarantine.jsonl'}",
                             file=str(ds.cases_path))
         if not ds.cases:
@@ -220,6 +221,7 @@ class Run:
             t0 = time.perf_counter()
             return system.answer(req), (time.perf_counter() - t0) * 1000
 
+        raw = None
         try:
             if getattr(system, "inline", False):  # answers from memory: no worker thread
                 raw, total_ms = timed()
@@ -271,8 +273,8 @@ class Run:
                 record["graded"] = True
                 errs = [v for v in verdicts_all if v.get("error")]
                 if errs:
-                    record["error"] = "grader: " + "; ".join(
-                        f"{v['family']}: {v['error']}" for v in errs)[:1000]
+                    record["error"] = clip("grader: " + "; ".join(
+                        f"{v['family']}: {v['error']}" for v in errs), 1000)
                 bad = [v["item"] for v in verdicts
                        if v["family"] == "faithfulness" and v.get("label") == "CONTRADICTED"]
                 if bad:
@@ -287,20 +289,24 @@ class Run:
         record["diagnosis"] = diagnose(record, cfg.diagnosis)
         rec = CaseRecord.model_validate(record)
         try:  # serialised here, once: a value JSON cannot hold fails this case, not the run
-            # the output was checked as it came in: the rest of the record is checked here
-            check_finite({k: v for k, v in record.items() if k != "output"}, depth=False)
-            return rec, record_line(rec, finite=True)
+            # a replayed output holds JSON values only, checked as they were read; then the
+            # rest of the record, checked here, decides whether the line needs a scan
+            plain = isinstance(raw, ValidatedOutput) and plain_finite(
+                {k: v for k, v in record.items() if k != "output"})
+            return rec, record_line(rec, finite=plain)
         except (ValueError, PydanticSerializationError):
             try:
                 check_finite(record)  # names the field
                 why = "a value that cannot be written as JSON"
             except ValueError as e:
                 why = str(e)
-        record = {**record, "output": None, "judgments": None, "verdicts": [],
-                  "graded": False, "error": f"record: {why}"}
-        record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
-        record["diagnosis"] = diagnose(record, cfg.diagnosis)
-        rec = CaseRecord.model_validate(record)
+        # the failed case keeps what came from the case set, nothing derived from the output
+        failed = {k: record[k] for k in ("case_id", "tags", "gold")}
+        failed.update(output=None, judgments=None, verdicts=[], graded=False,
+                      error=clip(f"record: {why}", 1000))
+        failed["metrics"] = case_metrics(failed, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
+        failed["diagnosis"] = diagnose(failed, cfg.diagnosis)
+        rec = CaseRecord.model_validate(failed)
         return rec, record_line(rec)
 
     def _finish(self, ds: Dataset, versions: dict[str, str],
@@ -390,7 +396,7 @@ def error_rate_exceeded(metrics: dict[str, Any], max_error_rate: float) -> str |
 
 
 def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())[:500]
+    return clip(" ".join(str(e).split()), 500)
 
 
 def summary_text(metrics: dict[str, Any], run_dir: Path,

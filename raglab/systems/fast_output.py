@@ -32,6 +32,7 @@ def _req(schema: Any) -> Any:
 
 
 _FINITE = cs.float_schema(allow_inf_nan=False)
+_AMOUNT = cs.float_schema(allow_inf_nan=False, ge=0)  # a latency, a token count, dollars
 _OFFSET = cs.nullable_schema(cs.int_schema(ge=0, strict=True))
 
 _HIT = cs.typed_dict_schema({
@@ -54,8 +55,8 @@ _OUTPUT = cs.typed_dict_schema({
     "context": _opt(cs.list_schema(_HIT), factory=list),
     "answer": _opt(cs.nullable_schema(cs.str_schema())),
     "citations": _opt(cs.list_schema(_CITATION), factory=list),
-    "latency_ms": _opt(cs.dict_schema(cs.str_schema(), _FINITE), factory=dict),
-    "usage": _opt(cs.dict_schema(cs.str_schema(), _FINITE), factory=dict),
+    "latency_ms": _opt(cs.dict_schema(cs.str_schema(), _AMOUNT), factory=dict),
+    "usage": _opt(cs.dict_schema(cs.str_schema(), _AMOUNT), factory=dict),
 }, extra_behavior="forbid")
 
 _VALIDATOR = SchemaValidator(_OUTPUT)

@@ -29,6 +29,7 @@ from pydantic import Field, model_validator
 from raglab.data.finite import NotFiniteError, loads as finite_loads
 from raglab.data.schema import Strict, SystemOutput
 from raglab.registry import register
+from raglab.secrets import clip
 from raglab.systems.base import SystemRequest
 
 
@@ -123,7 +124,7 @@ class HttpSystem:
                              "(read_timeout_s bounds the whole request)") from None
             status = resp.status_code
             if status >= 300:
-                text = raw[:200].decode("utf-8", "replace")
+                text = clip(raw[:8192].decode("utf-8", "replace"), 200)
                 err = f"HTTP {status}: {text}"
                 if status == 429 or status >= 500:
                     raise _Retry(err, _retry_after(resp.headers.get("Retry-After")))

@@ -89,8 +89,11 @@ def check_tracking(uri: str) -> None:
     scheme = scheme_of(uri)
 
     def unreachable(reason: str) -> UserError:
+        from raglab.errors import NegativeOutcome
+
         reason = " ".join(str(reason).split())[:300]
-        return UserError(f"MLflow tracking store unreachable at {shown}: {reason}")
+        # a service that is down, not a mistake in the command: exit 1
+        return NegativeOutcome(f"MLflow tracking store unreachable at {shown}: {reason}")
 
     if scheme in ("http", "https"):
         import requests

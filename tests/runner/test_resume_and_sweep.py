@@ -70,7 +70,7 @@ def test_changed_config_in_same_run_dir_is_refused(tmp_path):
             f"cache_dir={tmp_path / 'c'}"]
     assert run_cli(*base, cwd=tmp_path).returncode == 0
     proc = run_cli(*base, "k=3", cwd=tmp_path)
-    assert proc.returncode == 1 and "different configuration" in proc.stderr
+    assert proc.returncode == 2 and "different configuration" in proc.stderr  # a usage error
     assert "Traceback" not in proc.stderr
 
 
