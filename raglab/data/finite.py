@@ -14,6 +14,9 @@ import re
 from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: a JSON escape of a UTF-16 surrogate (in a pair or alone), in text and in bytes
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_B = re.compile(rb"\\u[dD][89a-fA-F]")
 MAX_DEPTH = 100
 
 
@@ -25,18 +28,32 @@ def _refuse_constant(name: str) -> Any:
     raise NotFiniteError(f"non-finite number {name} (JSON allows finite numbers only)")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def loads(text: str | bytes) -> Any:
     """``json.loads`` that refuses NaN/Infinity, lone surrogates and nesting deeper than
     MAX_DEPTH (NotFiniteError, or ValueError for malformed JSON)."""
     try:
-        obj = json.loads(text, parse_constant=_refuse_constant)
+        obj = _DECODER.decode(text) if isinstance(text, str) \
+            else json.loads(text, parse_constant=_refuse_constant)
     except RecursionError:
         raise NotFiniteError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
     except (json.JSONDecodeError, NotFiniteError):
         raise
     except ValueError as e:  # e.g. an integer of more than 4,300 digits
         raise NotFiniteError(f"a number JSON readers cannot hold: {e}") from None
-    check(obj)
+    # NaN and Infinity were refused while parsing; a lone surrogate can only come from a
+    # \u escape, and nesting deeper than MAX_DEPTH needs more than MAX_DEPTH brackets: a
+    # text with neither needs no walk
+    if isinstance(text, bytes):
+        escaped = _SURROGATE_ESCAPE_B.search(text)
+        brackets = text.count(b"{") + text.count(b"[")
+    else:
+        escaped = _SURROGATE_ESCAPE.search(text) or _SURROGATE.search(text)
+        brackets = text.count("{") + text.count("[")
+    if escaped or brackets > MAX_DEPTH:
+        check(obj)
     return obj
 
 
@@ -56,6 +73,14 @@ def plain_finite(obj: Any) -> bool:
             from None
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def _shown(path: str) -> str:
+    """A field's dotted path on one line (control characters in keys escaped)."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], path) or "."
+
+
 def check(obj: Any, path: str = "", depth: bool = True) -> None:
     """Raise NotFiniteError on a non-finite float, a lone surrogate or (with ``depth``) too
     deep nesting. Without ``depth`` (values raglab built itself) plain JSON values are
@@ -73,16 +98,16 @@ def check(obj: Any, path: str = "", depth: bool = True) -> None:
             raise NotFiniteError(f"JSON nested deeper than {MAX_DEPTH} levels")
         if isinstance(node, float):
             if not math.isfinite(node):
-                raise NotFiniteError(f"field '{where or '.'}': non-finite number {node!r} "
+                raise NotFiniteError(f"field '{_shown(where)}': non-finite number {node!r} "
                                      "(finite numbers only)")
         elif isinstance(node, str):
             if _SURROGATE.search(node):
-                raise NotFiniteError(f"field '{where or '.'}': text holds a lone surrogate "
+                raise NotFiniteError(f"field '{_shown(where)}': text holds a lone surrogate "
                                      "(not valid Unicode)")
         elif isinstance(node, dict):
             for k, v in node.items():
                 if isinstance(k, str) and _SURROGATE.search(k):
-                    raise NotFiniteError(f"field '{where or '.'}': key holds a lone "
+                    raise NotFiniteError(f"field '{_shown(where)}': key holds a lone "
                                          "surrogate (not valid Unicode)")
                 stack.append((v, f"{where}.{k}" if where else str(k), level + 1))
         elif isinstance(node, (list, tuple, set, frozenset)):

@@ -7,6 +7,7 @@ import errno
 import itertools
 from collections import deque
 import json
+import math
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -291,8 +292,9 @@ class Run:
         try:  # serialised here, once: a value JSON cannot hold fails this case, not the run
             # a replayed output holds JSON values only, checked as they were read; then the
             # rest of the record, checked here, decides whether the line needs a scan
-            plain = isinstance(raw, ValidatedOutput) and plain_finite(
-                {k: v for k, v in record.items() if k != "output"})
+            plain = isinstance(raw, ValidatedOutput) and finite_metrics(record["metrics"]) \
+                and plain_finite({k: v for k, v in record.items()
+                                  if k not in ("output", "metrics", "tags", "gold")})
             return rec, record_line(rec, finite=plain)
         except (ValueError, PydanticSerializationError):
             try:
@@ -353,17 +355,24 @@ def output_dict(raw: Any) -> dict[str, Any]:
     return out.model_dump()
 
 
+def finite_metrics(metrics: dict[str, Any]) -> bool:
+    """Whether every metric value is a finite number or None (False: let the line's scan
+    decide, and name the value)."""
+    try:
+        return all(map(math.isfinite, [v for v in metrics.values() if v is not None]))
+    except TypeError:
+        return False
+
+
 def check_spans(output: dict[str, Any], ds: Dataset) -> None:
     """A hit's span must be a forward range inside its document (when the corpus has it)."""
     lengths = ds.doc_lengths
     for stage in ("candidates", "context"):
-        for hit in output.get(stage) or ():
-            start, end = hit.get("start"), hit.get("end")
-            if start is None and end is None:
-                continue
-            if start is None or end is None or end < start \
-                    or end > lengths.get(hit["doc_id"], end):
-                _span_error(output, ds, stage)
+        if any((h["start"] is None) != (h["end"] is None)
+               or (h["end"] is not None and (h["end"] < h["start"]
+                                             or h["end"] > lengths.get(h["doc_id"], h["end"])))
+               for h in output.get(stage) or ()):
+            _span_error(output, ds, stage)
 
 
 def _span_error(output: dict[str, Any], ds: Dataset, stage: str) -> None:
