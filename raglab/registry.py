@@ -141,17 +141,18 @@ def _import_named(group: str, name: str) -> None:
     import importlib.util
 
     for modname in GROUPS[group]:
-        candidates = [modname] if modname.rsplit(".", 1)[-1] == name else []
-        if importlib.util.find_spec(modname) is not None and \
-                importlib.util.find_spec(modname).submodule_search_locations:
-            candidates.append(f"{modname}.{name}")
-        for cand in candidates:
+        spec = importlib.util.find_spec(modname)
+        if spec is None:
+            continue
+        if modname.rsplit(".", 1)[-1] == name:
+            importlib.import_module(modname)
+        elif spec.submodule_search_locations:  # a package: its module named like the choice
             try:
-                if importlib.util.find_spec(cand) is None:
-                    continue
+                found = importlib.util.find_spec(f"{modname}.{name}")
             except ModuleNotFoundError:
-                continue
-            importlib.import_module(cand)
+                found = None
+            if found is not None:
+                importlib.import_module(f"{modname}.{name}")
 
 
 def entry(group: str, name: str) -> Entry:

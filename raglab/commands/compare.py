@@ -32,21 +32,29 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", type=Path, metavar="DIR", help="output directory (default: "
                     "compare-BASE-CAND/ next to the candidate run; for a sweep "
                     "SWEEP/compare-vs-JOB/)")
+    add_pairing_options(
+        ap, set_help="change one compare setting (alpha, confidence, n_bootstrap, seed, "
+        "min_slice_n, max_flipped, flip_thresholds.METRIC)",
+        case_help="compare the cases both runs have (says so at the top)",
+        version_help="compare runs whose metric versions differ; those rows are marked "
+        "not comparable",
+        incomplete_help="compare a run that did not finish (killed, failed, missing cases)")
+    return ap
+
+
+def add_pairing_options(ap: argparse.ArgumentParser, *, set_help: str, case_help: str,
+                        version_help: str, incomplete_help: str) -> None:
+    """The options ``compare`` and ``decide`` share: where run ids are read, the p-value
+    adjustment, compare settings and the three refusals that can be overridden (each
+    command says in its own words what the override does)."""
     ap.add_argument("--uri", default=None, metavar="URI", help="MLflow tracking URI for run "
                     "ids (default: sqlite:///mlflow.db in the current directory)")
     ap.add_argument("--adjust", choices=("holm", "bh"), help="p-value adjustment across the "
                     "metric x slice family (default: holm)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="change one compare setting (alpha, confidence, n_bootstrap, seed, "
-                    "min_slice_n, max_flipped, flip_thresholds.METRIC)")
-    ap.add_argument("--allow-case-mismatch", action="store_true",
-                    help="compare the cases both runs have (says so at the top)")
-    ap.add_argument("--allow-version-mismatch", action="store_true",
-                    help="compare runs whose metric versions differ; those rows are marked "
-                    "not comparable")
-    ap.add_argument("--allow-incomplete", action="store_true",
-                    help="compare a run that did not finish (killed, failed, missing cases)")
-    return ap
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
+    ap.add_argument("--allow-case-mismatch", action="store_true", help=case_help)
+    ap.add_argument("--allow-version-mismatch", action="store_true", help=version_help)
+    ap.add_argument("--allow-incomplete", action="store_true", help=incomplete_help)
 
 
 def settings(adjust: str | None, sets: list[str]):

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from raglab.commands.common import conf_dir
+from raglab.commands.compare import add_pairing_options
 from raglab.commands.common import fail as _fail
 
 DESCRIPTION = """Compare a candidate run with a baseline run (run directories or MLflow run
@@ -32,18 +33,11 @@ def _parser() -> argparse.ArgumentParser:
                     "gate set's name)")
     ap.add_argument("--question", default=None, metavar="TEXT", help="the question decided "
                     "(default: the first heading of the study's README.md)")
-    ap.add_argument("--uri", default=None, metavar="URI", help="MLflow tracking URI for run "
-                    "ids (default: sqlite:///mlflow.db in the current directory)")
-    ap.add_argument("--adjust", choices=("holm", "bh"), help="p-value adjustment across the "
-                    "metric x slice family (default: holm)")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="change one compare setting (n_bootstrap, seed, min_slice_n, ...)")
-    ap.add_argument("--allow-case-mismatch", action="store_true",
-                    help="decide on the cases both runs have (the record says so)")
-    ap.add_argument("--allow-version-mismatch", action="store_true",
-                    help="go on when metric versions differ; gates on those rows fail")
-    ap.add_argument("--allow-incomplete", action="store_true",
-                    help="accept a run that did not finish")
+    add_pairing_options(
+        ap, set_help="change one compare setting (n_bootstrap, seed, min_slice_n, ...)",
+        case_help="decide on the cases both runs have (the record says so)",
+        version_help="go on when metric versions differ; gates on those rows fail",
+        incomplete_help="accept a run that did not finish")
     return ap
 
 

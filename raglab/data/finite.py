@@ -16,7 +16,7 @@ from typing import Any
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: a JSON escape of a UTF-16 surrogate (in a pair or alone), in text and in bytes
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_SURROGATE_ESCAPE_B = re.compile(rb"\\u[dD][89a-fA-F]")
+SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 MAX_DEPTH = 100
 
 
@@ -47,7 +47,7 @@ def loads(text: str | bytes) -> Any:
     # \u escape, and nesting deeper than MAX_DEPTH needs more than MAX_DEPTH brackets: a
     # text with neither needs no walk
     if isinstance(text, bytes):
-        escaped = _SURROGATE_ESCAPE_B.search(text)
+        escaped = SURROGATE_ESCAPE_BYTES.search(text)
         brackets = text.count(b"{") + text.count(b"[")
     else:
         escaped = _SURROGATE_ESCAPE.search(text) or _SURROGATE.search(text)
@@ -81,20 +81,13 @@ def _shown(path: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], path) or "."
 
 
-def check(obj: Any, path: str = "", depth: bool = True) -> None:
-    """Raise NotFiniteError on a non-finite float, a lone surrogate or (with ``depth``) too
-    deep nesting. Without ``depth`` (values raglab built itself) plain JSON values are
-    checked by one pass of the C JSON encoder, walked in Python only to name the field."""
-    if not depth:
-        try:
-            if plain_finite(obj):
-                return
-        except NotFiniteError:
-            pass  # the walk below names the problem
+def check(obj: Any, path: str = "") -> None:
+    """Raise NotFiniteError on a non-finite float, a lone surrogate or too deep nesting
+    (sets and tuples are walked like lists)."""
     stack: list[tuple[Any, str, int]] = [(obj, path, 0)]
     while stack:
         node, where, level = stack.pop()
-        if depth and level > MAX_DEPTH:
+        if level > MAX_DEPTH:
             raise NotFiniteError(f"JSON nested deeper than {MAX_DEPTH} levels")
         if isinstance(node, float):
             if not math.isfinite(node):

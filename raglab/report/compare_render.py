@@ -7,15 +7,13 @@ from __future__ import annotations
 import base64
 import html
 import io
-import re
 from typing import Any
 
 from raglab.metrics.catalog import HEADLINE
 from raglab.report.format import fmt as _fmt
-from raglab.report.run_report import _figure, _md_escape, _table
+from raglab.report.run_report import RECALL_AT, _figure, _md_escape, _table, recall_axes
 
 MAX_SLICE_PLOTS = 60     # slices drawn per difference plot (the largest ones)
-_RECALL_AT = re.compile(r"^(candidate|final)\.evidence_recall@(\d+)$")
 
 
 # ---- cells ----------------------------------------------------------------------------------
@@ -263,7 +261,7 @@ def _recall_series(comp) -> dict[tuple[str, str], list[tuple[int, float]]]:
             pairs = [(r["metric"], r[role]) for r in comp.rows
                      if r["slice"] is None and r[role] is not None]
         for name, v in pairs:
-            m = _RECALL_AT.match(str(name))
+            m = RECALL_AT.match(str(name))
             if m and isinstance(v, int | float):
                 series.setdefault((m.group(1), role), []).append((int(m.group(2)), float(v)))
     return series
@@ -286,16 +284,9 @@ def plot_recall(comp) -> str | None:
         label = f"{role} ({getattr(comp, role).label}), {stage}"
         ax.plot(xs, ys, line, marker=marker, color=colors[role], label=label[:70],
                 alpha=0.85, markersize=6 if role == "baseline" else 4)
-    ax.set_xscale("log")
-    ax.set_xticks(sorted(cutoffs))
-    ax.set_xticklabels([str(c) for c in sorted(cutoffs)])
-    ax.minorticks_off()
-    ax.set_ylim(0, 1.05)
-    ax.set_xlabel("cutoff k (candidate: before reranking; final: reached the generator)")
-    ax.set_ylabel("evidence recall@k")
-    ax.set_title("Evidence recall by cutoff: both stages, both runs")
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower right", fontsize="small")
+    recall_axes(ax, cutoffs, "cutoff k (candidate: before reranking; final: reached the "
+                "generator)", "Evidence recall by cutoff: both stages, both runs",
+                fontsize="small")
     return _png(fig)
 
 

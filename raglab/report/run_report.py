@@ -25,7 +25,8 @@ from raglab.report.summary import (_md, arrow, config_outline, headline_names, m
 from raglab.secrets import redact
 
 MAX_PLOTTED_SLICES = 40
-_RECALL_AT = re.compile(r"^(candidate|final)\.evidence_recall@(\d+)$")
+#: ``STAGE.evidence_recall@K`` metric names
+RECALL_AT = re.compile(r"^(candidate|final)\.evidence_recall@(\d+)$")
 
 
 # one Markdown table writer for every report (compare and decide import these names)
@@ -171,11 +172,26 @@ def _save(fig, path: Path) -> None:
     os.replace(tmp, path)
 
 
+def recall_axes(ax, cutoffs: set[int], xlabel: str, title: str, **legend: Any) -> None:
+    """The evidence-recall@k axes every report draws: k on a log scale, ticks at the
+    cutoffs measured, recall from 0 to 1."""
+    ax.set_xscale("log")
+    ax.set_xticks(sorted(cutoffs))
+    ax.set_xticklabels([str(c) for c in sorted(cutoffs)])
+    ax.minorticks_off()
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("evidence recall@k")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right", **legend)
+
+
 def plot_recall_at_k(overall: Mapping[str, Any], path: Path) -> bool:
     """evidence_recall@k vs k for both stages; False (nothing written) when no data."""
     series: dict[str, list[tuple[int, float]]] = {}
     for name, value in overall.items():
-        match = _RECALL_AT.match(str(name))
+        match = RECALL_AT.match(str(name))
         v = num(value)
         if match and v is not None:
             series.setdefault(match.group(1), []).append((int(match.group(2)), v))
@@ -191,16 +207,7 @@ def plot_recall_at_k(overall: Mapping[str, Any], path: Path) -> bool:
             cutoffs.update(xs)
             ax.plot(xs, ys, marker="o", label=f"{stage} (before reranking)"
                     if stage == "candidate" else "final (reached the generator)")
-    ax.set_xscale("log")
-    ax.set_xticks(sorted(cutoffs))
-    ax.set_xticklabels([str(c) for c in sorted(cutoffs)])
-    ax.minorticks_off()
-    ax.set_ylim(0, 1.05)
-    ax.set_xlabel("cutoff k")
-    ax.set_ylabel("evidence recall@k")
-    ax.set_title("Evidence recall by cutoff")
-    ax.grid(True, alpha=0.3)
-    ax.legend(loc="lower right")
+    recall_axes(ax, cutoffs, "cutoff k", "Evidence recall by cutoff")
     _save(fig, path)
     return True
 

@@ -13,12 +13,12 @@ with one line. Outputs for cases not in the case set are counted in a warning.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any, Literal
 
 from raglab.data.dataset import resolve_path
-from raglab.data.finite import NotFiniteError, check as check_finite, loads as finite_loads
+from raglab.data.finite import (SURROGATE_ESCAPE_BYTES, NotFiniteError, check as check_finite,
+                                 loads as finite_loads)
 from raglab.data.io import MAX_LINE_BYTES, check_readable_file, parse_model, shallow_loads
 from raglab.data.schema import Strict, SystemOutput
 from raglab.errors import UserError
@@ -29,8 +29,6 @@ from raglab.systems.fast_output import parse_output_line
 #: replay files up to this size are kept parsed; larger ones are re-read case by case
 KEEP_PARSED_BYTES = 128 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
-#: a JSON escape of a UTF-16 surrogate (in a pair or alone)
-_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class ReplaySystemCfg(Strict):
@@ -96,7 +94,7 @@ class ReplaySystem:
         # the fast path refuses NaN and Infinity in its float fields; pydantic's JSON reader
         # accepts lone surrogates, so a line that may hold one goes the slow way, which
         # finds them (as it finds NaN in a hit's metadata)
-        if not _SURROGATE_ESCAPE.search(raw):
+        if not SURROGATE_ESCAPE_BYTES.search(raw):
             try:
                 out = parse_output_line(raw)
             except Exception:  # the ordinary path names the problem (or accepts the line)
