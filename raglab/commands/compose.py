@@ -197,22 +197,11 @@ _DEFAULTS: dict[str, Any] | None = None
 
 
 def _conf_key() -> str:
-    """A hash of everything the shipped defaults are composed from: every file of
-    raglab's config directory, and the versions of raglab and Hydra."""
-    import hashlib
+    """A hash of everything the shipped defaults are composed from (raglab's config files,
+    the versions of raglab, Hydra and OmegaConf), found without importing Hydra."""
+    from raglab.commands.composed import conf_key
 
-    import hydra
-    import omegaconf
-
-    import raglab
-
-    h = hashlib.sha256()
-    h.update(f"{raglab.__version__} {hydra.__version__} {omegaconf.__version__}\n".encode())
-    root = conf_dir()
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()[:16]
+    return conf_key()
 
 
 def shipped_defaults(cache_dir: str | Path | None = None) -> dict[str, Any] | None:

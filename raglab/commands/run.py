@@ -50,11 +50,58 @@ def sweep_context() -> dict:
 
 
 def task(dict_cfg) -> None:
+    """Hydra's task function: the run, with what it takes from Hydra's job configuration."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
     from omegaconf import OmegaConf
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
+    from raglab.commands.composed import JobInfo
+    from raglab.errors import ConfigError
+
+    hc = HydraConfig.get()
+    multirun = hc.mode == RunMode.MULTIRUN
+    job = JobInfo(output_dir=hc.runtime.output_dir, task_overrides=list(hc.overrides.task),
+                  choices=dict(hc.runtime.choices), multirun=multirun,
+                  sweep_dir=str(hc.sweep.dir) if multirun else None,
+                  num=hc.job.num if multirun else 0)
+
+    def resolve() -> tuple[dict, dict]:
+        try:
+            return (OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True),
+                    OmegaConf.to_container(dict_cfg, resolve=False))
+        except MissingMandatoryValue as e:
+            raise ConfigError(f"config {e.full_key}: missing value "
+                              f"(set it with {e.full_key}=...)") from None
+        except OmegaConfBaseException as e:
+            raise ConfigError(" ".join(str(e).split())) from None
+
+    def kept(resolved: dict, unresolved: dict, public: dict, yaml_text: str) -> None:
+        if _KEEP is None:  # only a single run from the command line is kept
+            return
+        from raglab.commands.composed import keep, keepable
+
+        hydra = OmegaConf.to_container(hc, resolve=False, enum_to_str=True)
+        if keepable(_KEEP, unresolved, hydra, job.choices):
+            keep(_KEEP, resolved, hydra["run"]["dir"], job, public, yaml_text)
+
+    run_task(job, resolve, kept)
+
+
+#: the overrides of a single run from the command line (its composition may be kept)
+_KEEP: list[str] | None = None
+
+
+def _yaml(public: dict) -> str:
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_yaml(OmegaConf.create(public))
+
+
+def run_task(job, resolve, kept=None) -> None:
+    """One run (a single run, or one job of a sweep): ``resolve()`` gives the resolved and
+    the unresolved configuration, or raises ConfigError; ``kept`` is told the configuration
+    and its YAML text once they are known to be valid."""
     from raglab.commands.compose import shipped_defaults
     from raglab.config import parse_run_config
     from raglab.errors import ConfigError, UserError
@@ -66,33 +113,32 @@ def task(dict_cfg) -> None:
                                 secret_values)
     from raglab.tracking.errors import TrackingError, tracking_failed
 
-    hc = HydraConfig.get()
-    run_dir = Path(hc.runtime.output_dir).resolve()
-    multirun = hc.mode == RunMode.MULTIRUN
+    run_dir = Path(job.output_dir).resolve()
+    multirun = job.multirun
     ctx = sweep_context() if multirun else {}
     tracker = None
     scrub_output_streams()
     _sigterm_as_interrupt()
     try:
-        try:
-            resolved = OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True)
-            register(secret_values(resolved, OmegaConf.to_container(dict_cfg, resolve=False)))
-        except MissingMandatoryValue as e:
-            raise ConfigError(f"config {e.full_key}: missing value "
-                              f"(set it with {e.full_key}=...)") from None
-        except OmegaConfBaseException as e:
-            raise ConfigError(" ".join(str(e).split())) from None
+        resolved, unresolved = resolve()
+        register(secret_values(resolved, unresolved))
         cfg = parse_run_config(resolved)
         public = scrub_obj(redact(resolved))
-        keys = ctx.get("keys") or [override_key(o) for o in hc.overrides.task]
-        name = scrub(cfg.run_name or run_name(public, keys, dict(hc.runtime.choices)))
+        keys = ctx.get("keys") or [override_key(o) for o in job.task_overrides]
+        name = scrub(cfg.run_name or run_name(public, keys, dict(job.choices)))
         defaults = shipped_defaults(cfg.cache_dir)
         diffs = config_diff(redact(defaults), public) if defaults else []
-        sweep_dir = str(Path(hc.sweep.dir).resolve()) if multirun else None
+        sweep_dir = str(Path(job.sweep_dir).resolve()) if multirun else None
         tracker = build_tracker(cfg, public, name, sweep_dir)
         tracker.diffs = diffs
-        run = Run(cfg, run_dir, OmegaConf.to_yaml(OmegaConf.create(public)), name=name,
-                  diffs=diffs)
+        # a kept composition holds the YAML text of its redacted configuration
+        if job.yaml_of and job.yaml_of[0] == public:
+            yaml_text = job.yaml_of[1]
+        else:
+            yaml_text = (job.yaml_writer or _yaml)(public)
+        run = Run(cfg, run_dir, yaml_text, name=name, diffs=diffs)
+        if kept is not None:
+            kept(resolved, unresolved, public, yaml_text)
         tracker.check()
         metrics = run.execute(tracker)
         try:
@@ -133,9 +179,9 @@ def task(dict_cfg) -> None:
         OVER_ERROR_RATE.append(run_dir)
     if multirun:  # one line per job; the sweep callback prints the table at the end
         total = ctx.get("jobs") or "?"
-        print(job_line(hc.job.num, total, name, metrics["overall"]), flush=True)
+        print(job_line(job.num, total, name, metrics["overall"]), flush=True)
         if over:
-            print(f"raglab: error: job {hc.job.num}: {over}", file=sys.stderr, flush=True)
+            print(f"raglab: error: job {job.num}: {over}", file=sys.stderr, flush=True)
         return
     print_summary(metrics, run_dir, _calibration(cfg, metrics["metric_versions"]))
     where = tracker.where()
@@ -167,21 +213,31 @@ def _sigterm_as_interrupt() -> None:
 
 
 def main(argv: list[str]) -> None:
-    import hydra
-
-    from raglab.commands.common import conf_dir
-    from raglab.commands.compose import (compose_single_run, launch_single_run, split_argv,
-                                         validate_jobs)
+    global _KEEP
+    from raglab.commands.compose import split_argv
     from raglab.errors import ConfigError
-    from raglab.runner.naming import swept_keys
 
     multirun, overrides, plain = split_argv(argv)
     from raglab.secrets import override_secrets, register, scrub_output_streams
 
     register(override_secrets(overrides))  # before any message could name an override
     scrub_output_streams()
-    single = None
-    if plain:  # compose and validate every job before Hydra makes anything
+    single = kept = None
+    if plain and not multirun:  # the same command before: its composition, without Hydra
+        from raglab.commands.composed import lookup
+
+        kept = lookup(overrides)
+        if kept is not None:
+            try:
+                from raglab.config import parse_run_config
+
+                parse_run_config(kept.config)  # fails as composing would, before any directory
+            except ConfigError as e:
+                fail(str(e), 2)
+    if plain and kept is None:  # compose and validate every job before Hydra makes anything
+        from raglab.commands.compose import compose_single_run, validate_jobs
+        from raglab.runner.naming import swept_keys
+
         try:
             if multirun:
                 jobs = validate_jobs(overrides, multirun)
@@ -191,13 +247,24 @@ def main(argv: list[str]) -> None:
                 single = compose_single_run(overrides)
                 if single is None:
                     validate_jobs(overrides, multirun)
+                else:
+                    _KEEP = list(overrides)
         except ConfigError as e:
             fail(str(e), 2)
     sys.argv = ["raglab run", *argv]
-    if single is not None:
+    if kept is not None:
+        def app() -> None:
+            _run_kept(kept)
+    elif single is not None:
+        from raglab.commands.compose import launch_single_run
+
         def app() -> None:
             launch_single_run(*single, task)
     else:
+        import hydra
+
+        from raglab.commands.common import conf_dir
+
         app = hydra.main(config_path=str(conf_dir()), config_name="config",
                          version_base="1.3")(task)
     full = os.environ.get("HYDRA_FULL_ERROR") == "1"
@@ -220,6 +287,17 @@ def main(argv: list[str]) -> None:
     if OVER_ERROR_RATE and multirun:
         fail(f"{len(OVER_ERROR_RATE)} job(s) exceeded max_error_rate: "
              + ", ".join(str(p) for p in OVER_ERROR_RATE), 1)
+
+
+def _run_kept(kept) -> None:
+    """A single run from a kept composition, as Hydra's single run would do it with this
+    configuration: the run directory made (``${now:...}`` formatted now), then the task."""
+    from raglab.commands.composed import JobInfo, run_dir_of
+
+    run_dir = run_dir_of(kept.run_dir)
+    Path(run_dir).mkdir(parents=True, exist_ok=True)
+    job = JobInfo(output_dir=os.path.abspath(run_dir), **kept.job_args)
+    run_task(job, lambda: (kept.config, kept.config))
 
 
 def _calibration(cfg, versions: dict[str, str]) -> dict[str, str]:

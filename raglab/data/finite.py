@@ -17,6 +17,15 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 #: a JSON escape of a UTF-16 surrogate (in a pair or alone), in text and in bytes
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def may_escape_surrogate(raw: bytes) -> bool:
+    """Whether a JSON text (UTF-8) may hold a ``\\uD800``-``\\uDFFF`` escape (a substring
+    search first, many times faster than the pattern on a long line)."""
+    return ((b"\\ud" in raw or b"\\uD" in raw)
+            and SURROGATE_ESCAPE_BYTES.search(raw) is not None)
+
+
 MAX_DEPTH = 100
 
 
@@ -47,10 +56,11 @@ def loads(text: str | bytes) -> Any:
     # \u escape, and nesting deeper than MAX_DEPTH needs more than MAX_DEPTH brackets: a
     # text with neither needs no walk
     if isinstance(text, bytes):
-        escaped = SURROGATE_ESCAPE_BYTES.search(text)
+        escaped = may_escape_surrogate(text)
         brackets = text.count(b"{") + text.count(b"[")
     else:
-        escaped = _SURROGATE_ESCAPE.search(text) or _SURROGATE.search(text)
+        escaped = (("\\ud" in text or "\\uD" in text) and _SURROGATE_ESCAPE.search(text)) \
+            or _SURROGATE.search(text)
         brackets = text.count("{") + text.count("[")
     if escaped or brackets > MAX_DEPTH:
         check(obj)

@@ -21,25 +21,51 @@ def slice_keys(record: dict[str, Any]) -> dict[str, str]:
 
 
 def mean_metrics(records: Sequence[dict[str, Any]], names: Iterable[str]) -> dict[str, Any]:
-    sums: dict[str, float] = defaultdict(float)
-    counts: dict[str, int] = defaultdict(int)
-    for r in records:
-        for name, v in (r.get("metrics") or {}).items():
-            if v is not None:
-                sums[name] += v
-                counts[name] += 1
-    out: dict[str, Any] = {}
-    all_names = list(dict.fromkeys([*names, *sorted(sums)]))
-    for name in all_names:
-        n = counts.get(name)
-        if not n:
-            out[name] = None
-        elif math.isfinite(sums[name]):
-            out[name] = sums[name] / n
-        else:  # the sum overflowed (values near the largest float): the mean of v / n
-            out[name] = sum(r["metrics"][name] / n for r in records
-                            if (r.get("metrics") or {}).get(name) is not None)
-    return out
+    """Each metric's mean over the records it applies to (``None`` when none): ``names`` in
+    their order, then any other metric a record has a value for, sorted."""
+    table = _Table(records, names)
+    return table.means(table.rows)
+
+
+class _Table:
+    """The records' metric values as rows (one tuple per record, one column per name), read
+    once, so that the overall means and every slice's are sums over columns."""
+
+    def __init__(self, records: Sequence[dict[str, Any]], names: Iterable[str]):
+        metrics = [r.get("metrics") or {} for r in records]
+        base = list(dict.fromkeys(names))
+        known = set(base)
+        extra = sorted({n for m in metrics for n in m if n not in known})
+        self.names = base + extra
+        self.n_base = len(base)
+        self.rows = [tuple(map(m.get, self.names)) for m in metrics]
+
+    def columns(self, rows: Sequence[tuple]) -> Iterable[tuple]:
+        return zip(*rows) if rows else [()] * len(self.names)
+
+    def means(self, rows: Sequence[tuple]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for i, (name, col) in enumerate(zip(self.names, self.columns(rows))):
+            vals = [v for v in col if v is not None]
+            if not vals:
+                if i < self.n_base:  # a metric of the run that applies to no record
+                    out[name] = None
+                continue
+            total = sum(vals, 0.0)  # in record order, as a running sum
+            n = len(vals)
+            # a sum that overflowed (values near the largest float): the mean of v / n
+            out[name] = total / n if math.isfinite(total) else sum(v / n for v in vals)
+        return out
+
+    def latency_percentiles(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        cols = dict(zip(self.names, self.columns(self.rows)))
+        for name in sorted(n for n in cols if n.startswith("latency_ms.")):
+            values = [float(v) for v in cols[name] if v is not None]
+            if values:
+                out[f"{name}.p50"] = float(percentile(values, 50))
+                out[f"{name}.p95"] = float(percentile(values, 95))
+        return out
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -56,28 +82,20 @@ def percentile(values: Sequence[float], p: float) -> float:
 
 def latency_percentiles(records: Sequence[dict[str, Any]]) -> dict[str, float]:
     """``latency_ms.{stage}.p50`` and ``.p95`` over the cases that report the stage."""
-    values: dict[str, list[float]] = defaultdict(list)
-    for r in records:
-        for name, v in (r.get("metrics") or {}).items():
-            if v is not None and name.startswith("latency_ms."):
-                values[name].append(float(v))
-    out: dict[str, float] = {}
-    for name in sorted(values):
-        out[f"{name}.p50"] = float(percentile(values[name], 50))
-        out[f"{name}.p95"] = float(percentile(values[name], 95))
-    return out
+    return _Table(records, []).latency_percentiles()
 
 
 def aggregate(records: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
     """``{"overall": {...}, "slices": {TAG_KEY: {TAG_VALUE: {"n": N, ...}}}}``."""
-    groups: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in records:
+    table = _Table(records, names)
+    groups: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
+    for r, row in zip(records, table.rows):
         for k, v in slice_keys(r).items():
-            groups[k][v].append(r)
-    slices = {k: {v: {"n": len(rs), **mean_metrics(rs, names)} for v, rs in sorted(vals.items())}
+            groups[k][v].append(row)
+    slices = {k: {v: {"n": len(rows), **table.means(rows)} for v, rows in sorted(vals.items())}
               for k, vals in sorted(groups.items())}
-    overall = mean_metrics(records, names)
-    overall.update(latency_percentiles(records))
+    overall = table.means(table.rows)
+    overall.update(table.latency_percentiles())
     return {"overall": overall, "slices": slices}
 
 

@@ -11,6 +11,7 @@ import math
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from operator import sub
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,9 @@ PLOT_MAX_CASES = 1000
 CASES_IN_FLIGHT = 256
 #: errno values of an OSError that mean raglab's own storage failed, not the case
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
+#: the fields of a record with a replayed output that hold only values already checked
+#: (the case set's, the output's, the metrics', and judgments made of the output's ids)
+_CHECKED = frozenset({"output", "metrics", "tags", "gold", "judgments", "severity_one"})
 
 
 class Run:
@@ -290,11 +294,11 @@ class Run:
         record["diagnosis"] = diagnose(record, cfg.diagnosis)
         rec = CaseRecord.model_validate(record)
         try:  # serialised here, once: a value JSON cannot hold fails this case, not the run
-            # a replayed output holds JSON values only, checked as they were read; then the
-            # rest of the record, checked here, decides whether the line needs a scan
+            # a replayed output holds JSON values only, checked as they were read, and so
+            # do the judgments (ranks and its document ids); then the rest of the record,
+            # checked here, decides whether the line needs a scan
             plain = isinstance(raw, ValidatedOutput) and finite_metrics(record["metrics"]) \
-                and plain_finite({k: v for k, v in record.items()
-                                  if k not in ("output", "metrics", "tags", "gold")})
+                and plain_finite({k: v for k, v in record.items() if k not in _CHECKED})
             return rec, record_line(rec, finite=plain)
         except (ValueError, PydanticSerializationError):
             try:
@@ -368,10 +372,20 @@ def check_spans(output: dict[str, Any], ds: Dataset) -> None:
     """A hit's span must be a forward range inside its document (when the corpus has it)."""
     lengths = ds.doc_lengths
     for stage in ("candidates", "context"):
-        if any((h["start"] is None) != (h["end"] is None)
-               or (h["end"] is not None and (h["end"] < h["start"]
-                                             or h["end"] > lengths.get(h["doc_id"], h["end"])))
-               for h in output.get(stage) or ()):
+        hits = output.get(stage)
+        if not hits:
+            continue
+        ends = [h["end"] for h in hits]
+        try:  # every hit has a span: two passes of C code (a missing offset is a TypeError)
+            ok = min(map(sub, ends, [h["start"] for h in hits])) >= 0 and min(map(
+                sub, map(lengths.get, [h["doc_id"] for h in hits], ends), ends)) >= 0
+        except TypeError:  # some hit has no span, or half of one: hit by hit
+            ok = not any((h["start"] is None) != (h["end"] is None)
+                         or (h["end"] is not None
+                             and (h["end"] < h["start"]
+                                  or h["end"] > lengths.get(h["doc_id"], h["end"])))
+                         for h in hits)
+        if not ok:
             _span_error(output, ds, stage)
 
 

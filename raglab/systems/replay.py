@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from raglab.data.dataset import resolve_path
-from raglab.data.finite import (SURROGATE_ESCAPE_BYTES, NotFiniteError, check as check_finite,
+from raglab.data.finite import (may_escape_surrogate, NotFiniteError, check as check_finite,
                                  loads as finite_loads)
 from raglab.data.io import MAX_LINE_BYTES, check_readable_file, parse_model, shallow_loads
 from raglab.data.schema import Strict, SystemOutput
@@ -64,7 +64,7 @@ class ReplaySystem:
                                     file=self.path, line=lineno)
                 if lineno == 1 and raw.startswith(_BOM):
                     raw, start = raw[len(_BOM):], start + len(_BOM)
-                if not raw.strip():
+                if not raw or raw.isspace():  # (no copy of a long line, as strip() makes)
                     continue
                 out = self._parse(raw, lineno)
                 cid = out["case_id"] if isinstance(out, dict) else out.case_id
@@ -94,17 +94,19 @@ class ReplaySystem:
         # the fast path refuses NaN and Infinity in its float fields; pydantic's JSON reader
         # accepts lone surrogates, so a line that may hold one goes the slow way, which
         # finds them (as it finds NaN in a hit's metadata)
-        if not SURROGATE_ESCAPE_BYTES.search(raw):
+        if not may_escape_surrogate(raw):
             try:
                 out = parse_output_line(raw)
             except Exception:  # the ordinary path names the problem (or accepts the line)
                 pass
             else:
                 try:  # a hit's free-form metadata is the one place nesting is unbounded
-                    for stage in ("candidates", "context"):
-                        for h in out[stage]:
-                            if h["metadata"]:
-                                check_finite(h["metadata"])
+                    # (a line with metadata spells the key out or with a \u escape)
+                    if b"metadata" in raw or b"\\u" in raw:
+                        for stage in ("candidates", "context"):
+                            for h in out[stage]:
+                                if h["metadata"]:
+                                    check_finite(h["metadata"])
                     return out
                 except NotFiniteError:
                     pass

@@ -28,3 +28,59 @@ def test_means_skip_cases_where_a_metric_does_not_apply():
     assert agg["overall"]["latency_ms.total.p95"] == 29.0
     assert agg["slices"]["t"]["b"] == {"n": 1, "m": None, "x": None, "latency_ms.total": 20.0}
     assert agg["slices"]["answerable"]["no"]["m"] == 0.0
+
+
+def _reference_means(records, names):
+    """The running-sum means aggregate() computed before it read the records as columns."""
+    import math
+    from collections import defaultdict
+
+    sums, counts = defaultdict(float), defaultdict(int)
+    for r in records:
+        for name, v in (r.get("metrics") or {}).items():
+            if v is not None:
+                sums[name] += v
+                counts[name] += 1
+    out = {}
+    for name in dict.fromkeys([*names, *sorted(sums)]):
+        n = counts.get(name)
+        if not n:
+            out[name] = None
+        elif math.isfinite(sums[name]):
+            out[name] = sums[name] / n
+        else:
+            out[name] = sum(r["metrics"][name] / n for r in records
+                            if (r.get("metrics") or {}).get(name) is not None)
+    return out
+
+
+metric_value = st.one_of(st.none(), st.floats(-1e308, 1e308, allow_nan=False),
+                         st.sampled_from([0.0, -0.0, 1.0, 0.5]), st.booleans())
+record = st.fixed_dictionaries({
+    "tags": st.dictionaries(st.sampled_from(["t", "u"]), st.sampled_from(["a", "b", "c"])),
+    "gold": st.fixed_dictionaries({"answerable": st.booleans()}),
+    "metrics": st.dictionaries(st.sampled_from(["m", "n", "z", "latency_ms.total",
+                                                "latency_ms.retrieve"]), metric_value)})
+
+
+@settings(max_examples=300, deadline=None)
+@given(recs=st.lists(record, max_size=30),
+       names=st.lists(st.sampled_from(["m", "n", "x"]), max_size=4))
+def test_column_means_equal_running_sums_to_the_last_bit(recs, names):
+    import math
+
+    agg = aggregate(recs, names)
+    want = _reference_means(recs, names)
+    overall = {k: v for k, v in agg["overall"].items() if not k.endswith((".p50", ".p95"))}
+    assert list(overall) == list(want)
+    for k in want:  # equal values and the same sign of zero
+        assert (overall[k] is None) == (want[k] is None)
+        if want[k] is not None:
+            assert overall[k] == want[k] and math.copysign(1, overall[k]) == \
+                math.copysign(1, want[k])
+    for key, groups in agg["slices"].items():
+        for value, got in groups.items():
+            members = [r for r in recs if
+                       (r["tags"].get(key) if key != "answerable"
+                        else ("yes" if r["gold"]["answerable"] else "no")) == value]
+            assert got == {"n": len(members), **_reference_means(members, names)}

@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from raglab.data.record import CaseRecord
 from raglab.data.schema import SystemOutput
@@ -176,3 +177,76 @@ def test_metrics_json_equals_the_aggregation_of_the_written_records(tmp_path):
     assert m["overall"] == agg["overall"] and m["slices"] == agg["slices"]
     assert m["diagnoses"] == diagnosis_counts(records)
     assert m["n_cases"] == len(records) == 30
+
+
+def _replayed(tmp_path, text: str):
+    from raglab.systems.base import SystemRequest
+
+    path = tmp_path / "out.jsonl"
+    path.write_bytes(text.encode("utf-8"))
+
+    class Cfg:
+        class system:  # noqa: N801
+            pass
+
+    Cfg.system.path = str(path)
+    system = replay_mod.ReplaySystem(Cfg)
+    return lambda cid: system.answer(SystemRequest(cid, "q", {}, None))
+
+
+@pytest.mark.parametrize("key", ['"metadata"', '"\\u006detadata"', '"meta\\u0064ata"'])
+def test_nan_in_replayed_metadata_fails_its_case_however_the_key_is_spelled(tmp_path, key):
+    ok = json.dumps({"case_id": "ok", "candidates": [{"doc_id": "d"}]})
+    bad = '{"case_id": "bad", "candidates": [{"doc_id": "d", %s: {"x": [NaN]}}]}' % key
+    answer = _replayed(tmp_path, ok + "\n   \n" + bad + "\n\t\n")
+    assert answer("ok")["candidates"][0]["metadata"] is None
+    with pytest.raises(replay_mod.ReplayedValueError, match="NaN"):
+        answer("bad")
+
+
+def test_deep_replayed_metadata_fails_its_case(tmp_path):
+    deep = "[" * 150 + "]" * 150
+    line = '{"case_id": "deep", "candidates": [{"doc_id": "d", "metadata": {"x": %s}}]}' % deep
+    answer = _replayed(tmp_path, line + "\n")
+    with pytest.raises(replay_mod.ReplayedValueError, match="deeper"):
+        answer("deep")
+
+
+hit = st.fixed_dictionaries({
+    "doc_id": st.sampled_from(["a", "b", "missing"]),
+    "start": st.one_of(st.none(), st.integers(0, 30)),
+    "end": st.one_of(st.none(), st.integers(0, 30))})
+
+
+@settings(max_examples=400, deadline=None)
+@given(candidates=st.lists(hit, max_size=6), context=st.lists(hit, max_size=3))
+def test_span_check_refuses_exactly_the_hits_the_rule_refuses(candidates, context):
+    """The check in two passes of C code equals the per-hit rule: a span is a forward range
+    inside its document when the corpus has it; start and end are both given or neither."""
+    from raglab.runner.run import check_spans
+
+    class DS:
+        doc_lengths = {"a": 10, "b": 20}
+
+        class corpus:  # noqa: N801
+            @staticmethod
+            def get(doc_id):
+                from types import SimpleNamespace
+
+                n = DS.doc_lengths.get(doc_id)
+                return None if n is None else SimpleNamespace(text="x" * n)
+
+    def bad(h):
+        s, e = h["start"], h["end"]
+        if (s is None) != (e is None):
+            return True
+        return e is not None and (e < s or e > DS.doc_lengths.get(h["doc_id"], e))
+
+    out = {"candidates": candidates, "context": context}
+    first_bad = next((stage for stage in ("candidates", "context")
+                      if any(bad(h) for h in out[stage])), None)
+    if first_bad is None:
+        check_spans(out, DS)
+    else:
+        with pytest.raises(ValueError, match=f"^{first_bad} hit"):
+            check_spans(out, DS)
