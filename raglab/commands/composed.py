@@ -302,11 +302,11 @@ def lookup(overrides: list[str]) -> Kept | None:
                 task_overrides[task_overrides.index(old)] = new
         if config.get("cache_dir") != cache_dir:
             return None
-        public = entry["public"] if overrides == entry["overrides"] else None
+        # the YAML text kept serves a run whose redacted configuration is the same (other
+        # run directories); another one's is written by yaml_text
         return Kept(config, run_dir, {"task_overrides": task_overrides,
                                       "choices": dict(entry["choices"]),
-                                      "yaml_of": (public, str(entry["yaml"]))
-                                      if public is not None else None,
+                                      "yaml_of": (entry["public"], str(entry["yaml"])),
                                       "yaml_writer": yaml_text})
     except (KeyError, TypeError, AttributeError, ValueError):
         return None

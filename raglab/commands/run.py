@@ -215,7 +215,7 @@ def _sigterm_as_interrupt() -> None:
 def main(argv: list[str]) -> None:
     global _KEEP
     from raglab.commands.compose import split_argv
-    from raglab.errors import ConfigError
+    from raglab.errors import ConfigError, UserError
 
     multirun, overrides, plain = split_argv(argv)
     from raglab.secrets import override_secrets, register, scrub_output_streams
@@ -232,7 +232,7 @@ def main(argv: list[str]) -> None:
                 from raglab.config import parse_run_config
 
                 parse_run_config(kept.config)  # fails as composing would, before any directory
-            except ConfigError as e:
+            except UserError as e:
                 fail(str(e), 2)
     if plain and kept is None:  # compose and validate every job before Hydra makes anything
         from raglab.commands.compose import compose_single_run, validate_jobs

@@ -124,7 +124,7 @@ def iter_json_lines(path: str | Path, what: str = "file",
             if not line.strip():
                 continue
             try:
-                obj = finite_loads(line)
+                obj = finite_loads(line, from_utf8=True)  # decoded strictly above
             except json.JSONDecodeError as e:
                 raise UserError(f"malformed JSON: {e.msg} (column {e.colno})",
                                 file=str(p), line=lineno) from None

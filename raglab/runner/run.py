@@ -177,6 +177,14 @@ class Run:
             window = len(todo) if getattr(cfg.grader, "mode", "online") == "batch" \
                 else max(CASES_IN_FLIGHT, 4 * cfg.concurrency)
             queued = iter(todo)
+            if grading is None and getattr(system, "inline", False):
+                # nothing to wait for (answers from memory, no grader): one case after the
+                # other, without a task each
+                for case in queued:
+                    rec, line = await one(case)
+                    writer.append(rec, line)
+                    kept[rec.case_id] = slim_record(rec)
+                    progress.advance(rec)
             tasks = deque(asyncio.create_task(one(c)) for c in itertools.islice(queued, window))
             while tasks:  # records are written in case order, each as soon as it is ready
                 nxt = next(queued, None)
@@ -297,8 +305,10 @@ class Run:
             # a replayed output holds JSON values only, checked as they were read, and so
             # do the judgments (ranks and its document ids); then the rest of the record,
             # checked here, decides whether the line needs a scan
+            # (an ungraded record without error holds nothing else from outside raglab)
             plain = isinstance(raw, ValidatedOutput) and finite_metrics(record["metrics"]) \
-                and plain_finite({k: v for k, v in record.items() if k not in _CHECKED})
+                and ((not record["graded"] and record["error"] is None)
+                     or plain_finite({k: v for k, v in record.items() if k not in _CHECKED}))
             return rec, record_line(rec, finite=plain)
         except (ValueError, PydanticSerializationError):
             try:

@@ -101,12 +101,10 @@ class ReplaySystem:
                 pass
             else:
                 try:  # a hit's free-form metadata is the one place nesting is unbounded
-                    # (a line with metadata spells the key out or with a \u escape)
-                    if b"metadata" in raw or b"\\u" in raw:
-                        for stage in ("candidates", "context"):
-                            for h in out[stage]:
-                                if h["metadata"]:
-                                    check_finite(h["metadata"])
+                    for stage in ("candidates", "context"):
+                        for h in out[stage]:
+                            if h["metadata"]:
+                                check_finite(h["metadata"])
                     return out
                 except NotFiniteError:
                     pass
@@ -161,7 +159,7 @@ def _slow_parse(raw: bytes, path: str, lineno: int) -> dict[str, Any] | _Bad:
         raise UserError(f"not valid UTF-8 (byte {e.start + 1} of the line)", file=path,
                         line=lineno) from None
     try:
-        obj = finite_loads(line)
+        obj = finite_loads(line, from_utf8=True)  # decoded strictly above
     except json.JSONDecodeError as e:
         raise UserError(f"malformed JSON: {e.msg} (column {e.colno})", file=path,
                         line=lineno) from None
