@@ -228,11 +228,17 @@ class Scrubber:
         return data if out == text else out.encode("utf-8")
 
     def scrub_obj(self, obj: Any) -> Any:
-        """A copy of a JSON-like value with every string (keys too) scrubbed."""
+        """A copy of a JSON-like value with every string (keys too) scrubbed, and every
+        number that *is* a known secret (a digits-only token echoed back as a JSON number)
+        replaced by ``***``; a number that only contains one is left alone (a metric's
+        digits are not a secret)."""
         if self._compiled() is None:
             return obj
         if isinstance(obj, str):
             return self.scrub(obj)
+        if isinstance(obj, (int, float)) and not isinstance(obj, bool):
+            return REDACTED if (str(obj) in self._values or repr(obj) in self._values) \
+                else obj
         if isinstance(obj, dict):
             return {self.scrub(k) if isinstance(k, str) else k: self.scrub_obj(v)
                     for k, v in obj.items()}

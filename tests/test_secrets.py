@@ -95,3 +95,26 @@ def test_override_secrets_are_known_before_composition():
                             "+system.headers.Authorization=Bearer tk-5678",
                             "system.url=https://u:pw-9999@h/", "grader.api_key=ak-0001"])
     assert {"xa-1234", "tk-5678", "pw-9999", "ak-0001"} <= got and "5" not in got
+
+
+def test_a_digits_only_secret_echoed_as_a_json_number_is_scrubbed_from_a_record(monkeypatch):
+    """A system that echoes a numeric token back as a number: the record line (found by
+    the byte check, then scrubbed value by value) holds ``***``; a metric whose digits
+    merely contain the token keeps its value."""
+    import json
+
+    from raglab.data.record import CaseRecord
+    import raglab.secrets
+    from raglab.runner import records
+
+    s = Scrubber({"98765432101"}, environment=False)
+    assert s.scrub_obj({"echo": 98765432101, "f": 0.98765432101, "n": 7, "b": True}) == \
+        {"echo": "***", "f": 0.98765432101, "n": 7, "b": True}
+    monkeypatch.setattr(raglab.secrets, "SCRUBBER", Scrubber({"55667788990"}, environment=False))
+    rec = CaseRecord.model_validate({
+        "case_id": "c", "gold": {"answerable": True},
+        "output": {"case_id": "c", "usage": {"account": 55667788990}},
+        "metrics": {"m": 0.155667788990}})
+    line = json.loads(records.record_line(rec, finite=True))
+    assert line["output"]["usage"]["account"] == "***"
+    assert line["metrics"]["m"] == 0.155667788990

@@ -136,7 +136,7 @@ def run_task(job, resolve, kept=None) -> None:
             yaml_text = job.yaml_of[1]
         else:
             yaml_text = (job.yaml_writer or _yaml)(public)
-        run = Run(cfg, run_dir, yaml_text, name=name, diffs=diffs)
+        run = Run(cfg, run_dir, yaml_text, name=name, diffs=diffs, config=public)
         if kept is not None:
             kept(resolved, unresolved, public, yaml_text)
         tracker.check()

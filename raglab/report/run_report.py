@@ -293,16 +293,21 @@ def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
 
 
 def write_run_report(run_dir: Path, name: str | None = None,
-                     diffs: list | None = None, plots: bool = True) -> list[Path]:
+                     diffs: list | None = None, plots: bool = True,
+                     config: dict | None = None) -> list[Path]:
     """Write report.md, report.html (+ recall_at_k.png, slices.png when they have data);
     return the paths. ``name``: the run's name (its title); ``diffs``: its configuration's
     differences from the shipped defaults, ``[(key, default, value)]``. ``plots=False``
     skips drawing (matplotlib is not imported) and the report says how to draw them later
-    (``python -m raglab.report.run_report RUN_DIR``)."""
+    (``python -m raglab.report.run_report RUN_DIR``). ``config``: the configuration its
+    config.yaml holds, when the caller has it (then the file is not read again)."""
     from raglab.report.report_html import write_report_html
 
     run_dir = Path(run_dir)
-    metrics, cfg = _load(run_dir)
+    if config is None:
+        metrics, cfg = _load(run_dir)
+    else:
+        metrics, cfg = read_run_metrics(run_dir), redact(config)
     draw, plots = plots, []
     recall_png, slices_png = run_dir / "recall_at_k.png", run_dir / "slices.png"
     for path, plot, data in ((recall_png, plot_recall_at_k, metrics.get("overall")),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import gc
 import itertools
 from collections import deque
 import json
@@ -24,6 +25,7 @@ from raglab.data.record import CaseRecord
 from raglab.data.schema import SystemOutput
 from raglab.data.finite import check as check_finite, plain_finite
 from raglab.errors import NegativeOutcome, StorageError, UserError
+from raglab.gc_pause import long_lived
 from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import diagnosis_version, family_versions
 from raglab.metrics.aggregate import aggregate, diagnosis_counts
@@ -57,8 +59,11 @@ _CHECKED = frozenset({"output", "metrics", "tags", "gold", "judgments", "severit
 
 class Run:
     def __init__(self, cfg: RunCfg, run_dir: Path, resolved_yaml: str, name: str | None = None,
-                 diffs: list | None = None):
+                 diffs: list | None = None, config: dict | None = None):
+        """``resolved_yaml``: the text of config.yaml; ``config``: the same configuration as
+        a dict, when the caller has it (the report then does not read the file back)."""
         self.cfg = cfg
+        self.config = config
         self.name = name
         self.diffs = diffs
         self.run_dir = run_dir
@@ -141,13 +146,17 @@ class Run:
         if tracker is not None:
             tracker.run_dir = self.run_dir  # where the tracker keeps its run's id (resume)
             tracker.started(ds, versions, self_graded=self.self_graded())
-        return asyncio.run(self._execute_async(ds, prompts, versions))
+        # the dataset and the system's data (a replay file's outputs) live for the whole
+        # run: the collector leaves them out of its walks
+        with long_lived():
+            return asyncio.run(self._execute_async(ds, prompts, versions))
 
     async def _execute_async(self, ds: Dataset, prompts: dict[str, str],
                              versions: dict[str, str]) -> dict[str, Any]:
         cfg = self.cfg
         self.llm = llm_client(cfg, self.cache)
         system = build_system(cfg, ds, self.cache, self.work, self.llm)
+        gc.freeze()  # what the system loaded lives as long as the run (see long_lived)
         for w in getattr(system, "warnings", None) or []:  # e.g. replayed ids not in the set
             print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
             self.warnings.append(w)
@@ -349,7 +358,8 @@ class Run:
 
         # plots of a large untracked run are drawn on demand (tracking draws its own)
         write_run_report(self.run_dir, name=self.name, diffs=self.diffs,
-                         plots=len(records) <= PLOT_MAX_CASES or cfg.tracking.name != "none")
+                         plots=len(records) <= PLOT_MAX_CASES or cfg.tracking.name != "none",
+                         config=self.config)
         return metrics
 
 

@@ -19,6 +19,7 @@ from typing import Any, Literal
 from raglab.data.dataset import resolve_path
 from raglab.data.finite import (may_escape_surrogate, NotFiniteError, check as check_finite,
                                  loads as finite_loads)
+from raglab.gc_pause import gc_paused
 from raglab.data.io import MAX_LINE_BYTES, check_readable_file, parse_model, shallow_loads
 from raglab.data.schema import Strict, SystemOutput
 from raglab.errors import UserError
@@ -57,7 +58,8 @@ class ReplaySystem:
         self.bad: dict[str, str] = {}
         self.warnings: list[str] = []
         seen: set[str] = set()
-        with open(p, "rb") as fh:
+        # parsed lines hold no reference cycles: the collector would only walk them
+        with open(p, "rb") as fh, gc_paused():
             for lineno, (start, raw) in enumerate(_raw_lines(fh, keep), start=1):
                 if len(raw) - raw.endswith(b"\n") > MAX_LINE_BYTES:
                     raise UserError(f"line longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB",

@@ -16,39 +16,15 @@ sqlite included: at most 1,000 entities, of which at most 100 params and 100 tag
 
 from __future__ import annotations
 
-import gc
-import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from typing import Any
+
+from raglab.gc_pause import gc_paused  # noqa: F401 - re-exported (mlflow_store, tests)
 
 METRICS_PER_BATCH = 1000   # MLflow's per-request limit for metrics
 PARAMS_PER_BATCH = 100     # MLflow's per-request limit for params (and for tags)
 TAGS_PER_BATCH = 100
 ENTITIES_PER_BATCH = 1000  # metrics + params + tags in one request
-
-_gc_lock = threading.Lock()
-_gc_depth = 0
-_gc_was_enabled = False
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic collector off for the block (nested or concurrent blocks share one pause;
-    the collector comes back on after the last one only if it was on before the first)."""
-    global _gc_depth, _gc_was_enabled
-    with _gc_lock:
-        if _gc_depth == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_depth += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_depth -= 1
-            if _gc_depth == 0 and _gc_was_enabled:
-                gc.enable()
 
 
 def batches(metrics: Sequence[Any] = (), params: Sequence[Any] = (),

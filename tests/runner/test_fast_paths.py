@@ -250,3 +250,20 @@ def test_span_check_refuses_exactly_the_hits_the_rule_refuses(candidates, contex
     else:
         with pytest.raises(ValueError, match=f"^{first_bad} hit"):
             check_spans(out, DS)
+
+
+def test_replay_loading_and_a_run_leave_the_collector_as_they_found_it(tmp_path):
+    import gc
+
+    from raglab.gc_pause import long_lived
+
+    answer = _replayed(tmp_path, json.dumps({"case_id": "a"}) + "\n")
+    assert gc.isenabled() and answer("a")["case_id"] == "a"
+    assert gc.get_freeze_count() == 0
+    kept = [{"x": [i]} for i in range(1000)]
+    with pytest.raises(RuntimeError):
+        with long_lived():
+            gc.freeze()  # as the runner does once its system is loaded
+            assert gc.get_freeze_count() >= len(kept)
+            raise RuntimeError
+    assert gc.get_freeze_count() == 0 and gc.isenabled()

@@ -79,6 +79,18 @@ def test_the_same_shape_runs_without_hydra_and_equals_hydras_run(tmp_path, tiny)
     # the summary (the run's name included) is the same, bar the run directory
     assert kept.stdout.replace(str(r2), "R") == hydra.stdout.replace(str(r3), "R")
 
+    # a run's report, written from its configuration in memory, equals one from config.yaml
+    from raglab.report.run_report import write_run_report
+
+    kept_cfg = composed.lookup(overrides(out_b, "r3"))
+    assert kept_cfg is not None
+    shutil.copytree(r3, tmp_path / "r3b")
+    write_run_report(r3, name="n", diffs=[], plots=False, config=kept_cfg.config)
+    write_run_report(tmp_path / "r3b", name="n", diffs=[], plots=False)
+    for f in ("report.md", "report.html"):
+        assert (r3 / f).read_text().replace(str(r3), "R") == \
+            (tmp_path / "r3b" / f).read_text().replace(str(tmp_path / "r3b"), "R")
+
     other = _run(tmp_path, *overrides(out_b, "r4")[:-1], "k=2")  # another value: composed
     assert other.returncode == 0 and other.stderr.strip().endswith("HYDRA")
 
