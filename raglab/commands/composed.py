@@ -156,6 +156,24 @@ def _entry_path(cache_dir: str, overrides: list[str]) -> Path:
     return Path(cache_dir).expanduser() / "compose" / f"{key.hexdigest()[:32]}.json"
 
 
+def _node(o: str) -> str:
+    """The key an override sets, without its ``+``/``~`` prefix and ``@package``."""
+    return _override_key(o).lstrip("+~").split("@", 1)[0]
+
+
+def _overlaps(a: str, b: str) -> bool:
+    return a == b or a.startswith(b + ".") or b.startswith(a + ".")
+
+
+def _set_once(overrides: list[str]) -> bool:
+    """Whether no path-like leaf is set by more than one override (the key twice, or a key
+    above or below it): Hydra takes the last of them, which a substitution of one value in
+    place could not follow."""
+    subs = [i for i, o in enumerate(overrides) if _substituted(o)]
+    return not any(_overlaps(_node(overrides[i]), _node(o)) and _is_leaf(_node(o))
+                   for i in subs for j, o in enumerate(overrides) if j != i)
+
+
 def _overrides_keepable(overrides: list[str]) -> bool:
     from raglab.secrets import override_secrets
 
@@ -165,7 +183,7 @@ def _overrides_keepable(overrides: list[str]) -> bool:
             return False
         if key.lstrip("+~").startswith(("hydra.", "hydra/", "hydra")) and key != "hydra.run.dir":
             return False
-    return not override_secrets(overrides)
+    return _set_once(overrides) and not override_secrets(overrides)
 
 
 def _has_interpolation(node: Any) -> bool:
