@@ -259,6 +259,7 @@ def keep(overrides: list[str], config: dict[str, Any], run_dir: str, job: JobInf
     """Write the entry of a composition :func:`keepable` judged keepable (best effort: a
     cache that cannot be written only means composing again)."""
     from raglab.data.io import atomic_write_json
+    from raglab.errors import StorageError
 
     if public != config:  # redaction or scrubbing changed a value: it holds a secret
         return
@@ -275,7 +276,7 @@ def keep(overrides: list[str], config: dict[str, Any], run_dir: str, job: JobInf
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(path, entry)
-    except (OSError, ValueError, TypeError):
+    except (OSError, StorageError, ValueError, TypeError):  # StorageError: a failed write
         pass
 
 

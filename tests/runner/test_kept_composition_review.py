@@ -51,3 +51,22 @@ def test_a_path_leaf_also_set_above_or_below_it_is_not_kept(tmp_path):
     # a config group above a leaf is chosen before any value is set: that is fine
     assert composed._overrides_keepable([c, "system=replay", "system.path=a/b",
                                          "hydra.run.dir=runs/a"])
+
+
+def test_an_entry_that_cannot_be_written_only_means_composing_again(tmp_path, tiny):
+    """keep() is best effort: a failed write (here the entry's name is taken by a
+    directory) leaves the run as it was before anything was kept."""
+    (tmp_path / "a").mkdir()
+    out = _outputs(tmp_path / "a" / "out.jsonl")
+    ov = [*_base(tmp_path, tiny, "r1"), f"system.path={out}"]
+    cache = tmp_path / "cache"
+    first = _run(tmp_path, *ov)
+    assert first.returncode == 0, first.stderr
+    (entry,) = (cache / "compose").glob("*.json")
+    entry.unlink()
+    entry.mkdir()
+    (entry / "x").write_text("")
+    shutil.rmtree(tmp_path / "r1")
+    again = _run(tmp_path, *ov)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "r1" / "metrics.json").is_file()
