@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from functools import reduce
+from operator import add
 from typing import Any
 
 
@@ -51,7 +53,9 @@ class _Table:
                 if i < self.n_base:  # a metric of the run that applies to no record
                     out[name] = None
                 continue
-            total = sum(vals, 0.0)  # in record order, as a running sum
+            # in record order, as a running sum (not sum(): from Python 3.12 it
+            # compensates rounding, and the means would change with the interpreter)
+            total = reduce(add, vals, 0.0)
             n = len(vals)
             # a sum that overflowed (values near the largest float): the mean of v / n
             out[name] = total / n if math.isfinite(total) else sum(v / n for v in vals)

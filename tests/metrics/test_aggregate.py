@@ -3,7 +3,7 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from raglab.metrics.aggregate import aggregate, percentile
+from raglab.metrics.aggregate import aggregate, mean_metrics, percentile
 
 values = st.lists(st.one_of(st.floats(0, 1e6, allow_nan=False),
                             st.integers(0, 100).map(float)), min_size=1, max_size=80)
@@ -84,3 +84,11 @@ def test_column_means_equal_running_sums_to_the_last_bit(recs, names):
                        (r["tags"].get(key) if key != "answerable"
                         else ("yes" if r["gold"]["answerable"] else "no")) == value]
             assert got == {"n": len(members), **_reference_means(members, names)}
+
+
+def test_a_mean_is_the_running_sum_over_the_records_on_any_python():
+    """1e16 + 1.0 - 1e16 is 0.0 added one value after another; sum() of Python 3.12 and
+    later compensates rounding and gives 1.0 (a third, as a mean)."""
+    records = [{"gold": {"answerable": True}, "metrics": {"m": v}} for v in (1e16, 1.0, -1e16)]
+    assert mean_metrics(records, ["m"])["m"] == 0.0
+    assert aggregate(records, ["m"])["overall"]["m"] == 0.0
