@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from raglab.commands.common import conf_dir
-from raglab.errors import ConfigError
+from raglab.errors import ConfigError, StorageError
 from raglab.runner.naming import job_overrides
 
 #: Hydra command-line flags after which raglab leaves everything to Hydra itself
@@ -233,6 +233,6 @@ def shipped_defaults(cache_dir: str | Path | None = None) -> dict[str, Any] | No
 
             path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_json(path, _DEFAULTS)
-        except (OSError, ValueError, TypeError):
+        except (OSError, StorageError, ValueError, TypeError):  # StorageError: a failed write
             pass
     return _DEFAULTS

@@ -70,3 +70,14 @@ def test_an_entry_that_cannot_be_written_only_means_composing_again(tmp_path, ti
     again = _run(tmp_path, *ov)
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "r1" / "metrics.json").is_file()
+
+
+def test_shipped_defaults_that_cannot_be_kept_are_still_given(tmp_path, monkeypatch):
+    from raglab.commands import compose
+
+    monkeypatch.setattr(compose, "_DEFAULTS", None)
+    taken = tmp_path / "c" / "defaults" / f"config-{composed.conf_key()}.json"
+    taken.mkdir(parents=True)  # its name is taken: it can be neither read nor written
+    (taken / "x").write_text("")
+    defaults = compose.shipped_defaults(tmp_path / "c")
+    assert defaults is not None and defaults["k"] == 5
