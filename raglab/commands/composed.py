@@ -297,7 +297,7 @@ def lookup(overrides: list[str]) -> Kept | None:
     cache_dir = _cache_dir_of(overrides)
     try:
         entry = json.loads(_entry_path(cache_dir, overrides).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: ~user of no known home
         return None
     try:
         if entry["format"] != FORMAT or entry["shape"] != shape(overrides) \

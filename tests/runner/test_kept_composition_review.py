@@ -81,3 +81,14 @@ def test_shipped_defaults_that_cannot_be_kept_are_still_given(tmp_path, monkeypa
     (taken / "x").write_text("")
     defaults = compose.shipped_defaults(tmp_path / "c")
     assert defaults is not None and defaults["k"] == 5
+
+
+def test_a_cache_dir_of_an_unknown_users_home_is_one_line_as_before(tmp_path, tiny):
+    """Looking for a kept composition comes before Hydra reads the overrides: a value
+    pathlib cannot expand is Hydra's one-line error (exit 2), not a traceback."""
+    (tmp_path / "a").mkdir()
+    out = _outputs(tmp_path / "a" / "out.jsonl")
+    ov = [o for o in _base(tmp_path, tiny, "r1") if not o.startswith("cache_dir=")]
+    got = _run(tmp_path, *ov, f"system.path={out}", "cache_dir=~no-such-user-here/c")
+    assert got.returncode == 2, got.stderr
+    assert "Traceback" not in got.stderr and "raglab: error: override:" in got.stderr
