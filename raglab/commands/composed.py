@@ -127,7 +127,10 @@ def _is_leaf(key: str) -> bool:
     (``system``)."""
     from raglab.commands.common import conf_dir
 
-    return "." in key or not (conf_dir() / key).is_dir()
+    try:
+        return "." in key or not (conf_dir() / key).is_dir()
+    except (OSError, ValueError):  # e.g. a name too long for a file: no group of raglab's
+        return True
 
 
 def _substituted(o: str) -> bool:

@@ -226,7 +226,10 @@ def main(argv: list[str]) -> None:
     if plain and not multirun:  # the same command before: its composition, without Hydra
         from raglab.commands.composed import lookup
 
-        kept = lookup(overrides)
+        try:
+            kept = lookup(overrides)
+        except Exception:  # noqa: BLE001 - only a shortcut: Hydra's path names any problem
+            kept = None
         if kept is not None:
             try:
                 from raglab.config import parse_run_config

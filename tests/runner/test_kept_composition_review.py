@@ -92,3 +92,8 @@ def test_a_cache_dir_of_an_unknown_users_home_is_one_line_as_before(tmp_path, ti
     got = _run(tmp_path, *ov, f"system.path={out}", "cache_dir=~no-such-user-here/c")
     assert got.returncode == 2, got.stderr
     assert "Traceback" not in got.stderr and "raglab: error: override:" in got.stderr
+
+
+def test_a_key_too_long_for_a_file_name_finds_nothing_kept(tmp_path):
+    """(Hydra itself then fails on it with a traceback, as it did before.)"""
+    assert composed.lookup([f"cache_dir={tmp_path}", "x" * 300 + "=a/b"]) is None
