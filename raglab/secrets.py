@@ -227,23 +227,24 @@ class Scrubber:
         out = self.scrub(text)
         return data if out == text else out.encode("utf-8")
 
-    def scrub_obj(self, obj: Any) -> Any:
-        """A copy of a JSON-like value with every string (keys too) scrubbed, and every
-        number that *is* a known secret (a digits-only token echoed back as a JSON number)
-        replaced by ``***``; a number that only contains one is left alone (a metric's
-        digits are not a secret)."""
+    def scrub_obj(self, obj: Any, numbers: bool = True) -> Any:
+        """A copy of a JSON-like value with every string (keys too) scrubbed, and, with
+        ``numbers``, every number that *is* a known secret (a digits-only token a system
+        echoed back as a JSON number) replaced by ``***``; a number that only contains one
+        is left alone (a metric's digits are not a secret). ``numbers=False`` for raglab's
+        own figures (counts in metrics.json), which no system wrote."""
         if self._compiled() is None:
             return obj
         if isinstance(obj, str):
             return self.scrub(obj)
         if isinstance(obj, (int, float)) and not isinstance(obj, bool):
-            return REDACTED if (str(obj) in self._values or repr(obj) in self._values) \
-                else obj
+            return REDACTED if numbers and (str(obj) in self._values
+                                            or repr(obj) in self._values) else obj
         if isinstance(obj, dict):
-            return {self.scrub(k) if isinstance(k, str) else k: self.scrub_obj(v)
+            return {self.scrub(k) if isinstance(k, str) else k: self.scrub_obj(v, numbers)
                     for k, v in obj.items()}
         if isinstance(obj, (list, tuple)):
-            return [self.scrub_obj(v) for v in obj]
+            return [self.scrub_obj(v, numbers) for v in obj]
         return obj
 
 

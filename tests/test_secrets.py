@@ -118,3 +118,21 @@ def test_a_digits_only_secret_echoed_as_a_json_number_is_scrubbed_from_a_record(
     line = json.loads(records.record_line(rec, finite=True))
     assert line["output"]["usage"]["account"] == "***"
     assert line["metrics"]["m"] == 0.155667788990
+
+
+def test_json_files_stay_valid_json_when_a_secret_is_made_of_digits(tmp_path, monkeypatch):
+    """Scrubbing the text of a JSON file cut numbers apart (``"n": 1500`` became
+    ``"n": ***``, and metrics.json could not be read); JSON is scrubbed value by value:
+    strings lose the secret, raglab's own figures keep their values, and rows (which may
+    hold what a system answered) lose a number that is the secret."""
+    import json
+
+    import raglab.secrets
+    from raglab.data.io import atomic_write_json, write_jsonl
+
+    monkeypatch.setattr(raglab.secrets, "SCRUBBER", Scrubber({"1500"}, environment=False))
+    atomic_write_json(tmp_path / "m.json", {"n_cases": 1500, "p": 0.1500, "w": ["key 1500"]})
+    assert json.loads((tmp_path / "m.json").read_text()) == \
+        {"n_cases": 1500, "p": 0.15, "w": ["key ***"]}
+    write_jsonl(tmp_path / "r.jsonl", [{"echo": 1500, "t": "a1500"}])
+    assert json.loads((tmp_path / "r.jsonl").read_text()) == {"echo": "***", "t": "a***"}

@@ -123,15 +123,14 @@ def write_outputs(out: Path, files: dict[str, str]) -> list[Path]:
     from raglab.data.io import atomic_write_text
 
     paths = []
-    for name, text in files.items():
-        atomic_write_text(out / name, text)
+    for name, text in files.items():  # JSON files come from json_text, scrubbed already
+        atomic_write_text(out / name, text, scrubbed=name.endswith(".json"))
         paths.append(out / name)
     return paths
 
 
 def run_pair(args, cfg) -> None:
-    import json
-
+    from raglab.data.io import json_text
     from raglab.report.compare import compare_runs, load_run
     from raglab.report.compare_render import render_html, render_md, render_terminal
 
@@ -141,8 +140,7 @@ def run_pair(args, cfg) -> None:
                         allow_version_mismatch=args.allow_version_mismatch,
                         allow_incomplete=args.allow_incomplete)
     files = {"compare.md": render_md(comp), "compare.html": render_html(comp),
-             "compare.json": json.dumps(comp.to_json(), indent=1, ensure_ascii=False,
-                                        allow_nan=False) + "\n"}
+             "compare.json": json_text(comp.to_json(), indent=1)}
     out = (args.out or default_out(base, cand)).resolve()
     paths = write_outputs(out, files)
     print(render_terminal(comp))

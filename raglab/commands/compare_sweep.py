@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from raglab.metrics.catalog import HEADLINE
@@ -13,6 +12,7 @@ TERMINAL_METRICS = ("final.evidence_recall", "faithfulness", "vital_nugget_recal
 
 def run_sweep(args, cfg) -> None:
     from raglab.commands.compare import write_outputs
+    from raglab.data.io import json_text
     from raglab.report.compare_load import DEFAULT_TRACKING_URI, safe_name
     from raglab.report.sweep import compare_sweep, find_job, load_sweep, sweep_json
     from raglab.report.sweep_render import (render_sweep_html, render_sweep_md,
@@ -29,8 +29,7 @@ def run_sweep(args, cfg) -> None:
                        allow_version_mismatch=args.allow_version_mismatch,
                        allow_incomplete=args.allow_incomplete)
     files = {"compare.md": render_sweep_md(sc), "compare.html": render_sweep_html(sc),
-             "compare.json": json.dumps(sweep_json(sc), indent=1, ensure_ascii=False,
-                                        allow_nan=False) + "\n"}
+             "compare.json": json_text(sweep_json(sc), indent=1)}
     sweep_dir = Path(ref)
     if args.out is not None:
         out = args.out

@@ -85,7 +85,7 @@ def main(argv: list[str]) -> None:
 
 def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     import datetime
-    import json
+    from raglab.data.io import json_text
 
     from raglab.commands.compare import settings, write_outputs
     from raglab.errors import UserError
@@ -117,8 +117,7 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     stem = f"decision-{date}-{name}"
     study.mkdir(parents=True, exist_ok=True)
     paths = write_outputs(study.resolve(), {
-        f"{stem}.json": json.dumps(record, indent=1, ensure_ascii=False, allow_nan=False,
-                                   default=str) + "\n",
+        f"{stem}.json": json_text(record, indent=1, default=str),
         f"{stem}.md": render_record(record)})
     print(_terminal(record))
     print(f"wrote {paths[1]} and {paths[0].name}")

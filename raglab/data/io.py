@@ -182,14 +182,17 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: str | Path, text: str | bytes) -> None:
-    """Write a finished file under a temporary name, then rename it into place.
+def atomic_write_text(path: str | Path, text: str | bytes, scrubbed: bool = False) -> None:
+    """Write a finished file under a temporary name, then rename it into place, with every
+    known secret value scrubbed from the text (``scrubbed``: the caller scrubbed its values
+    already, as the JSON writers do, so that a digits-only secret never cuts a number).
 
     The file gets the permissions of any file the user creates (0666 less the umask), not
     the 0600 of a temporary file, so a team's shared artifact store can read it."""
     from raglab.secrets import SCRUBBER
 
-    text = SCRUBBER.scrub_bytes(text) if isinstance(text, bytes) else SCRUBBER.scrub(text)
+    if not scrubbed:
+        text = SCRUBBER.scrub_bytes(text) if isinstance(text, bytes) else SCRUBBER.scrub(text)
     p = Path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -214,13 +217,29 @@ def atomic_write_text(path: str | Path, text: str | bytes) -> None:
         raise
 
 
+def json_text(obj: Any, indent: int | None = 2, **dumps: Any) -> str:
+    """The JSON text of one of raglab's own documents, its strings scrubbed of known secret
+    values one by one (text-level scrubbing could cut a number apart when a secret is made of
+    digits), ended by a newline; write it with ``atomic_write_text(..., scrubbed=True)``."""
+    from raglab.secrets import SCRUBBER
+
+    return json.dumps(SCRUBBER.scrub_obj(obj, numbers=False), indent=indent,
+                      ensure_ascii=False, allow_nan=False, **dumps) + "\n"
+
+
 def atomic_write_json(path: str | Path, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    """A JSON file, scrubbed value by value (:func:`json_text`)."""
+    atomic_write_text(path, json_text(obj), scrubbed=True)
 
 
 def write_jsonl(path: str | Path, rows: list[dict[str, Any]]) -> None:
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False, allow_nan=False) + "\n"
-                                    for r in rows))
+    """A JSON Lines file, scrubbed as :func:`atomic_write_json` scrubs (numbers that are a
+    secret included: rows may hold what a system answered)."""
+    from raglab.secrets import SCRUBBER
+
+    atomic_write_text(path, "".join(json.dumps(SCRUBBER.scrub_obj(r), ensure_ascii=False,
+                                               allow_nan=False) + "\n" for r in rows),
+                      scrubbed=True)
 
 
 def read_jsonl_tolerant(path: str | Path) -> list[dict[str, Any]]:
