@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -26,17 +25,23 @@ def child_env(**extra: str) -> dict[str, str]:
 
 def timed_process(cmd: list[str], cwd: Path | None = None,
                   env: dict[str, str] | None = None) -> dict[str, float]:
-    """Run ``cmd``; its wall time, CPU time (user + system) and peak RSS (MiB). Fails loudly
-    when the command fails."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    p = subprocess.run(cmd, cwd=cwd, env=env or child_env(), capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd[:6])} ... failed ({p.returncode}):\n{p.stderr[-3000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"wall": wall, "cpu": cpu, "rss_mib": after.ru_maxrss / 1024}
+    """Run ``cmd``; its wall time, CPU time (user + system) and peak RSS (MiB), all of that
+    one child (``wait4``: the peak of this process alone, not the largest child so far).
+    Fails loudly when the command fails."""
+    import tempfile
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, cwd=cwd, env=env or child_env(), stdout=out, stderr=err)
+        _, status, usage = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if p.returncode != 0:
+            err.seek(0)
+            tail = err.read().decode("utf-8", "replace")[-3000:]
+            raise SystemExit(f"{' '.join(cmd[:6])} ... failed ({p.returncode}):\n{tail}")
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"wall": wall, "cpu": cpu, "rss_mib": usage.ru_maxrss / 1024}
 
 
 def python() -> str:
