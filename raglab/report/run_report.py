@@ -257,18 +257,27 @@ def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
     if capped:  # keep the largest slices, in their sorted order
         keep = sorted(rows, key=lambda r: -(num(r[2].get("n")) or 0))[:MAX_PLOTTED_SLICES]
         rows = [r for r in rows if r in keep]
+    from matplotlib.collections import PatchCollection
     from matplotlib.patches import Rectangle
 
     fig = _figure(2.8 + 0.78 * len(cols), 1.9 + 0.3 * len(rows))
     ax = fig.add_subplot(1, 1, 1)
+    cells: dict[bool, tuple[list, list]] = {False: ([], []), True: ([], [])}  # by n/a
     for i, (_, _, mets) in enumerate(rows):
         for j, col in enumerate(cols):
             cell = slice_cell(col, mets.get(col))
-            ax.add_patch(Rectangle((j, i), 1, 1, facecolor=cell["face"], hatch=cell["hatch"],
-                                   edgecolor="#bbbbbb" if cell["hatch"] else "white",
-                                   linewidth=0.5 if cell["hatch"] else 0.8))
+            boxes, faces = cells[cell["hatch"] is not None]
+            boxes.append(Rectangle((j, i), 1, 1))
+            faces.append(cell["face"])
             ax.text(j + 0.5, i + 0.5, cell["text"], ha="center", va="center",
                     fontsize=7 if cell["hatch"] else 7.5, color=cell["ink"])
+    # the cells as two collections (drawn at once, not one patch each): coloured cells with
+    # white edges, and grey hatched n/a cells
+    for na, (boxes, faces) in cells.items():
+        if boxes:
+            ax.add_collection(PatchCollection(
+                boxes, facecolors=faces, edgecolors="#bbbbbb" if na else "white",
+                linewidths=0.5 if na else 0.8, hatch="///" if na else None, zorder=1))
     ax.set_xlim(0, len(cols))
     ax.set_ylim(len(rows), 0)
     ax.set_xticks([j + 0.5 for j in range(len(cols))])
