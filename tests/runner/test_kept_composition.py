@@ -20,8 +20,8 @@ from raglab.commands.composed import JobInfo
 from tests.conftest import REPO, TINY_CASES, write_jsonl
 
 WRAPPER = ("import atexit, sys\n"
-           "atexit.register(lambda: print('HYDRA' if 'hydra' in sys.modules else 'NO-HYDRA',"
-           " file=sys.stderr))\n"
+           "atexit.register(lambda: print('HYDRA' if {'hydra', 'omegaconf'} & set(sys.modules)"
+           " else 'NO-HYDRA', file=sys.stderr))\n"
            "sys.argv = ['raglab', *sys.argv[1:]]\n"
            "import raglab.cli\n"
            "raglab.cli.main()\n")
