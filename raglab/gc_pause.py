@@ -1,8 +1,7 @@
-"""Keeping Python's cyclic garbage collector out of bulk work.
-
-A replay run holds every parsed output (a few hundred thousand dicts) for the whole run, and
-each full collection walks all of them; MLflow's batches build as many ORM objects at once.
-Neither makes reference cycles, so the collector finds nothing there and only costs time.
+"""Keeping Python's cyclic garbage collector out of bulk work that makes no reference
+cycles, where it finds nothing and only costs time: parsing a replay file (a few hundred
+thousand dicts), MLflow's batches (as many ORM objects at once). (A run also leaves what
+lives as long as it does out of the collector's walks, with ``gc.freeze``.)
 """
 
 from __future__ import annotations
@@ -34,15 +33,3 @@ def gc_paused() -> Iterator[None]:
             _depth -= 1
             if _depth == 0 and _was_enabled:
                 gc.enable()
-
-
-@contextmanager
-def long_lived() -> Iterator[None]:
-    """Everything alive when the block starts (a run's dataset, its replayed outputs) is left
-    out of the collector's walks until it ends (``gc.freeze``); objects made inside the
-    block are collected as usual."""
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()

@@ -9,13 +9,12 @@ and the swept keys that name each job.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from raglab.commands.common import conf_dir
-from raglab.errors import ConfigError, StorageError
+from raglab.errors import ConfigError
 from raglab.runner.naming import job_overrides
 
 #: Hydra command-line flags after which raglab leaves everything to Hydra itself
@@ -196,43 +195,31 @@ def launch_single_run(hydra: Any, cfg: Any, task_function: Any) -> None:
 _DEFAULTS: dict[str, Any] | None = None
 
 
-def _conf_key() -> str:
-    """A hash of everything the shipped defaults are composed from (raglab's config files,
-    the versions of raglab, Hydra and OmegaConf), found without importing Hydra."""
-    from raglab.commands.composed import conf_key
-
-    return conf_key()
-
-
 def shipped_defaults(cache_dir: str | Path | None = None) -> dict[str, Any] | None:
     """The configuration of ``raglab run`` with no override (None if it does not compose).
 
     Composing it costs a tenth of a second or more, so with ``cache_dir`` it is kept there,
     keyed by a hash of the config files and versions it comes from (any change composes it
     again); a cache that cannot be read or written only means composing it."""
+    from raglab.commands.composed import conf_key, read_kept, write_kept
+
     global _DEFAULTS
     if _DEFAULTS is not None:
         return _DEFAULTS
     path = None
     if cache_dir is not None:
         try:
-            path = Path(cache_dir).expanduser() / "defaults" / f"config-{_conf_key()}.json"
-            cached = json.loads(path.read_text(encoding="utf-8"))
-            if isinstance(cached, dict):
-                _DEFAULTS = cached
-                return _DEFAULTS
-        except (OSError, ValueError):
-            pass
+            path = Path(cache_dir).expanduser() / "defaults" / f"config-{conf_key()}.json"
+        except RuntimeError:  # ~user of no known home: not kept
+            path = None
+        cached = read_kept(path) if path is not None else None
+        if isinstance(cached, dict):
+            _DEFAULTS = cached
+            return _DEFAULTS
     try:
         _DEFAULTS = compose_config([])
     except ComposeError:
         return None
     if path is not None:
-        try:
-            from raglab.data.io import atomic_write_json
-
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(path, _DEFAULTS)
-        except (OSError, StorageError, ValueError, TypeError):  # StorageError: a failed write
-            pass
+        write_kept(path, _DEFAULTS)
     return _DEFAULTS

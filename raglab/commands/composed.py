@@ -50,10 +50,10 @@ class JobInfo:
     multirun: bool = False
     sweep_dir: str | None = None
     num: int = 0
-    #: set by a kept composition: (redacted config, its YAML text), and what writes the
-    #: YAML text of another (``yaml_text``)
-    yaml_of: tuple[Any, str] | None = field(default=None, repr=False)
-    yaml_writer: Any = field(default=None, repr=False)
+    #: a run from a kept composition (its config.yaml written by :func:`yaml_text`)
+    kept: bool = False
+    #: the kept YAML text of exactly this configuration (no path value changed), if any
+    kept_yaml: str | None = field(default=None, repr=False)
 
 
 def _package_file(name: str, *parts: str) -> bytes:
@@ -111,6 +111,27 @@ def conf_key() -> str:
             h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
     _CONF_KEY = h.hexdigest()[:16]
     return _CONF_KEY
+
+
+def read_kept(path: Path) -> Any:
+    """A JSON file raglab keeps in ``cache_dir`` (None when it is missing or unreadable:
+    what it holds is composed again)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: ~user of no known home
+        return None
+
+
+def write_kept(path: Path, obj: Any) -> None:
+    """Keep ``obj`` in ``path``, best effort: a cache that cannot be written only means
+    composing again (a failed write is a StorageError)."""
+    from raglab.data.io import atomic_write_json
+    from raglab.errors import StorageError
+
+    try:
+        atomic_write_json(path, obj)
+    except (OSError, StorageError, ValueError, TypeError):
+        pass
 
 
 def _override_key(o: str) -> str:
@@ -259,11 +280,8 @@ def _reads_as_number(text: str) -> bool:
 
 def keep(overrides: list[str], config: dict[str, Any], run_dir: str, job: JobInfo,
          public: Any, yaml_text_: str) -> None:
-    """Write the entry of a composition :func:`keepable` judged keepable (best effort: a
-    cache that cannot be written only means composing again)."""
-    from raglab.data.io import atomic_write_json
-    from raglab.errors import StorageError
-
+    """Write the entry of a composition :func:`keepable` judged keepable (best effort, as
+    :func:`write_kept`)."""
     if public != config:  # redaction or scrubbing changed a value: it holds a secret
         return
     try:
@@ -274,13 +292,9 @@ def keep(overrides: list[str], config: dict[str, Any], run_dir: str, job: JobInf
     entry = {"format": FORMAT, "shape": shape(overrides), "overrides": overrides,
              "config": config, "run_dir": run_dir,
              "task_overrides": list(job.task_overrides), "choices": dict(job.choices),
-             "public": public, "yaml": yaml_text_}
-    path = _entry_path(str(config.get("cache_dir") or DEFAULT_CACHE_DIR), overrides)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, entry)
-    except (OSError, StorageError, ValueError, TypeError):  # StorageError: a failed write
-        pass
+             "yaml": yaml_text_}
+    write_kept(_entry_path(str(config.get("cache_dir") or DEFAULT_CACHE_DIR), overrides),
+               entry)
 
 
 @dataclass
@@ -299,8 +313,8 @@ def lookup(overrides: list[str]) -> Kept | None:
         return None
     cache_dir = _cache_dir_of(overrides)
     try:
-        entry = json.loads(_entry_path(cache_dir, overrides).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RuntimeError):  # RuntimeError: ~user of no known home
+        entry = read_kept(_entry_path(cache_dir, overrides))
+    except RuntimeError:  # ~user of no known home
         return None
     try:
         if entry["format"] != FORMAT or entry["shape"] != shape(overrides) \
@@ -309,6 +323,7 @@ def lookup(overrides: list[str]) -> Kept | None:
         config = entry["config"]
         run_dir = entry["run_dir"]
         task_overrides = list(entry["task_overrides"])
+        same_config = True
         for old, new in zip(entry["overrides"], overrides):
             if old == new:
                 continue
@@ -320,16 +335,18 @@ def lookup(overrides: list[str]) -> Kept | None:
                 run_dir = value
             elif not _set_leaf(config, key, old_value, value):
                 return None
+            else:
+                same_config = False
             if old in task_overrides:
                 task_overrides[task_overrides.index(old)] = new
         if config.get("cache_dir") != cache_dir:
             return None
-        # the YAML text kept serves a run whose redacted configuration is the same (other
-        # run directories); another one's is written by yaml_text
+        # the YAML text kept serves the same configuration (another run directory); one
+        # with other paths is written by yaml_text
         return Kept(config, run_dir, {"task_overrides": task_overrides,
-                                      "choices": dict(entry["choices"]),
-                                      "yaml_of": (entry["public"], str(entry["yaml"])),
-                                      "yaml_writer": yaml_text})
+                                      "choices": dict(entry["choices"]), "kept": True,
+                                      "kept_yaml": str(entry["yaml"]) if same_config
+                                      else None})
     except (KeyError, TypeError, AttributeError, ValueError):
         return None
 

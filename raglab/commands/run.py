@@ -92,7 +92,15 @@ def task(dict_cfg) -> None:
 _KEEP: list[str] | None = None
 
 
-def _yaml(public: dict) -> str:
+def _yaml(job, resolved: dict, public: dict) -> str:
+    """config.yaml's text: OmegaConf's, or from a kept composition (without OmegaConf) its
+    kept text when nothing was redacted or scrubbed since (``public == resolved``)."""
+    if job.kept:
+        from raglab.commands.composed import yaml_text
+
+        if job.kept_yaml is not None and public == resolved:
+            return job.kept_yaml
+        return yaml_text(public)
     from omegaconf import OmegaConf
 
     return OmegaConf.to_yaml(OmegaConf.create(public))
@@ -131,11 +139,7 @@ def run_task(job, resolve, kept=None) -> None:
         sweep_dir = str(Path(job.sweep_dir).resolve()) if multirun else None
         tracker = build_tracker(cfg, public, name, sweep_dir)
         tracker.diffs = diffs
-        # a kept composition holds the YAML text of its redacted configuration
-        if job.yaml_of and job.yaml_of[0] == public:
-            yaml_text = job.yaml_of[1]
-        else:
-            yaml_text = (job.yaml_writer or _yaml)(public)
+        yaml_text = _yaml(job, resolved, public)
         run = Run(cfg, run_dir, yaml_text, name=name, diffs=diffs, config=public)
         if kept is not None:
             kept(resolved, unresolved, public, yaml_text)

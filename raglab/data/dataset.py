@@ -8,7 +8,6 @@ normalisation, else fuzzy), spans in range. A case whose evidence is gone is qua
 from __future__ import annotations
 
 import functools
-
 import hashlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field

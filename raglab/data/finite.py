@@ -16,13 +16,13 @@ from typing import Any
 _SURROGATE = re.compile("[\ud800-\udfff]")
 #: a JSON escape of a UTF-16 surrogate (in a pair or alone), in text and in bytes
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def may_escape_surrogate(raw: bytes) -> bool:
     """Whether a JSON text (UTF-8) may hold a ``\\uD800``-``\\uDFFF`` escape (a search
     for a backslash first: one byte is found many times faster than the pattern)."""
-    return b"\\" in raw and SURROGATE_ESCAPE_BYTES.search(raw) is not None
+    return b"\\" in raw and _SURROGATE_ESCAPE_BYTES.search(raw) is not None
 
 
 MAX_DEPTH = 100

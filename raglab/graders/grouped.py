@@ -157,6 +157,14 @@ def start_references(g: Any, cases: list[Any], grader: Any = None) -> Any:
                     fut.exception()  # retrieved: no warning when no case waits for it
 
     n = REFERENCES_PER_CALL
-    job = asyncio.gather(*(one(todo[i:i + n]) for i in range(0, len(todo), n)))
-    job.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
+    return detached(*(one(todo[i:i + n]) for i in range(0, len(todo), n)))
+
+
+def detached(*jobs: Any) -> Any:
+    """``asyncio.gather`` of jobs started and not necessarily awaited: its outcome is
+    retrieved when it ends, so an error nobody awaits is no "never retrieved" warning."""
+    import asyncio
+
+    job = asyncio.gather(*jobs)
+    job.add_done_callback(lambda f: f.cancelled() or f.exception())
     return job

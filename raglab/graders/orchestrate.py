@@ -19,7 +19,8 @@ from typing import Any
 
 from raglab.cache import StageCache, content_key
 from raglab.data.verdicts import Grader, Verdict
-from raglab.graders.grouped import answer_job, context_job, groups_of, start_references
+from raglab.graders.grouped import (answer_job, context_job, detached, groups_of,
+                                    start_references)
 from raglab.graders.spec import FAMILY_PROMPTS, family_prompt_texts
 from raglab.llm.client import LLMCallError
 from raglab.llm.cost import current_meter, metering
@@ -94,11 +95,7 @@ class Grading:
                 _REPEAT.reset(token)
             if job is not None:
                 jobs.append(job)
-        if not jobs:
-            return None
-        job = asyncio.gather(*jobs)
-        job.add_done_callback(lambda f: f.cancelled() or f.exception())  # retrieved
-        return job
+        return detached(*jobs) if jobs else None
 
     async def prepare(self, cases: list[Any]) -> None:
         """:meth:`start`, waiting until all of it is done."""

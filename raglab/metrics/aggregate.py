@@ -62,10 +62,12 @@ class _Table:
         return out
 
     def latency_percentiles(self) -> dict[str, float]:
+        """``latency_ms.{stage}.p50`` and ``.p95`` over the cases that report the stage."""
         out: dict[str, float] = {}
-        cols = dict(zip(self.names, self.columns(self.rows)))
-        for name in sorted(n for n in cols if n.startswith("latency_ms.")):
-            values = [float(v) for v in cols[name] if v is not None]
+        where = {n: i for i, n in enumerate(self.names) if n.startswith("latency_ms.")}
+        for name in sorted(where):
+            i = where[name]
+            values = [float(row[i]) for row in self.rows if row[i] is not None]
             if values:
                 out[f"{name}.p50"] = float(percentile(values, 50))
                 out[f"{name}.p95"] = float(percentile(values, 95))
@@ -82,11 +84,6 @@ def percentile(values: Sequence[float], p: float) -> float:
     t = h - lo
     a, b = v[lo], v[hi]
     return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
-
-
-def latency_percentiles(records: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """``latency_ms.{stage}.p50`` and ``.p95`` over the cases that report the stage."""
-    return _Table(records, []).latency_percentiles()
 
 
 def aggregate(records: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:

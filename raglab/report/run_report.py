@@ -37,8 +37,12 @@ def _write_atomic(path: Path, data: str | bytes) -> None:
     atomic_write_text(path, data)
 
 
-def _load(run_dir: Path) -> tuple[dict, dict]:
+def _load(run_dir: Path, config: dict | None = None) -> tuple[dict, dict]:
+    """metrics.json, and the (redacted) configuration: ``config`` when the caller has it,
+    else config.yaml read back."""
     metrics = read_run_metrics(run_dir)
+    if config is not None:
+        return metrics, redact(config)
     try:
         cfg = redact(read_run_config(run_dir))
     except UserError:  # the report needs only metrics.json; a broken config names no k
@@ -313,10 +317,7 @@ def write_run_report(run_dir: Path, name: str | None = None,
     from raglab.report.report_html import write_report_html
 
     run_dir = Path(run_dir)
-    if config is None:
-        metrics, cfg = _load(run_dir)
-    else:
-        metrics, cfg = read_run_metrics(run_dir), redact(config)
+    metrics, cfg = _load(run_dir, config)
     draw, plots = plots, []
     recall_png, slices_png = run_dir / "recall_at_k.png", run_dir / "slices.png"
     for path, plot, data in ((recall_png, plot_recall_at_k, metrics.get("overall")),

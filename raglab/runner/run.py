@@ -25,7 +25,6 @@ from raglab.data.record import CaseRecord
 from raglab.data.schema import SystemOutput
 from raglab.data.finite import check as check_finite, plain_finite
 from raglab.errors import NegativeOutcome, StorageError, UserError
-from raglab.gc_pause import long_lived
 from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import diagnosis_version, family_versions
 from raglab.metrics.aggregate import aggregate, diagnosis_counts
@@ -146,17 +145,13 @@ class Run:
         if tracker is not None:
             tracker.run_dir = self.run_dir  # where the tracker keeps its run's id (resume)
             tracker.started(ds, versions, self_graded=self.self_graded())
-        # the dataset and the system's data (a replay file's outputs) live for the whole
-        # run: the collector leaves them out of its walks
-        with long_lived():
-            return asyncio.run(self._execute_async(ds, prompts, versions))
+        return asyncio.run(self._execute_async(ds, prompts, versions))
 
     async def _execute_async(self, ds: Dataset, prompts: dict[str, str],
                              versions: dict[str, str]) -> dict[str, Any]:
         cfg = self.cfg
         self.llm = llm_client(cfg, self.cache)
         system = build_system(cfg, ds, self.cache, self.work, self.llm)
-        gc.freeze()  # what the system loaded lives as long as the run (see long_lived)
         for w in getattr(system, "warnings", None) or []:  # e.g. replayed ids not in the set
             print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
             self.warnings.append(w)
@@ -176,8 +171,16 @@ class Run:
         async def one(case) -> tuple[CaseRecord, bytes]:
             return await self._case(case, sections, system, grading, ds, loop, pool, slots)
 
+        def done(rec: CaseRecord, line: bytes) -> None:
+            writer.append(rec, line)
+            kept[rec.case_id] = slim_record(rec)
+            progress.advance(rec)
+
         tasks: deque[asyncio.Task] = deque()
         shared = None  # work shared by the cases (grouped calls): started, not waited for
+        # the dataset, the system's data (a replay file's outputs) and the records kept live
+        # for the whole run: the collector leaves them out of its walks until it ends
+        gc.freeze()
         try:
             if grading is not None:
                 shared = grading.start(todo)
@@ -190,20 +193,15 @@ class Run:
                 # nothing to wait for (answers from memory, no grader): one case after the
                 # other, without a task each
                 for case in queued:
-                    rec, line = await one(case)
-                    writer.append(rec, line)
-                    kept[rec.case_id] = slim_record(rec)
-                    progress.advance(rec)
+                    done(*await one(case))
             tasks = deque(asyncio.create_task(one(c)) for c in itertools.islice(queued, window))
             while tasks:  # records are written in case order, each as soon as it is ready
                 nxt = next(queued, None)
                 if nxt is not None:
                     tasks.append(asyncio.create_task(one(nxt)))
-                rec, line = await tasks[0]
+                finished = await tasks[0]
                 tasks.popleft()  # a finished task holds its record: let it go
-                writer.append(rec, line)
-                kept[rec.case_id] = slim_record(rec)
-                progress.advance(rec)
+                done(*finished)
             if shared is not None:
                 await shared  # what no case waited for (its cases had no answer) is cached too
         except BaseException:
@@ -215,6 +213,7 @@ class Run:
                                     category=RuntimeWarning)
             raise
         finally:
+            gc.unfreeze()
             for t in tasks:
                 t.cancel()
             if shared is not None:

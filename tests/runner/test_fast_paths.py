@@ -252,18 +252,47 @@ def test_span_check_refuses_exactly_the_hits_the_rule_refuses(candidates, contex
             check_spans(out, DS)
 
 
-def test_replay_loading_and_a_run_leave_the_collector_as_they_found_it(tmp_path):
+def test_replay_loading_and_a_run_leave_the_collector_as_they_found_it(tmp_path, tiny):
+    """Parsing a replay file pauses the collector and a run leaves its long-lived data out
+    of the collector's walks (frozen while its cases run): both are undone when they end."""
     import gc
+    import os
 
-    from raglab.gc_pause import long_lived
+    from tests.conftest import REPO, TINY_CASES, write_jsonl
 
     answer = _replayed(tmp_path, json.dumps({"case_id": "a"}) + "\n")
     assert gc.isenabled() and answer("a")["case_id"] == "a"
     assert gc.get_freeze_count() == 0
-    kept = [{"x": [i]} for i in range(1000)]
-    with pytest.raises(RuntimeError):
-        with long_lived():
-            gc.freeze()  # as the runner does once its system is loaded
-            assert gc.get_freeze_count() >= len(kept)
-            raise RuntimeError
-    assert gc.get_freeze_count() == 0 and gc.isenabled()
+
+    corpus, cases = tiny
+    out = write_jsonl(tmp_path / "run_out.jsonl",
+                      [{"case_id": c["id"], "candidates": [{"doc_id": "kb/a"}]}
+                       for c in TINY_CASES])
+    probe = textwrap.dedent("""
+        import atexit, gc, sys
+        import raglab.runner.run as rr
+        seen = []
+        slim = rr.slim_record
+        def slim_record(rec):  # called as each case's record is written
+            seen.append(gc.get_freeze_count())
+            return slim(rec)
+        rr.slim_record = slim_record
+        atexit.register(lambda: print("PROBE", seen, gc.get_freeze_count(), gc.isenabled(),
+                                      file=sys.stderr))
+        sys.argv = ["raglab", *sys.argv[1:]]
+        import raglab.cli
+        raglab.cli.main()
+    """)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.run([sys.executable, "-c", probe, "run", "system=replay",
+                        f"system.path={out}", f"dataset.corpus={corpus}",
+                        f"dataset.cases={cases}", "dataset.labels=null", "grader=none",
+                        "tracking=none", f"hydra.run.dir={tmp_path / 'run'}",
+                        f"cache_dir={tmp_path / 'cache'}", "progress=off"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    probe_line = next(line for line in p.stderr.splitlines() if line.startswith("PROBE"))
+    during, frozen_after, enabled = probe_line.split(" ", 1)[1].rsplit(" ", 2)
+    during = json.loads(during)
+    assert len(during) == len(TINY_CASES) and min(during) > 0  # frozen while cases ran
+    assert frozen_after == "0" and enabled == "True"

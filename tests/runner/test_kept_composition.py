@@ -124,12 +124,12 @@ def test_lookup_sets_the_path_values_of_the_command(tmp_path):
     _keep(cache, ov, _config(cache))
     same = composed.lookup(ov)
     assert same is not None and same.config == _config(cache)
-    assert same.job_args["yaml_of"][1] == composed.yaml_text(_config(cache))
+    assert same.job_args["kept"] and same.job_args["kept_yaml"] == composed.yaml_text(
+        _config(cache))
     moved = composed.lookup(["k=3", "system.path=/b/other.jsonl", f"cache_dir={cache}"])
     assert moved is not None and moved.config["system"]["path"] == "/b/other.jsonl"
     assert moved.job_args["task_overrides"] == ["k=3", "system.path=/b/other.jsonl"]
-    assert moved.job_args["yaml_of"][0] != moved.config  # so its YAML is written anew
-    assert moved.job_args["yaml_writer"](moved.config) == composed.yaml_text(moved.config)
+    assert moved.job_args["kept"] and moved.job_args["kept_yaml"] is None  # written anew
     assert composed.lookup(["k=4", "system.path=/a/out.jsonl", f"cache_dir={cache}"]) is None
     assert composed.lookup(["k=3", f"cache_dir={cache}", "system.path=/a/out.jsonl"]) is None
 

@@ -16,7 +16,6 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-
 from raglab.cache import StageCache, content_key
 from raglab.data.schema import Document, User, matches_filters, may_see
 from raglab.registry import entry
