@@ -108,13 +108,16 @@ class MlflowTracker(NoTracker):
             from raglab.runner.identity import read_identity
 
             previous = read_identity(self.run_dir).get("mlflow")
-        self.run = MlflowRun.start(self.cfg.tracking.uri, self.cfg.tracking.experiment,
-                                   self.run_name, flatten_config(self.resolved), tags,
-                                   sweep_dir=self.sweep_dir, resume=previous)
+        remember = None
         if self.run_dir is not None:
             from raglab.runner.identity import update_identity
 
-            update_identity(self.run_dir, mlflow=self.run.identity())
+            def remember(identity: dict) -> None:  # before the run exists, then its id
+                update_identity(self.run_dir, mlflow=identity)
+        self.run = MlflowRun.start(self.cfg.tracking.uri, self.cfg.tracking.experiment,
+                                   self.run_name, flatten_config(self.resolved), tags,
+                                   sweep_dir=self.sweep_dir, resume=previous,
+                                   remember=remember)
 
     def finished(self, run_dir: Path) -> None:
         if self.run is None:

@@ -36,7 +36,8 @@ from raglab.tracking.keys import (MAX_PARAM_VALUE_LENGTH, flatten_config, is_leg
 from raglab.tracking.uris import (DB_SCHEMES, check_tracking, normalize_uri, scheme_of,
                                   sqlite_path, ui_command)
 
-from raglab.tracking.resilience import bound_waits, resumable_run, unfinished_run  # noqa: F401
+from raglab.tracking.resilience import (START_TOKEN_TAG, bound_waits,  # noqa: F401
+                                        resumable_run, unfinished_run)
 
 __all__ = ["MlflowRun", "log_run_dir", "check_tracking", "ui_command", "normalize_uri",
            "CASES_HASH_TAG"]
@@ -160,9 +161,15 @@ class MlflowRun:
     def start(cls, uri: str, experiment: str, run_name: str | None,
               params: Mapping[str, str | int | float | bool | None] | None = None,
               tags: Mapping[str, str] | None = None, sweep_dir: str | Path | None = None,
-              resume: Mapping[str, Any] | None = None) -> "MlflowRun":
+              resume: Mapping[str, Any] | None = None,
+              remember: Callable[[dict], None] | None = None) -> "MlflowRun":
         """A new run, or, with ``resume`` (a previous :meth:`identity` of the same run
-        directory), that run again, set back to RUNNING, when the store still holds it."""
+        directory), that run again, set back to RUNNING, when the store still holds it.
+        ``remember`` records an identity where a resume will find it: a start token before
+        the run is created, then the run's id at once, so a process killed at any moment
+        leaves no run that its resume cannot continue."""
+        import uuid
+
         from raglab.secrets import scrub
 
         uri = normalize_uri(uri)
@@ -178,20 +185,31 @@ class MlflowRun:
         if old is not None:
             client.update_run(old, status="RUNNING")
             self = cls(client, old, parent, run_tags, exp_id)
+            self.token = (resume or {}).get("token")
             self._log_tags(run_tags)
             have = set(client.get_run(old).data.params)  # params cannot change: add new ones
             params = {k: v for k, v in (params or {}).items() if metric_key(k) not in have}
         else:
-            run = client.create_run(exp_id, run_name=run_name, tags=run_tags)
+            token = uuid.uuid4().hex
+            if remember is not None:
+                remember({"uri": uri, "experiment_id": str(exp_id), "token": token})
+            run = client.create_run(exp_id, run_name=run_name,
+                                    tags={**run_tags, START_TOKEN_TAG: token})
             self = cls(client, run.info.run_id, parent, run_tags, exp_id)
+            self.token = token
         self.uri = uri
+        if remember is not None:
+            remember(self.identity())
         self._log_params(params or {})
         return self
 
     def identity(self) -> dict[str, str]:
         """What a resume needs to find this run again (kept in the run directory)."""
-        return {"uri": getattr(self, "uri", ""), "experiment_id": str(self.experiment_id),
-                "run_id": self._run_id}
+        out = {"uri": getattr(self, "uri", ""), "experiment_id": str(self.experiment_id),
+               "run_id": self._run_id}
+        if getattr(self, "token", None):
+            out["token"] = self.token
+        return out
 
     def _log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param

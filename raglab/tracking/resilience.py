@@ -33,12 +33,29 @@ def bound_waits(timeout_s: float) -> None:
             os.environ[name] = value
 
 
+#: a tag set when a run is created, recorded in ``run.json`` before the run exists: a
+#: process killed between creating its run and recording the run's id is found by it
+START_TOKEN_TAG = "raglab.start_token"
+
+
 def resumable_run(client, uri: str, exp_id: str, resume: Mapping[str, Any] | None) -> str | None:
-    """The run id of ``resume`` when it names a live run of this store and experiment."""
-    if not isinstance(resume, Mapping) or not resume.get("run_id"):
+    """The run id of ``resume`` when it names a live run of this store and experiment: by
+    its id, or, when only its start token was recorded (killed just after creating it), by
+    the run that carries that token."""
+    if not isinstance(resume, Mapping):
         return None
     from mlflow.exceptions import MlflowException
 
+    if not resume.get("run_id"):
+        token = str(resume.get("token") or "")
+        if not token.isalnum() or str(resume.get("experiment_id")) != str(exp_id):
+            return None
+        try:
+            runs = client.search_runs([exp_id], filter_string=f"tags.`{START_TOKEN_TAG}` = "
+                                      f"'{token}'", max_results=1)
+        except MlflowException:
+            return None
+        return runs[0].info.run_id if runs else None
     try:  # run ids are unique: the same id in this store (by any URI) is the same run
         info = client.get_run(str(resume["run_id"])).info
     except MlflowException:

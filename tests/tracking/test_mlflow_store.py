@@ -246,3 +246,36 @@ def test_deleted_experiment_is_a_user_error(store):
     client.delete_experiment(client.get_experiment_by_name("gone").experiment_id)
     with pytest.raises(UserError, match="'gone' is deleted"):
         MlflowRun.start(store, "gone", "r2", {}, {})
+
+
+def test_a_run_killed_between_creating_its_mlflow_run_and_recording_it_is_continued(store):
+    """The start token is recorded before the MLflow run is created and the run id right
+    after, before anything else is logged: a process killed in between leaves a run that
+    its resume finds by the token, not an orphan RUNNING next to a new one."""
+    client = MlflowClient(tracking_uri=store)
+    remembered: list[dict] = []
+
+    def killed_after_create(identity: dict) -> None:
+        remembered.append(identity)
+        if "run_id" in identity:  # the process dies before run.json gets the run's id
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        MlflowRun.start(store, "token-resume", "r", {"k": 5}, {}, remember=killed_after_create)
+    first = remembered[0]
+    assert "run_id" not in first and first["token"].isalnum()
+    exp = client.get_experiment_by_name("token-resume")
+    [orphan] = client.search_runs([exp.experiment_id])
+    assert orphan.data.tags["raglab.start_token"] == first["token"]
+
+    again: list[dict] = []
+    run = MlflowRun.start(store, "token-resume", "r", {"k": 5}, {}, resume=first,
+                          remember=again.append)
+    assert run.run_id == orphan.info.run_id  # the same run, continued
+    assert again == [{**first, "run_id": orphan.info.run_id}]
+    assert len(client.search_runs([exp.experiment_id])) == 1
+    assert client.get_run(run.run_id).info.status == "RUNNING"
+    # a token that names no run of this experiment starts a new run
+    other = MlflowRun.start(store, "token-resume", "r2", {}, {},
+                            resume={**first, "token": "0" * 32})
+    assert other.run_id != run.run_id
