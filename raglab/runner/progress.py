@@ -26,10 +26,14 @@ class Progress:
             print(f"resuming: {done}/{total} cases already recorded", file=sys.stderr)
 
     def advance(self, record: CaseRecord) -> None:
-        self.done += 1
-        self.errors += bool(record.error)
+        self.add(1, bool(record.error))
+
+    def add(self, done: int, errors: int) -> None:
+        """``done`` more cases, ``errors`` of them with an error."""
+        self.done += done
+        self.errors += errors
         if self._bar is not None:
-            self._bar.advance(self._task)
+            self._bar.advance(self._task, done)
         elif self.mode == "plain":
             now = time.monotonic()
             if now - self._last > 5 or self.done == self.total:

@@ -38,11 +38,13 @@ from raglab.runner.progress import Progress
 from raglab.runner.identity import check_dataset, check_resume, write_identity
 from raglab.runner.lock import RunDirLock
 from raglab.runner.records import RecordWriter, record_line, gold_summary, judge_output
+from raglab.runner.workers import Worker, drive, part_path, process_count
 from raglab.secrets import clip
 from raglab.cache import StageCache, content_key
 from raglab.runner.components import (build_grader, build_system, grader_uses_llm, llm_client,
                                       model_prices, preflight, system_model_section)
 from raglab.systems.base import SystemRequest, ValidatedOutput, WorkCounter
+from raglab import registry
 
 CASE_TIMEOUT_S = 600.0
 #: runs with more cases than this, not tracked, draw their report's plots on demand
@@ -73,6 +75,7 @@ class Run:
         self.versions: dict[str, str] = {}
         self.warnings: list[str] = []
         self.lock = RunDirLock(run_dir)
+        self.processes = 1  # processes that scored the cases (raglab.runner.workers)
 
     # -- before any work ------------------------------------------------------------------
     def preflight(self) -> dict[str, str]:
@@ -151,22 +154,28 @@ class Run:
                              versions: dict[str, str]) -> dict[str, Any]:
         cfg = self.cfg
         self.llm = llm_client(cfg, self.cache)
-        system = build_system(cfg, ds, self.cache, self.work, self.llm)
-        for w in getattr(system, "warnings", None) or []:  # e.g. replayed ids not in the set
-            print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
-            self.warnings.append(w)
         grader = build_grader(cfg, prompts, self.llm)
         grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work,
                           getattr(cfg.grader, "repeats", 1)) if grader is not None else None
         writer = RecordWriter(self.run_dir / "records.jsonl")
         kept = {r.case_id: slim_record(r) for r in writer.load()}  # what aggregation reads
-        done = set(kept)
-        todo = [c for c in ds.cases if c.id not in done]
+        todo = [c for c in ds.cases if c.id not in kept]
         sections = cfg.system_sections()
+        factory = registry.entry("system", cfg.system.name).factory
+        workers: list[Worker] = []
+        if grading is None and getattr(factory, "in_parts", False):
+            self.processes = process_count(cfg.concurrency, len(todo))
+        if self.processes > 1:  # workers score parts of the file beside this process
+            system, workers, todo = self._start_workers(factory, ds, todo, sections)
+        else:
+            system = build_system(cfg, ds, self.cache, self.work, self.llm)
+        for w in getattr(system, "warnings", None) or []:  # e.g. replayed ids not in the set
+            print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
+            self.warnings.append(w)
         loop = asyncio.get_running_loop()
         pool = ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="raglab-sut")
         slots = asyncio.Semaphore(cfg.concurrency)
-        progress = Progress(len(ds.cases), len(done), cfg.progress)
+        progress = Progress(len(ds.cases), len(kept), cfg.progress)
 
         async def one(case) -> tuple[CaseRecord, bytes]:
             return await self._case(case, sections, system, grading, ds, loop, pool, slots)
@@ -175,6 +184,8 @@ class Run:
             writer.append(rec, line)
             kept[rec.case_id] = slim_record(rec)
             progress.advance(rec)
+            for w in workers:
+                progress.add(*w.progress())
 
         tasks: deque[asyncio.Task] = deque()
         shared = None  # work shared by the cases (grouped calls): started, not waited for
@@ -194,6 +205,16 @@ class Run:
                 # other, without a task each
                 for case in queued:
                     done(*await one(case))
+                for w in workers:  # then each worker's records, in part order
+                    while not w.wait_ready(0.2):
+                        progress.add(*w.progress())
+                    _, records, work = w.result()
+                    w.join()
+                    writer.absorb(part_path(self.run_dir, w.index))
+                    progress.add(*w.progress())
+                    kept.update((r["case_id"], r) for r in records)
+                    for name, n in work.items():
+                        self.work.add(name, n)
             tasks = deque(asyncio.create_task(one(c)) for c in itertools.islice(queued, window))
             while tasks:  # records are written in case order, each as soon as it is ready
                 nxt = next(queued, None)
@@ -214,6 +235,12 @@ class Run:
             raise
         finally:
             gc.unfreeze()
+            for w in workers:  # a stopped run: what the workers flushed is kept
+                w.stop()
+                try:
+                    writer.absorb(part_path(self.run_dir, w.index))  # (if still there)
+                except StorageError:
+                    pass  # the part file stays: the next run takes it in
             for t in tasks:
                 t.cancel()
             if shared is not None:
@@ -226,6 +253,65 @@ class Run:
             if grader is not None:
                 await grader.aclose()
         return self._finish(ds, versions, kept)
+
+    def _start_workers(self, factory: Any, ds: Dataset, todo: list, sections: Any
+                       ) -> tuple[Any, list[Worker], list]:
+        """Fork a worker per part of the file after the first, read the first here, check
+        the parts together; the system for the first part, the started workers, and the
+        cases left to this process (those whose outputs the workers do not hold)."""
+        cfg = self.cfg
+        parts = factory.split(cfg, self.processes)
+        workers: list[Worker] = []
+        try:
+            for i, part in enumerate(parts[1:], start=1):
+                workers.append(Worker(i, lambda w, part=part: self._work_part(
+                    w, factory, part, ds, todo, sections)))
+            system = factory(cfg, None, self.cache, self.work, self.llm, part=parts[0])
+            lines, refused = [(system.first, system.lines)], None
+            for w in workers:
+                try:
+                    lines.append(w.result()[1])
+                except UserError as e:  # a bad line in that part: after the parts before it
+                    refused = e
+                    break
+            if refused is not None:
+                factory.check_split(system.path, lines, None, [])  # a repeated id first
+                raise refused
+            factory.check_split(system.path, lines, ds, system.warnings)
+            for w in workers:
+                w.send("go")
+        except BaseException:
+            for w in workers:  # none has written anything yet
+                w.stop()
+            raise
+        self.processes = len(parts)
+        theirs = set().union(*(ids for _, ids in lines[1:]))
+        return system, workers, [c for c in todo if c.id not in theirs]
+
+    def _work_part(self, worker: Worker, factory: Any, part: tuple[int, int], ds: Dataset,
+                   todo: list, sections: Any) -> None:
+        """In a worker: read its part, report its case ids, and when the parent says go,
+        score those cases into its part file; then report their slim records."""
+        system = factory(self.cfg, None, self.cache, self.work, self.llm, part=part)
+        worker.send(("read", (system.first, system.lines)))
+        if worker.recv() != "go":
+            return
+        before = self.work.as_dict()
+        gc.freeze()  # as in the parent: the data read lives as long as the worker
+        writer = RecordWriter(part_path(self.run_dir, worker.index))
+        records = []
+        try:
+            for case in todo:
+                if case.id in system.lines:
+                    rec, line = drive(self._case(case, sections, system, None, ds, None,
+                                                 None, None))
+                    writer.append(rec, line)
+                    records.append(slim_record(rec))
+                    worker.tick(rec.error)
+        finally:
+            writer.close()
+        work = {k: v - before[k] for k, v in self.work.as_dict().items() if v != before[k]}
+        worker.send(("done", records, work))
 
     async def _case(self, case, sections, system, grading, ds, loop, pool,
                     slots) -> tuple[CaseRecord, bytes]:
@@ -349,6 +435,7 @@ class Run:
                         "cases_sha256": ds.cases_hash},
             "config_hash": content_key(self.resolved_yaml, length=16),
             "warnings": list(self.warnings),
+            "processes": self.processes,
         }
         if self.llm is not None:
             metrics["model_usage"] = self.llm.summary()

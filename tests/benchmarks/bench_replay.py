@@ -6,7 +6,9 @@ files with ``json`` and scores the rankings with pytrec_eval. The two run interl
 first run of the command (raglab composes its configuration with Hydra and keeps it), then
 ``--repeat`` more, each into its own run directory; the median of the repeats' ratios
 (wall and CPU; each run against the one beside it, since the machine's speed drifts) is
-printed against the target, the first run's ratio beside it.
+printed against the target, the first run's ratio beside it. raglab's CPU time includes its
+workers' (``wait4`` counts the children a process reaped); the number of processes that
+scored the cases is printed (``concurrency`` and the usable CPUs decide it).
 
     python -m tests.benchmarks replay [--cases 2000] [--depth 100] [--repeat 3]
 """
@@ -14,6 +16,7 @@ printed against the target, the first run's ratio beside it.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import tempfile
@@ -51,8 +54,10 @@ def measure(n_cases: int, depth: int, repeat: int, slices: int = 50) -> dict:
             trec.append(timed_process(trec_cmd(paths, tmp / "trec.json")))
             for f in ("records.jsonl", "metrics.json", "report.md"):
                 assert (run_dir / f).is_file(), f
+            processes = json.loads((run_dir / "metrics.json").read_text())["processes"]
             shutil.rmtree(run_dir)
-        return {"first": rag[0], "first_trec": trec[0], "raglab": rag[1:], "trec": trec[1:]}
+        return {"first": rag[0], "first_trec": trec[0], "raglab": rag[1:], "trec": trec[1:],
+                "processes": processes}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -78,7 +83,8 @@ def main(argv: list[str] | None = None) -> None:
     first = r["first"]["wall"] / r["first_trec"]["wall"]
     print(f"  first run of the command (composed with Hydra, then kept): raglab "
           f"{r['first']['wall']:.2f} s wall, ratio {first:.2f}")
-    print(f"  peak RSS: raglab {max(x['rss_mib'] for x in r['raglab']):.0f} MiB")
+    print(f"  peak RSS: raglab {max(x['rss_mib'] for x in r['raglab']):.0f} MiB; "
+          f"{r['processes']} process(es) scored the cases (CPU time is theirs together)")
 
 
 if __name__ == "__main__":

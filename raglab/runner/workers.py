@@ -1,0 +1,241 @@
+"""Worker processes that score parts of a replay file beside the run's own process.
+
+A replayed system without a grader is pure computation: reading the file and scoring each
+case. With ``concurrency`` >= 2, more than one usable CPU and at least
+``MIN_CASES_PER_PROCESS`` cases to score per process, the run splits the replay file into
+parts at line starts (``ReplaySystem.parts``) and forks one worker per part after the first.
+Each worker reads and checks its part while the run's process reads the first; the checks
+across parts (a case id in two of them, an empty file) are made before any case is scored,
+so a bad file is refused exactly as when it is read whole. Each worker then scores the
+cases whose outputs are in its part, in case order, and appends their records to its own
+``records.part-N.jsonl`` (flushed per record, as ``records.jsonl`` is); the run's process
+scores the rest into ``records.jsonl`` and, when a worker has finished, appends the
+worker's file to it and deletes it.
+
+A worker is forked (it shares the loaded dataset), only from a process with no other thread,
+and dies with the run's process (``PR_SET_PDEATHSIG``, and a check of its parent per case).
+A run stopped in between (Ctrl-C, SIGTERM, SIGKILL) leaves part files behind: the next run
+in the directory takes their records in (``RecordWriter.load``), so a resume loses nothing
+that was flushed and scores nothing twice.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import pickle
+import select
+import signal
+import struct
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Any, Callable
+
+from raglab.errors import UserError
+
+#: a worker is worth its start (a fork, a message each way) from this many cases on
+MIN_CASES_PER_PROCESS = 256
+_PR_SET_PDEATHSIG = 1
+_HEADER = struct.Struct("<Q")
+
+
+def process_count(concurrency: int, n_cases: int) -> int:
+    """How many processes to score ``n_cases`` with: at most ``concurrency`` and the usable
+    CPUs, one per ``MIN_CASES_PER_PROCESS`` cases; 1 where forking is not safe (another
+    thread running, which a fork would copy mid-work) or not Linux."""
+    if concurrency < 2 or n_cases < 2 * MIN_CASES_PER_PROCESS or sys.platform != "linux":
+        return 1
+    if threading.active_count() > 1:
+        return 1
+    cpus = len(os.sched_getaffinity(0))
+    return max(1, min(concurrency, cpus, n_cases // MIN_CASES_PER_PROCESS))
+
+
+class WorkerFailed(RuntimeError):
+    """A worker failed with an error that is not the user's (its traceback follows)."""
+
+
+class WorkerLost(UserError):
+    """A worker ended without its results, killed from outside (by the kernel when memory
+    ran out, say): one line, exit 2; what it flushed is kept, and a resume goes on."""
+
+    exit_code = 2
+
+
+class Worker:
+    """One forked worker: ``target(worker)`` runs in the child, which talks to the parent
+    with :meth:`send` and :meth:`recv` and reports its progress with :meth:`tick`."""
+
+    def __init__(self, index: int, target: Callable[["Worker"], None]):
+        self.index = index
+        self._counts = mmap.mmap(-1, 16)  # shared with the child: cases done, with errors
+        up_r, up_w = os.pipe()
+        down_r, down_w = os.pipe()
+        parent = os.getpid()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the worker
+            code = 0
+            try:
+                os.close(up_r)
+                os.close(down_w)
+                self._in, self._out = down_r, up_w
+                _die_with(parent)
+                target(self)
+            except BaseException as e:  # noqa: BLE001 (every end reports, then exits)
+                code = 1
+                try:
+                    self.send(("failed", _described(e)))
+                except BaseException:  # noqa: BLE001 (the parent is gone)
+                    pass
+            finally:
+                os._exit(code)  # no atexit handler, no flush of the parent's buffers
+        self.pid = pid
+        os.close(up_w)
+        os.close(down_r)
+        self._in, self._out = up_r, down_w
+        self._seen = (0, 0)
+
+    # -- both sides ----------------------------------------------------------------------
+    def send(self, message: Any) -> None:
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(_HEADER.pack(len(data)) + data)
+        while view:
+            view = view[os.write(self._out, view):]
+
+    def recv(self) -> Any:
+        size = _HEADER.unpack(self._read(_HEADER.size))[0]
+        return pickle.loads(self._read(size))
+
+    def _read(self, n: int) -> bytes:
+        chunks, left = [], n
+        while left:
+            chunk = os.read(self._in, min(left, 1 << 20))
+            if not chunk:
+                raise EOFError
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    # -- the worker's side ---------------------------------------------------------------
+    def tick(self, error: bool) -> None:
+        done, errors = struct.unpack_from("<qq", self._counts)
+        struct.pack_into("<qq", self._counts, 0, done + 1, errors + bool(error))
+
+    # -- the parent's side ---------------------------------------------------------------
+    def result(self) -> Any:
+        """The worker's next message; raises what the worker raised (a UserError as it
+        was: a bad line of its part, a storage error), or WorkerFailed."""
+        try:
+            message = self.recv()
+        except (EOFError, OSError):
+            raise WorkerLost(f"a worker process scoring part {self.index + 1} of the replay "
+                             f"file ended without its results ({self._ended()}); what it "
+                             "recorded is kept: run the same command again to resume") \
+                from None
+        if message[0] == "failed":
+            raise _rebuilt(message[1])
+        return message
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Whether a message is waiting (within ``timeout`` seconds)."""
+        return bool(select.select([self._in], [], [], timeout)[0])
+
+    def progress(self) -> tuple[int, int]:
+        """Cases done and cases with errors since the last call."""
+        done, errors = struct.unpack_from("<qq", self._counts)
+        delta = (done - self._seen[0], errors - self._seen[1])
+        self._seen = (done, errors)
+        return delta
+
+    def stop(self) -> None:
+        """End the worker (SIGKILL: its flushed records stay) and reap it."""
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.join()
+
+    def join(self) -> int | None:
+        if not self.pid:
+            return None
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            status = 0
+        self.pid = 0
+        for fd in (self._in, self._out):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        return status
+
+    def _ended(self) -> str:
+        status = self.join()
+        if status is None:
+            return "already reaped"
+        if os.WIFSIGNALED(status):
+            return f"killed by signal {os.WTERMSIG(status)}"
+        return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+
+def part_path(run_dir: Path, index: int) -> Path:
+    """Where worker ``index`` (1, 2, ...) writes its records."""
+    return Path(run_dir) / f"records.part-{index}.jsonl"
+
+
+def part_files(run_dir: Path) -> list[Path]:
+    """The part files a stopped run left, in part order."""
+    found = []
+    for p in Path(run_dir).glob("records.part-*.jsonl"):
+        n = p.name[len("records.part-"):-len(".jsonl")]
+        if n.isdigit():
+            found.append((int(n), p))
+    return [p for _, p in sorted(found)]
+
+
+def drive(coro: Any) -> Any:
+    """Run a coroutine that never waits (a case of an inline system without a grader) to
+    its end, without an event loop."""
+    try:
+        coro.send(None)
+    except StopIteration as e:
+        return e.value
+    coro.close()
+    raise RuntimeError("a case of an inline system waited for something")
+
+
+def _die_with(parent: int) -> None:
+    """In a worker: Ctrl-C and SIGTERM end it at once (the parent stops the run), and so
+    does its parent's death."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it died before the line above
+        os._exit(1)
+
+
+def _described(e: BaseException) -> tuple:
+    if isinstance(e, UserError):
+        return ("user", type(e), e.message, e.file, e.line, e.case_id)
+    return ("bug", "".join(traceback.format_exception(e)))
+
+
+def _rebuilt(described: tuple) -> BaseException:
+    if described[0] == "user":
+        cls, message, file, line, case_id = described[1:]
+        try:
+            return cls(message, file=file, line=line, case_id=case_id)
+        except TypeError:
+            return UserError(message, file=file, line=line, case_id=case_id)
+    return WorkerFailed("a worker process failed:\n" + described[1])

@@ -1,0 +1,300 @@
+"""Worker processes for a replayed run without a grader (raglab.runner.workers): the file's
+parts, the checks across them, records and metrics equal to one process's, the same error
+for a bad file, and nothing lost or scored twice when the run is stopped (SIGKILL, SIGTERM)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from raglab.errors import UserError
+from raglab.runner.records import RecordWriter
+from raglab.runner.workers import MIN_CASES_PER_PROCESS, drive, part_files, process_count
+from raglab.systems.replay import ReplaySystem, check_parts, parts
+from tests.benchmarks.replay_data import make
+from tests.conftest import REPO, run_cli
+
+N_CASES = 2 * MIN_CASES_PER_PROCESS + 88  # enough for two processes
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict[str, Path]:
+    return make(tmp_path_factory.mktemp("replay"), N_CASES, depth=10, n_slices=5, n_docs=200)
+
+
+def _args(paths: dict[str, Path], run_dir: Path, outputs: Path | None = None,
+          concurrency: int = 2) -> list[str]:
+    return ["run", "system=replay", f"system.path={outputs or paths['outputs']}",
+            f"dataset.corpus={paths['corpus']}", f"dataset.cases={paths['cases']}",
+            "dataset.labels=null", "grader=none", "tracking=none", f"hydra.run.dir={run_dir}",
+            f"cache_dir={run_dir.parent / 'cache'}", "progress=off",
+            f"concurrency={concurrency}"]
+
+
+def _records(run_dir: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (run_dir / "records.jsonl").open(encoding="utf-8")]
+    for r in rows:  # the one measured value: how long answering from memory took
+        if r.get("output"):
+            r["output"]["latency_ms"].pop("total")
+    return rows
+
+
+def _cfg(path: Path):
+    class System:
+        name = "replay"
+
+    System.path = str(path)
+
+    class Cfg:
+        system = System
+
+    return Cfg
+
+
+# -- the parts of a file ------------------------------------------------------------------
+def test_parts_split_at_line_starts_and_cover_the_file(tmp_path):
+    lines = [f'{{"case_id": "c{i}"}}\n'.encode() * 1 for i in range(10)]
+    path = tmp_path / "o.jsonl"
+    path.write_bytes(b"".join(lines))
+    data = path.read_bytes()
+    for n in (1, 2, 3, 7, 10, 25):
+        got = parts(path, n)
+        assert got[0][0] == 0 and got[-1][1] == len(data)
+        assert all(a < b for a, b in got) and all(
+            got[i][1] == got[i + 1][0] for i in range(len(got) - 1))
+        assert all(s == 0 or data[s - 1:s] == b"\n" for s, _ in got)  # line starts
+        assert len(got) == min(n, 10)
+    path.write_bytes(b"".join(lines)[:-1])  # no newline at the end
+    assert parts(path, 4)[-1][1] == len(data) - 1
+
+
+def test_a_file_read_in_parts_is_the_file_read_whole(tmp_path, data):
+    whole = ReplaySystem(_cfg(data["outputs"]))
+    pieces = [ReplaySystem(_cfg(data["outputs"]), part=p) for p in parts(data["outputs"], 3)]
+    merged = {}
+    for p in pieces:
+        assert not set(p.outputs) & set(merged)
+        merged.update(p.outputs)
+    assert merged == whole.outputs
+    assert list(merged) == list(whole.outputs)  # in file order
+    # line numbers: from each part's first line
+    first = pieces[1]
+    cid, n = next(iter(first.lines.items()))
+    assert whole.lines[cid] == n + data["outputs"].read_bytes()[:first.first].count(b"\n")
+
+
+def test_a_bad_line_in_a_later_part_is_named_by_its_line_in_the_file(tmp_path, data):
+    rows = data["outputs"].read_text(encoding="utf-8").splitlines(True)
+    rows[-3] = '{"case_id": "q-bad", "candidates": [1]}\n'
+    path = tmp_path / "bad.jsonl"
+    path.write_text("".join(rows), encoding="utf-8")
+    with pytest.raises(UserError) as whole:
+        ReplaySystem(_cfg(path))
+    last = parts(path, 2)[1]
+    with pytest.raises(UserError) as part:
+        ReplaySystem(_cfg(path), part=last)
+    assert str(part.value) == str(whole.value)
+    assert f"bad.jsonl:{len(rows) - 2} " in str(part.value)
+
+
+def test_check_parts_names_the_first_repeated_line_and_refuses_an_empty_file(tmp_path):
+    path = tmp_path / "o.jsonl"
+    path.write_bytes(b"a\nb\nc\nd\ne\n")
+    # parts starting at bytes 0, 4 (after 2 lines) and 8 (after 4 lines)
+    with pytest.raises(UserError, match=r"o.jsonl:4 case y: duplicate case_id"):
+        check_parts(str(path), [(0, {"x": 1, "y": 2}), (4, {"z": 1, "y": 2}),
+                                (8, {"x": 1})], None, [])
+    with pytest.raises(UserError, match="empty replay file"):
+        check_parts(str(path), [(0, {}), (4, {})], None, [])
+
+
+def test_one_process_where_forking_is_not_worth_it_or_not_safe():
+    assert process_count(1, 10_000) == 1
+    assert process_count(4, 2 * MIN_CASES_PER_PROCESS - 1) == 1
+    if sys.platform == "linux" and len(os.sched_getaffinity(0)) > 1:
+        import threading
+
+        stop = threading.Event()
+        t = threading.Thread(target=stop.wait)
+        t.start()
+        try:
+            assert process_count(4, 10_000) == 1  # another thread: a fork would copy it
+        finally:
+            stop.set()
+            t.join()
+
+
+def test_drive_runs_a_coroutine_that_never_waits():
+    async def ready():
+        return 42
+
+    async def waits():
+        import asyncio
+
+        await asyncio.sleep(0)
+
+    assert drive(ready()) == 42
+    with pytest.raises(RuntimeError, match="waited"):
+        drive(waits())
+
+
+def test_load_takes_in_the_part_files_a_stopped_run_left(tmp_path, data):
+    run = tmp_path / "run"
+    assert run_cli(*_args(data, run, concurrency=1), cwd=REPO).returncode == 0
+    lines = (run / "records.jsonl").read_bytes().splitlines(True)
+    (run / "records.jsonl").write_bytes(b"".join(lines[:100]))
+    (run / "records.part-1.jsonl").write_bytes(b"".join(lines[100:300]) + lines[300][:50])
+    (run / "records.part-2.jsonl").write_bytes(b"".join(lines[299:400]))  # 299 twice
+    kept = RecordWriter(run / "records.jsonl").load()
+    assert [r.case_id for r in kept] == [json.loads(x)["case_id"] for x in lines[:400]]
+    assert part_files(run) == []
+    assert len((run / "records.jsonl").read_bytes().splitlines()) == 400
+
+
+# -- whole runs ---------------------------------------------------------------------------
+needs_two_cpus = pytest.mark.skipif(
+    sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2, reason="one CPU: no worker")
+
+
+@needs_two_cpus
+def test_two_processes_write_what_one_writes(tmp_path, data):
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert run_cli(*_args(data, one, concurrency=1), cwd=REPO).returncode == 0
+    p = run_cli(*_args(data, two, concurrency=2), cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    m1 = json.loads((one / "metrics.json").read_text())
+    m2 = json.loads((two / "metrics.json").read_text())
+    assert (m1["processes"], m2["processes"]) == (1, 2)
+    for key in ("overall", "slices", "n_cases", "errors", "diagnoses", "work", "warnings"):
+        assert m1[key] == m2[key], key
+    assert _records(one) == _records(two)  # the same records, in the same order
+    assert part_files(two) == []
+
+
+@needs_two_cpus
+@pytest.mark.parametrize("problem", ["bad line", "repeated id", "bad value"])
+def test_a_bad_file_gets_the_same_answer_from_two_processes(tmp_path, data, problem):
+    rows = data["outputs"].read_text(encoding="utf-8").splitlines(True)
+    at = len(rows) - 40  # in the second part
+    if problem == "bad line":
+        rows[at] = '{"case_id": "q-bad", "candidates": [{"doc_id": ""}]}\n'
+    elif problem == "repeated id":
+        rows[at] = rows[at].replace(json.loads(rows[at])["case_id"],
+                                    json.loads(rows[3])["case_id"])
+    else:  # a NaN score: that case fails, the run goes on
+        rows[at] = rows[at].replace('"score": 10.0', '"score": NaN', 1)
+    path = tmp_path / "outputs.jsonl"
+    path.write_text("".join(rows), encoding="utf-8")
+    one = run_cli(*_args(data, tmp_path / "one", path, concurrency=1), cwd=REPO)
+    two = run_cli(*_args(data, tmp_path / "two", path, concurrency=2), cwd=REPO)
+    assert one.returncode == two.returncode
+    if problem == "bad value":
+        assert one.returncode == 0
+        assert _records(tmp_path / "one") == _records(tmp_path / "two")
+        errors = [r["error"] for r in _records(tmp_path / "two") if r["error"]]
+        assert len(errors) == 1 and f"outputs.jsonl:{at + 1}: non-finite" in errors[0]
+    else:
+        assert one.returncode == 2
+        assert one.stderr.strip().splitlines()[-1] == two.stderr.strip().splitlines()[-1]
+        assert f"outputs.jsonl:{at + 1} " in two.stderr
+        assert not (tmp_path / "two" / "records.jsonl").exists() or not _records(
+            tmp_path / "two")
+        assert part_files(tmp_path / "two") == []
+
+
+def _start(data, run_dir, big) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    return subprocess.Popen([sys.executable, "-m", "raglab.cli", *_args(big, run_dir)],
+                            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+
+
+def _when_both_write(run_dir: Path, proc: subprocess.Popen, timeout: float = 60) -> bool:
+    """Wait until the run's process and a worker have both written records."""
+    end = time.monotonic() + timeout
+    part = run_dir / "records.part-1.jsonl"
+    while time.monotonic() < end and proc.poll() is None:
+        try:
+            if part.stat().st_size > 0 and (run_dir / "records.jsonl").stat().st_size > 0:
+                return True
+        except FileNotFoundError:
+            pass
+        time.sleep(0.002)
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory) -> dict[str, Path]:
+    """A set large enough to stop in the middle (a few seconds with two processes)."""
+    return make(tmp_path_factory.mktemp("big"), 6000, depth=30, n_slices=5, n_docs=300)
+
+
+def _workers_of(pid: int) -> list[int]:
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [int(k) for k in kids]
+
+
+@needs_two_cpus
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "worker killed"])
+def test_a_stopped_run_resumes_without_losing_or_repeating_a_case(tmp_path, big, how):
+    clean = tmp_path / "clean"
+    assert run_cli(*_args(big, clean, concurrency=1), cwd=REPO).returncode == 0
+    run_dir = tmp_path / "run"
+    for attempt in range(5):  # the stop must land while both processes write
+        proc = _start(big, run_dir, big)
+        if _when_both_write(run_dir, proc):
+            workers = _workers_of(proc.pid)
+            if how == "worker killed":  # from outside (the kernel, out of memory)
+                os.kill(workers[0], signal.SIGKILL)
+            else:
+                proc.send_signal(getattr(signal, how))
+            _, err = proc.communicate(timeout=60)
+            break
+        proc.communicate(timeout=60)
+        import shutil
+
+        shutil.rmtree(run_dir)
+    else:
+        pytest.fail("the run ended before it could be stopped in the middle")
+    assert not (run_dir / "metrics.json").exists()
+    deadline = time.monotonic() + 10
+    while any(map(_alive, workers)) and time.monotonic() < deadline:
+        time.sleep(0.01)  # a worker dies with its parent
+    assert workers and not any(map(_alive, workers))
+    if how != "SIGKILL":  # stopped cleanly: the worker's records were taken in
+        assert part_files(run_dir) == []
+    if how == "worker killed":
+        assert proc.returncode == 2
+        lines = err.decode().strip().splitlines()
+        assert len(lines) == 1 and "worker process scoring part 2" in lines[0] \
+            and "killed by signal 9" in lines[0] and "run the same command again" in lines[0]
+    done_before = len((run_dir / "records.jsonl").read_bytes().splitlines()) + sum(
+        len(p.read_bytes().splitlines()) for p in part_files(run_dir))
+    assert 0 < done_before < 6000
+    p = run_cli(*_args(big, run_dir), cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    got, want = _records(run_dir), _records(clean)
+    assert sorted(r["case_id"] for r in got) == sorted(r["case_id"] for r in want)
+    assert sorted(got, key=lambda r: r["case_id"]) == sorted(want, key=lambda r: r["case_id"])
+    m, mc = (json.loads((d / "metrics.json").read_text()) for d in (run_dir, clean))
+    assert m["overall"] == mc["overall"] and m["slices"] == mc["slices"]
+    assert part_files(run_dir) == []
