@@ -79,6 +79,9 @@ class RecordWriter:
             else fsync_interval_s
         self._fh = None
         self._synced = 0.0
+        self._syncing: Any = None  # a background fsync (close(background=True))
+        self._absorbed: list[Path] = []  # part files appended, deleted once durable
+        self._sync_error: OSError | None = None
 
     def load(self, retry_errors: bool = True) -> list[CaseRecord]:
         """The records to keep. With ``retry_errors`` the records of cases that failed (the
@@ -103,8 +106,11 @@ class RecordWriter:
 
     def absorb(self, part: Path) -> None:
         """Append the complete lines of a worker's part file (a torn last line, left by a
-        kill, is dropped), make them durable, then delete the part file. The kernel copies
-        the bytes (``copy_file_range``) where it can."""
+        kill, is dropped); the part file is deleted once they are durable, by
+        :meth:`close`'s fsync. The kernel copies the bytes (``copy_file_range``) where it
+        can. A part already appended is not appended again."""
+        if part in self._absorbed:
+            return
         try:
             src = os.open(part, os.O_RDONLY)
         except FileNotFoundError:
@@ -114,17 +120,17 @@ class RecordWriter:
         start = None
         try:
             size = _complete_size(src)
-            if self._fh is not None:
-                self._fh.flush()
-            dst = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o666)
+            if self._fh is None:  # (close() fsyncs through it)
+                self._fh = open(self.path, "ab")
+                self._synced = time.monotonic()
+            self._fh.flush()
+            dst = os.open(self.path, os.O_WRONLY)
             try:
                 start = os.lseek(dst, 0, os.SEEK_END)
                 _copy(src, dst, size)
-                os.fsync(dst)
             finally:
                 os.close(dst)
-            self._synced = time.monotonic()
-            part.unlink()
+            self._absorbed.append(part)
         except OSError as e:
             self._drop_partial(start)
             raise storage_error(e, "records.jsonl", self.path) from None
@@ -166,19 +172,50 @@ class RecordWriter:
         except OSError:
             pass  # a torn last line is dropped by the next load anyway
 
-    def close(self) -> None:
-        if self._fh is not None:
+    def close(self, background: bool = False) -> None:
+        """Flush, fsync and close. ``background``: the fsync runs in a thread (it waits for
+        the disk, not the interpreter), so the caller can go on; :meth:`wait` then waits
+        for it, and raises StorageError if it failed."""
+        if self._fh is None:
+            return
+        fh, self._fh = self._fh, None
+        try:
+            fh.flush()
+        except OSError as e:
+            fh.close()
+            raise storage_error(e, "records.jsonl", self.path) from None
+        if not background:
+            self._sync_and_close(fh)
+            self.wait()
+            return
+        import threading
+
+        self._syncing = threading.Thread(target=self._sync_and_close, args=(fh,),
+                                         name="raglab-fsync", daemon=True)
+        self._syncing.start()
+
+    def _sync_and_close(self, fh: Any) -> None:
+        try:
+            os.fsync(fh.fileno())
+            absorbed, self._absorbed = self._absorbed, []
+            for part in absorbed:  # their lines are durable in this file now
+                part.unlink(missing_ok=True)
+        except OSError as e:
+            self._sync_error = e
+        finally:
             try:
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
-            except OSError as e:
-                raise storage_error(e, "records.jsonl", self.path) from None
-            finally:
-                try:
-                    self._fh.close()
-                except OSError:
-                    pass
-                self._fh = None
+                fh.close()
+            except OSError:
+                pass
+
+    def wait(self) -> None:
+        """Wait for a background fsync (see :meth:`close`)."""
+        syncing, self._syncing = self._syncing, None
+        if syncing is not None:
+            syncing.join()
+        error, self._sync_error = self._sync_error, None
+        if error is not None:
+            raise storage_error(error, "records.jsonl", self.path) from None
 
 
 def record_line(record: CaseRecord, finite: bool = False) -> bytes:

@@ -188,6 +188,7 @@ class Run:
                 progress.add(*w.progress())
 
         tasks: deque[asyncio.Task] = deque()
+        finished = False
         shared = None  # work shared by the cases (grouped calls): started, not waited for
         # the dataset, the system's data (a replay file's outputs) and the records kept live
         # for the whole run: the collector leaves them out of its walks until it ends
@@ -225,6 +226,7 @@ class Run:
                 done(*finished)
             if shared is not None:
                 await shared  # what no case waited for (its cases had no answer) is cached too
+            finished = True
         except BaseException:
             # an aborted run (a storage error, Ctrl-C): grader coroutines of cancelled cases
             # that never started are dropped, which is expected, not worth a warning each
@@ -245,14 +247,15 @@ class Run:
                 t.cancel()
             if shared is not None:
                 shared.cancel()
-            writer.close()
+            # a finished run's last fsync goes on while its metrics are aggregated
+            writer.close(background=finished)
             progress.close()
             pool.shutdown(wait=False, cancel_futures=True)
             if self.llm is not None:
                 await self.llm.aclose()
             if grader is not None:
                 await grader.aclose()
-        return self._finish(ds, versions, kept)
+        return self._finish(ds, versions, kept, writer)
 
     def _start_workers(self, factory: Any, ds: Dataset, todo: list, sections: Any
                        ) -> tuple[Any, list[Worker], list]:
@@ -420,7 +423,9 @@ class Run:
         return rec, record_line(rec)
 
     def _finish(self, ds: Dataset, versions: dict[str, str],
-                kept: dict[str, dict[str, Any]]) -> dict[str, Any]:
+                kept: dict[str, dict[str, Any]], writer: RecordWriter) -> dict[str, Any]:
+        """Aggregate, then (once the records are durable) write ``metrics.json`` and the
+        report."""
         cfg = self.cfg
         records = [kept[c.id] for c in ds.cases if c.id in kept]
         names = metric_names(cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
@@ -439,6 +444,7 @@ class Run:
         }
         if self.llm is not None:
             metrics["model_usage"] = self.llm.summary()
+        writer.wait()  # the records are on disk before the run says it finished
         atomic_write_json(self.run_dir / "metrics.json", metrics)
         from raglab.report.run_report import write_run_report
 
