@@ -170,6 +170,27 @@ def test_a_failed_record_write_stops_the_run_with_complete_lines_only(tmp_path, 
     assert Run(cfg, tmp_path / "run", text).execute()["n_cases"] == 4
 
 
+def test_a_failed_last_fsync_stops_the_run_before_metrics_json(tmp_path, monkeypatch):
+    """The last fsync of records.jsonl runs in a thread while the metrics are aggregated;
+    if it fails, the run stops with one line and writes no metrics.json (a resume heals)."""
+    cfg, text = _cfg(tmp_path)
+    real = os.fsync
+
+    def fsync(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("records.jsonl"):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr("raglab.runner.records.FSYNC_INTERVAL_S", 3600.0)  # the last only
+    with pytest.raises(StorageError, match="cannot write records.jsonl: Input/output error"):
+        Run(cfg, tmp_path / "run", text).execute()
+    assert not (tmp_path / "run" / "metrics.json").exists()
+    assert len((tmp_path / "run" / "records.jsonl").read_text().splitlines()) == 4
+    monkeypatch.setattr(os, "fsync", real)
+    assert Run(cfg, tmp_path / "run", text).execute()["n_cases"] == 4
+
+
 def test_an_unwritable_cache_dir_is_one_line(tmp_path):
     from raglab.cache import StageCache
 
