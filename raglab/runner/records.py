@@ -172,10 +172,11 @@ class RecordWriter:
         except OSError:
             pass  # a torn last line is dropped by the next load anyway
 
-    def close(self, background: bool = False) -> None:
+    def close(self, background: bool = False, durable: bool = True) -> None:
         """Flush, fsync and close. ``background``: the fsync runs in a thread (it waits for
         the disk, not the interpreter), so the caller can go on; :meth:`wait` then waits
-        for it, and raises StorageError if it failed."""
+        for it, and raises StorageError if it failed. ``durable=False``: no fsync (a
+        worker's part file, which the run's process appends to records.jsonl and fsyncs)."""
         if self._fh is None:
             return
         fh, self._fh = self._fh, None
@@ -184,6 +185,12 @@ class RecordWriter:
         except OSError as e:
             fh.close()
             raise storage_error(e, "records.jsonl", self.path) from None
+        if not durable:
+            try:
+                fh.close()
+            except OSError as e:
+                raise storage_error(e, "records.jsonl", self.path) from None
+            return
         if not background:
             self._sync_and_close(fh)
             self.wait()

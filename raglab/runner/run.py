@@ -38,7 +38,8 @@ from raglab.runner.progress import Progress
 from raglab.runner.identity import check_dataset, check_resume, write_identity
 from raglab.runner.lock import RunDirLock
 from raglab.runner.records import RecordWriter, record_line, gold_summary, judge_output
-from raglab.runner.workers import Worker, drive, part_path, process_count
+from raglab.runner.workers import (Worker, drive, pack_records, part_path,
+                                   process_count, unpack_records)
 from raglab.secrets import clip
 from raglab.cache import StageCache, content_key
 from raglab.runner.components import (build_grader, build_system, grader_uses_llm, llm_client,
@@ -209,7 +210,8 @@ class Run:
                 for w in workers:  # then each worker's records, in part order
                     while not w.wait_ready(0.2):
                         progress.add(*w.progress())
-                    _, records, work = w.result()
+                    _, packed, work = w.result()
+                    records = unpack_records(packed)
                     w.join()
                     writer.absorb(part_path(self.run_dir, w.index))
                     progress.add(*w.progress())
@@ -312,9 +314,11 @@ class Run:
                     records.append(slim_record(rec))
                     worker.tick(rec.error)
         finally:
-            writer.close()
+            # durable once the run's process has appended them to records.jsonl and
+            # fsynced it (until then, as any record, at most the last second is at risk)
+            writer.close(durable=False)
         work = {k: v - before[k] for k, v in self.work.as_dict().items() if v != before[k]}
-        worker.send(("done", records, work))
+        worker.send(("done", pack_records(records), work))
 
     async def _case(self, case, sections, system, grading, ds, loop, pool,
                     slots) -> tuple[CaseRecord, bytes]:

