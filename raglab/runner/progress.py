@@ -30,6 +30,8 @@ class Progress:
 
     def add(self, done: int, errors: int) -> None:
         """``done`` more cases, ``errors`` of them with an error."""
+        if not done:
+            return
         self.done += done
         self.errors += errors
         if self._bar is not None:

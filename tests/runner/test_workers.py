@@ -30,11 +30,11 @@ def data(tmp_path_factory) -> dict[str, Path]:
 
 
 def _args(paths: dict[str, Path], run_dir: Path, outputs: Path | None = None,
-          concurrency: int = 2) -> list[str]:
+          concurrency: int = 2, progress: str = "off") -> list[str]:
     return ["run", "system=replay", f"system.path={outputs or paths['outputs']}",
             f"dataset.corpus={paths['corpus']}", f"dataset.cases={paths['cases']}",
             "dataset.labels=null", "grader=none", "tracking=none", f"hydra.run.dir={run_dir}",
-            f"cache_dir={run_dir.parent / 'cache'}", "progress=off",
+            f"cache_dir={run_dir.parent / 'cache'}", f"progress={progress}",
             f"concurrency={concurrency}"]
 
 
@@ -186,8 +186,12 @@ needs_two_cpus = pytest.mark.skipif(
 def test_two_processes_write_what_one_writes(tmp_path, data):
     one, two = tmp_path / "one", tmp_path / "two"
     assert run_cli(*_args(data, one, concurrency=1), cwd=REPO).returncode == 0
-    p = run_cli(*_args(data, two, concurrency=2), cwd=REPO)
+    p = run_cli(*_args(data, two, concurrency=2, progress="plain"), cwd=REPO)
     assert p.returncode == 0, p.stderr
+    # the workers' cases count in the progress lines: the last says all, once
+    counts = [line for line in p.stderr.splitlines() if line.startswith("cases ")]
+    assert counts[-1] == f"cases {N_CASES}/{N_CASES} (0 with errors)"
+    assert counts.count(counts[-1]) == 1
     m1 = json.loads((one / "metrics.json").read_text())
     m2 = json.loads((two / "metrics.json").read_text())
     assert (m1["processes"], m2["processes"]) == (1, 2)
