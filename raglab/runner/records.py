@@ -131,9 +131,11 @@ class RecordWriter:
             finally:
                 os.close(dst)
             self._absorbed.append(part)
-        except OSError as e:
-            self._drop_partial(start)
-            raise storage_error(e, "records.jsonl", self.path) from None
+        except BaseException as e:  # a storage error, or Ctrl-C/SIGTERM in the middle
+            self._drop_partial(start)  # no half-copied part stays in records.jsonl
+            if isinstance(e, OSError):
+                raise storage_error(e, "records.jsonl", self.path) from None
+            raise
         finally:
             os.close(src)
 

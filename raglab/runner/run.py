@@ -189,12 +189,14 @@ class Run:
                 progress.add(*w.progress())
 
         tasks: deque[asyncio.Task] = deque()
-        finished = False
+        completed = False  # every case recorded: the last fsync may run in the background
         shared = None  # work shared by the cases (grouped calls): started, not waited for
         # the dataset, the system's data (a replay file's outputs) and the records kept live
         # for the whole run: the collector leaves them out of its walks until it ends
         gc.freeze()
         try:
+            for w in workers:  # they score only now (a run stopped before: they wrote nothing)
+                w.send("go")
             if grading is not None:
                 shared = grading.start(todo)
             # a bounded window of cases in flight keeps memory flat whatever the set's size
@@ -205,11 +207,14 @@ class Run:
             if grading is None and getattr(system, "inline", False):
                 # nothing to wait for (answers from memory, no grader): one case after the
                 # other, without a task each
-                for case in queued:
+                for n, case in enumerate(queued, start=1):
                     done(*await one(case))
+                    if n % 64 == 0:
+                        await asyncio.sleep(0)  # lets Ctrl-C (a cancel of this task) in
                 for w in workers:  # then each worker's records, in part order
                     while not w.wait_ready(0.2):
                         progress.add(*w.progress())
+                        await asyncio.sleep(0)
                     _, packed, work = w.result()
                     records = unpack_records(packed)
                     w.join()
@@ -228,7 +233,7 @@ class Run:
                 done(*finished)
             if shared is not None:
                 await shared  # what no case waited for (its cases had no answer) is cached too
-            finished = True
+            completed = True
         except BaseException:
             # an aborted run (a storage error, Ctrl-C): grader coroutines of cancelled cases
             # that never started are dropped, which is expected, not worth a warning each
@@ -250,7 +255,7 @@ class Run:
             if shared is not None:
                 shared.cancel()
             # a finished run's last fsync goes on while its metrics are aggregated
-            writer.close(background=finished)
+            writer.close(background=completed)
             progress.close()
             pool.shutdown(wait=False, cancel_futures=True)
             if self.llm is not None:
@@ -262,8 +267,9 @@ class Run:
     def _start_workers(self, factory: Any, ds: Dataset, todo: list, sections: Any
                        ) -> tuple[Any, list[Worker], list]:
         """Fork a worker per part of the file after the first, read the first here, check
-        the parts together; the system for the first part, the started workers, and the
-        cases left to this process (those whose outputs the workers do not hold)."""
+        the parts together; the system for the first part, the started workers (waiting
+        for "go"), and the cases left to this process (those whose outputs the workers do
+        not hold)."""
         cfg = self.cfg
         parts = factory.split(cfg, self.processes)
         workers: list[Worker] = []
@@ -276,15 +282,13 @@ class Run:
             for w in workers:
                 try:
                     lines.append(w.result()[1])
-                except UserError as e:  # a bad line in that part: after the parts before it
+                except UserError as e:  # a bad line in that part
                     refused = e
                     break
-            if refused is not None:
-                factory.check_split(system.path, lines, None, [])  # a repeated id first
+            if refused is not None:  # the file's first problem, as one process finds it
+                factory(cfg, ds, self.cache, self.work, self.llm)
                 raise refused
             factory.check_split(system.path, lines, ds, system.warnings)
-            for w in workers:
-                w.send("go")
         except BaseException:
             for w in workers:  # none has written anything yet
                 w.stop()

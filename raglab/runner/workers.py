@@ -13,10 +13,11 @@ scores the rest into ``records.jsonl`` and, when a worker has finished, appends 
 worker's file to it and deletes it.
 
 A worker is forked (it shares the loaded dataset), only from a process with no other thread,
-and dies with the run's process (``PR_SET_PDEATHSIG``, and a check of its parent per case).
-A run stopped in between (Ctrl-C, SIGTERM, SIGKILL) leaves part files behind: the next run
-in the directory takes their records in (``RecordWriter.load``), so a resume loses nothing
-that was flushed and scores nothing twice.
+and dies with the run's process (``PR_SET_PDEATHSIG``). It ignores Ctrl-C (a terminal sends
+it to the whole process group): the run's process stops its workers and appends what they
+recorded. A run killed in between (SIGKILL) leaves part files behind: the next run in the
+directory takes their records in (``RecordWriter.load``), so a resume loses nothing that was
+flushed and scores nothing twice.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ class Worker:
     """One forked worker: ``target(worker)`` runs in the child, which talks to the parent
     with :meth:`send` and :meth:`recv` and reports its progress with :meth:`tick`."""
 
+    #: the parent's ends of the pipes of the workers alive (a new worker closes them)
+    _parent_fds: set[int] = set()
+
     def __init__(self, index: int, target: Callable[["Worker"], None]):
         self.index = index
         self._counts = mmap.mmap(-1, 16)  # shared with the child: cases done, with errors
@@ -82,6 +86,9 @@ class Worker:
             try:
                 os.close(up_r)
                 os.close(down_w)
+                for fd in Worker._parent_fds:  # the other workers' pipes are not its own
+                    os.close(fd)
+                Worker._parent_fds = set()
                 self._in, self._out = down_r, up_w
                 _die_with(parent)
                 target(self)
@@ -97,6 +104,7 @@ class Worker:
         os.close(up_w)
         os.close(down_r)
         self._in, self._out = up_r, down_w
+        Worker._parent_fds.update((up_r, down_w))
         self._seen = (0, 0)
 
     # -- both sides ----------------------------------------------------------------------
@@ -132,8 +140,12 @@ class Worker:
         try:
             message = self.recv()
         except (EOFError, OSError):
+            status = self.join()
+            if status is not None and os.WIFSIGNALED(status) and \
+                    os.WTERMSIG(status) in (signal.SIGINT, signal.SIGTERM):
+                raise KeyboardInterrupt from None  # the run is being stopped
             raise WorkerLost(f"a worker process scoring part {self.index + 1} of the replay "
-                             f"file ended without its results ({self._ended()}); what it "
+                             f"file ended without its results ({_ended(status)}); what it "
                              "recorded is kept: run the same command again to resume") \
                 from None
         if message[0] == "failed":
@@ -169,19 +181,21 @@ class Worker:
             status = 0
         self.pid = 0
         for fd in (self._in, self._out):
+            Worker._parent_fds.discard(fd)
             try:
                 os.close(fd)
             except OSError:
                 pass
         return status
 
-    def _ended(self) -> str:
-        status = self.join()
-        if status is None:
-            return "already reaped"
-        if os.WIFSIGNALED(status):
-            return f"killed by signal {os.WTERMSIG(status)}"
-        return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+def _ended(status: int | None) -> str:
+    """How a reaped worker ended, for a message."""
+    if status is None:
+        return "already reaped"
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
 
 
 def pack_records(records: list[dict[str, Any]]) -> tuple[list[tuple], list[tuple]]:
@@ -233,9 +247,9 @@ def drive(coro: Any) -> Any:
 
 
 def _die_with(parent: int) -> None:
-    """In a worker: Ctrl-C and SIGTERM end it at once (the parent stops the run), and so
-    does its parent's death."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    """In a worker: Ctrl-C is the parent's to handle (it stops its workers); SIGTERM ends
+    the worker at once, and so does its parent's death."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         import ctypes
