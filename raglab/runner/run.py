@@ -221,8 +221,8 @@ class Run:
                     writer.absorb(part_path(self.run_dir, w.index))
                     progress.add(*w.progress())
                     kept.update((r["case_id"], r) for r in records)
-                    for name, n in work.items():
-                        self.work.add(name, n)
+                    for name, count in work.items():
+                        self.work.add(name, count)
             tasks = deque(asyncio.create_task(one(c)) for c in itertools.islice(queued, window))
             while tasks:  # records are written in case order, each as soon as it is ready
                 nxt = next(queued, None)

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import mmap
 import os
-import pickle
-import select
 import signal
 import struct
 import sys
@@ -39,7 +37,6 @@ from raglab.errors import UserError
 #: a worker is worth its start (a fork, a message each way) from this many cases on
 MIN_CASES_PER_PROCESS = 256
 _PR_SET_PDEATHSIG = 1
-_HEADER = struct.Struct("<Q")
 
 
 def process_count(concurrency: int, n_cases: int) -> int:
@@ -69,14 +66,15 @@ class Worker:
     """One forked worker: ``target(worker)`` runs in the child, which talks to the parent
     with :meth:`send` and :meth:`recv` and reports its progress with :meth:`tick`."""
 
-    #: the parent's ends of the pipes of the workers alive (a new worker closes them)
-    _parent_fds: set[int] = set()
+    #: the parent's ends of the connections of the workers alive (a new worker closes them)
+    _parent_ends: list[Any] = []
 
     def __init__(self, index: int, target: Callable[["Worker"], None]):
+        from multiprocessing.connection import Pipe  # pickled messages over a socket pair
+
         self.index = index
         self._counts = mmap.mmap(-1, 16)  # shared with the child: cases done, with errors
-        up_r, up_w = os.pipe()
-        down_r, down_w = os.pipe()
+        ours, theirs = Pipe()
         parent = os.getpid()
         sys.stdout.flush()
         sys.stderr.flush()
@@ -84,12 +82,11 @@ class Worker:
         if pid == 0:  # the worker
             code = 0
             try:
-                os.close(up_r)
-                os.close(down_w)
-                for fd in Worker._parent_fds:  # the other workers' pipes are not its own
-                    os.close(fd)
-                Worker._parent_fds = set()
-                self._in, self._out = down_r, up_w
+                ours.close()
+                for end in Worker._parent_ends:  # the other workers' ends are not its own
+                    end.close()
+                Worker._parent_ends = []
+                self._conn = theirs
                 _die_with(parent)
                 target(self)
             except BaseException as e:  # noqa: BLE001 (every end reports, then exits)
@@ -101,32 +98,17 @@ class Worker:
             finally:
                 os._exit(code)  # no atexit handler, no flush of the parent's buffers
         self.pid = pid
-        os.close(up_w)
-        os.close(down_r)
-        self._in, self._out = up_r, down_w
-        Worker._parent_fds.update((up_r, down_w))
+        theirs.close()
+        self._conn = ours
+        Worker._parent_ends.append(ours)
         self._seen = (0, 0)
 
     # -- both sides ----------------------------------------------------------------------
     def send(self, message: Any) -> None:
-        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        view = memoryview(_HEADER.pack(len(data)) + data)
-        while view:
-            view = view[os.write(self._out, view):]
+        self._conn.send(message)
 
     def recv(self) -> Any:
-        size = _HEADER.unpack(self._read(_HEADER.size))[0]
-        return pickle.loads(self._read(size))
-
-    def _read(self, n: int) -> bytes:
-        chunks, left = [], n
-        while left:
-            chunk = os.read(self._in, min(left, 1 << 20))
-            if not chunk:
-                raise EOFError
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        return self._conn.recv()  # EOFError once the other side is gone
 
     # -- the worker's side ---------------------------------------------------------------
     def tick(self, error: bool) -> None:
@@ -154,7 +136,7 @@ class Worker:
 
     def wait_ready(self, timeout: float) -> bool:
         """Whether a message is waiting (within ``timeout`` seconds)."""
-        return bool(select.select([self._in], [], [], timeout)[0])
+        return self._conn.poll(timeout)
 
     def progress(self) -> tuple[int, int]:
         """Cases done and cases with errors since the last call."""
@@ -180,12 +162,9 @@ class Worker:
         except ChildProcessError:
             status = 0
         self.pid = 0
-        for fd in (self._in, self._out):
-            Worker._parent_fds.discard(fd)
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        if self._conn in Worker._parent_ends:
+            Worker._parent_ends.remove(self._conn)
+        self._conn.close()
         return status
 
 

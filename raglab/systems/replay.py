@@ -55,7 +55,7 @@ class ReplaySystem:
         return parts(resolve_path(run_cfg.system.path), n)
 
     @staticmethod
-    def check_split(path: str, lines: list[dict[str, int]], dataset: Any,
+    def check_split(path: str, lines: list[tuple[int, dict[str, int]]], dataset: Any,
                     warnings: list[str]) -> None:
         """The checks of the whole file read in parts (see :func:`check_parts`)."""
         check_parts(path, lines, dataset, warnings)
@@ -75,14 +75,14 @@ class ReplaySystem:
         keep = p.stat().st_size <= KEEP_PARSED_BYTES
         self.outputs: dict[str, dict[str, Any]] = {}
         self.index: dict[str, tuple[int, int]] = {}
-        self.bad: dict[str, Any] = {}  # case id -> the refused value's message
+        self.bad: dict[str, str] = {}  # case id -> the refused value's message
+        refused: dict[str, tuple[int, str]] = {}  # case id -> (line in the part, message)
         self.warnings: list[str] = []
         #: the line of each case id read (its output, or the refused value), numbered from
         #: the first line of the part
         self.lines: dict[str, int] = {}
         seen = self.lines
         first, last = part if part is not None else (0, None)
-        base = 0  # lines before ``first``, counted when an error needs them
         # parsed lines hold no reference cycles: the collector would only walk them
         with open(p, "rb", buffering=_READ_BUFFER) as fh, gc_paused():
             try:
@@ -101,7 +101,7 @@ class ReplaySystem:
                                         line=lineno, case_id=cid)
                     seen[cid] = lineno
                     if isinstance(out, _Bad):
-                        self.bad[cid] = (lineno, out.message)
+                        refused[cid] = (lineno, out.message)
                     elif keep:
                         self.outputs[cid] = out
                     else:
@@ -113,9 +113,8 @@ class ReplaySystem:
                 raise
         #: where the part starts: ``lines`` are numbered from its first line
         self.first = first
-        if first and self.bad:
-            base = _lines_before(p, first)
-        self.bad = {cid: f"{self.path}:{n + base}: {msg}" for cid, (n, msg) in self.bad.items()}
+        base = _lines_before(p, first) if first and refused else 0  # (counted when needed)
+        self.bad = {cid: f"{self.path}:{n + base}: {msg}" for cid, (n, msg) in refused.items()}
         self._fh = None if keep else open(p, "rb")
         if part is None:
             check_parts(self.path, [(0, self.lines)], dataset, self.warnings)
