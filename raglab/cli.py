@@ -51,6 +51,12 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:  # output piped into a command that stopped reading (e.g. head)
         sys.stderr.close()
         sys.exit(1)
+    finally:
+        # what is still alive lives to the exit: the collector's last walk over all of it
+        # (a tenth of the time of scoring 2,000 replayed cases) finds nothing to free
+        import gc
+
+        gc.freeze()
 
 
 def _main(argv: list[str] | None) -> None:
@@ -71,7 +77,11 @@ def _main(argv: list[str] | None) -> None:
         fail(f"unknown command {cmd!r} (commands: {', '.join(COMMANDS)}; see raglab --help)", 2)
     import importlib
 
-    importlib.import_module(module).main(rest)
+    from raglab.gc_pause import gc_paused
+
+    with gc_paused():  # imports make no garbage for the collector to find, only objects
+        command = importlib.import_module(module)
+    command.main(rest)
 
 
 if __name__ == "__main__":

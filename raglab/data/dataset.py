@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from raglab.data.io import read_models
+from raglab.gc_pause import gc_paused
 from raglab.data.schema import Case, Document, HumanLabel, matches_filters, may_see
 from raglab.text.normalize import Location, fact_changes, locate_quote
 from raglab.errors import UserError
@@ -190,6 +191,12 @@ def _case_warnings(case: Case, corpus: dict[str, Document]) -> list[str]:
 def load_dataset(corpus: str | Path, cases: str | Path, labels: str | Path | None = None,
                  fuzzy_threshold: float = 90.0) -> Dataset:
     """Load and validate a dataset. Raises UserError on schema errors; quarantines the rest."""
+    with gc_paused():  # models and dicts that make no reference cycles: nothing to collect
+        return _load_dataset(corpus, cases, labels, fuzzy_threshold)
+
+
+def _load_dataset(corpus: str | Path, cases: str | Path, labels: str | Path | None,
+                  fuzzy_threshold: float) -> Dataset:
     corpus_path, cases_path = resolve_path(corpus), resolve_path(cases)
     docs = load_corpus(corpus_path)
     all_cases, lines = load_cases(cases_path)

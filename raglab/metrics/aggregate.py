@@ -25,53 +25,103 @@ def slice_keys(record: dict[str, Any]) -> dict[str, str]:
 def mean_metrics(records: Sequence[dict[str, Any]], names: Iterable[str]) -> dict[str, Any]:
     """Each metric's mean over the records it applies to (``None`` when none): ``names`` in
     their order, then any other metric a record has a value for, sorted."""
-    table = _Table(records, names)
-    return table.means(table.rows)
+    agg = Aggregation(names, slices=False)
+    agg.add(records)
+    return agg.means(())
 
 
-class _Table:
-    """The records' metric values as rows (one tuple per record, one column per name), read
-    once, so that the overall means and every slice's are sums over columns."""
+class Aggregation:
+    """:func:`aggregate` of records given in chunks, in case order: each mean's running sum
+    goes on from one chunk to the next, so the result is that of all the records at once,
+    to the last bit (a run aggregates the cases it scored itself while its workers end)."""
 
-    def __init__(self, records: Sequence[dict[str, Any]], names: Iterable[str]):
+    def __init__(self, names: Iterable[str], slices: bool = True):
+        self.base = list(dict.fromkeys(names))
+        self.slices = slices
+        #: group (``()`` overall, ``(tag key, value)``) -> metric -> [running sum, count]
+        self.sums: dict[tuple, dict[str, list]] = {(): {}}
+        self.sizes: dict[tuple, int] = {}  # records per slice group
+        self.latencies: dict[str, list[float]] = {}  # overall values, in record order
+        self.records: list[dict[str, Any]] = []  # for a sum that overflowed (see means)
+
+    def add(self, records: Sequence[dict[str, Any]]) -> None:
+        """The next records, in order."""
+        if not records:
+            return
+        self.records.extend(records)
         metrics = [r.get("metrics") or {} for r in records]
-        base = list(dict.fromkeys(names))
-        known = set(base)
-        extra = sorted({n for m in metrics for n in m if n not in known})
-        self.names = base + extra
-        self.n_base = len(base)
-        self.rows = [tuple(map(m.get, self.names)) for m in metrics]
+        known = set(self.base)
+        names = self.base + sorted({n for m in metrics for n in m if n not in known})
+        rows = [tuple(map(m.get, names)) for m in metrics]
+        self._sum((), names, rows)
+        for i, name in enumerate(names):
+            if name.startswith("latency_ms."):
+                self.latencies.setdefault(name, []).extend(
+                    float(row[i]) for row in rows if row[i] is not None)
+        if not self.slices:
+            return
+        groups: dict[tuple, list[tuple]] = defaultdict(list)
+        for r, row in zip(records, rows):
+            for kv in slice_keys(r).items():
+                groups[kv].append(row)
+        for kv, grows in groups.items():
+            self.sizes[kv] = self.sizes.get(kv, 0) + len(grows)
+            self._sum(kv, names, grows)
 
-    def columns(self, rows: Sequence[tuple]) -> Iterable[tuple]:
-        return zip(*rows) if rows else [()] * len(self.names)
-
-    def means(self, rows: Sequence[tuple]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for i, (name, col) in enumerate(zip(self.names, self.columns(rows))):
-            vals = [v for v in col if v is not None]
-            if not vals:
-                if i < self.n_base:  # a metric of the run that applies to no record
-                    out[name] = None
+    def _sum(self, group: tuple, names: list[str], rows: list[tuple]) -> None:
+        sums = self.sums.setdefault(group, {})
+        for name, col in zip(names, zip(*rows)):
+            missing = col.count(None)  # columns with no value skipped, with all used as they are
+            if missing == len(col):
                 continue
-            # in record order, as a running sum (not sum(): from Python 3.12 it
-            # compensates rounding, and the means would change with the interpreter)
-            total = reduce(add, vals, 0.0)
-            n = len(vals)
+            vals = col if not missing else [v for v in col if v is not None]
+            if vals:
+                # in record order, as a running sum (not sum(): from Python 3.12 it
+                # compensates rounding, and the means would change with the interpreter)
+                acc = sums.get(name)
+                if acc is None:
+                    sums[name] = [reduce(add, vals, 0.0), len(vals)]
+                else:
+                    acc[0] = reduce(add, vals, acc[0])
+                    acc[1] += len(vals)
+
+    def means(self, group: tuple) -> dict[str, Any]:
+        """The means of a group's records: the run's metrics in order (``None`` where
+        none applies), then the others with a value, sorted."""
+        sums = self.sums.get(group, {})
+        known = set(self.base)
+        out: dict[str, Any] = {}
+        for name in self.base + sorted(n for n in sums if n not in known):
+            acc = sums.get(name)
+            if acc is None:
+                out[name] = None
+                continue
+            total, n = acc
             # a sum that overflowed (values near the largest float): the mean of v / n
-            out[name] = total / n if math.isfinite(total) else sum(v / n for v in vals)
+            out[name] = total / n if math.isfinite(total) else sum(
+                v / n for v in self._values(group, name))
         return out
 
-    def latency_percentiles(self) -> dict[str, float]:
-        """``latency_ms.{stage}.p50`` and ``.p95`` over the cases that report the stage."""
-        out: dict[str, float] = {}
-        where = {n: i for i, n in enumerate(self.names) if n.startswith("latency_ms.")}
-        for name in sorted(where):
-            i = where[name]
-            values = [float(row[i]) for row in self.rows if row[i] is not None]
+    def _values(self, group: tuple, name: str) -> Iterable[float]:
+        for r in self.records:
+            if group and slice_keys(r).get(group[0]) != group[1]:
+                continue
+            v = (r.get("metrics") or {}).get(name)
+            if v is not None:
+                yield v
+
+    def result(self) -> dict[str, Any]:
+        """``{"overall": {...}, "slices": {TAG_KEY: {TAG_VALUE: {"n": N, ...}}}}``."""
+        slices: dict[str, dict[str, Any]] = {}
+        for k, v in sorted(self.sizes):
+            slices.setdefault(k, {})[v] = {"n": self.sizes[(k, v)], **self.means((k, v))}
+        overall = self.means(())
+        for name in sorted(self.latencies):
+            values = self.latencies[name]
             if values:
-                out[f"{name}.p50"] = float(percentile(values, 50))
-                out[f"{name}.p95"] = float(percentile(values, 95))
-        return out
+                overall[f"{name}.p50"] = float(percentile(values, 50))
+                overall[f"{name}.p95"] = float(percentile(values, 95))
+        return {"overall": overall, "slices": slices}
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -88,16 +138,9 @@ def percentile(values: Sequence[float], p: float) -> float:
 
 def aggregate(records: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
     """``{"overall": {...}, "slices": {TAG_KEY: {TAG_VALUE: {"n": N, ...}}}}``."""
-    table = _Table(records, names)
-    groups: dict[str, dict[str, list[tuple]]] = defaultdict(lambda: defaultdict(list))
-    for r, row in zip(records, table.rows):
-        for k, v in slice_keys(r).items():
-            groups[k][v].append(row)
-    slices = {k: {v: {"n": len(rows), **table.means(rows)} for v, rows in sorted(vals.items())}
-              for k, vals in sorted(groups.items())}
-    overall = table.means(table.rows)
-    overall.update(table.latency_percentiles())
-    return {"overall": overall, "slices": slices}
+    agg = Aggregation(names)
+    agg.add(records)
+    return agg.result()
 
 
 def _cause_counts(records: Sequence[dict[str, Any]]) -> dict[str, int]:

@@ -12,7 +12,6 @@ import math
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from operator import sub
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ from raglab.data.finite import check as check_finite, plain_finite
 from raglab.errors import NegativeOutcome, StorageError, UserError
 from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import diagnosis_version, family_versions
-from raglab.metrics.aggregate import aggregate, diagnosis_counts
+from raglab.metrics.aggregate import Aggregation, diagnosis_counts
 from raglab.metrics.case import case_metrics, metric_names
 from raglab.llm.cost import metering
 from raglab.metrics.catalog import HEADLINE
@@ -38,8 +37,8 @@ from raglab.runner.progress import Progress
 from raglab.runner.identity import check_dataset, check_resume, write_identity
 from raglab.runner.lock import RunDirLock
 from raglab.runner.records import RecordWriter, record_line, gold_summary, judge_output
-from raglab.runner.workers import (Worker, drive, pack_records, part_path,
-                                   process_count, unpack_records)
+from raglab.runner.workers import (AHEAD_BYTES, Worker, drive, first_share, pack_records,
+                                   part_path, process_count, unpack_records)
 from raglab.secrets import clip
 from raglab.cache import StageCache, content_key
 from raglab.runner.components import (build_grader, build_system, grader_uses_llm, llm_client,
@@ -167,12 +166,17 @@ class Run:
         if grading is None and getattr(factory, "in_parts", False):
             self.processes = process_count(cfg.concurrency, len(todo))
         if self.processes > 1:  # workers score parts of the file beside this process
-            system, workers, todo = self._start_workers(factory, ds, todo, sections)
+            system, workers = self._start_workers(factory, ds, todo, sections)
         else:
             system = build_system(cfg, ds, self.cache, self.work, self.llm)
-        for w in getattr(system, "warnings", None) or []:  # e.g. replayed ids not in the set
-            print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
-            self.warnings.append(w)
+
+        def warn(system: Any) -> None:
+            for w in getattr(system, "warnings", None) or []:  # e.g. replayed ids not in the set
+                print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
+                self.warnings.append(w)
+
+        if not workers:
+            warn(system)
         loop = asyncio.get_running_loop()
         pool = ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="raglab-sut")
         slots = asyncio.Semaphore(cfg.concurrency)
@@ -190,13 +194,31 @@ class Run:
 
         tasks: deque[asyncio.Task] = deque()
         completed = False  # every case recorded: the last fsync may run in the background
+        summed = None  # the first records aggregated, if any (see _finish)
         shared = None  # work shared by the cases (grouped calls): started, not waited for
         # the dataset, the system's data (a replay file's outputs) and the records kept live
         # for the whole run: the collector leaves them out of its walks until it ends
         gc.freeze()
         try:
-            for w in workers:  # they score only now (a run stopped before: they wrote nothing)
-                w.send("go")
+            if workers:
+                # cases of this process's part scored while the workers read theirs, held
+                # here: no record is written before the whole file has been checked
+                ahead = []
+                size = 0
+                for case in todo:
+                    if case.id not in system.lines or size > AHEAD_BYTES or all(
+                            w.wait_ready(0) for w in workers):
+                        break
+                    ahead.append(await one(case))
+                    size += len(ahead[-1][1])
+                todo = self._check_workers(system, workers, ds, todo)
+                warn(system)
+                for w in workers:  # they write only now (a run stopped before: nothing)
+                    w.send("go")
+                for rec, line in ahead:
+                    done(rec, line)
+                todo = todo[len(ahead):]  # (the first cases of todo, none a worker's)
+                del ahead
             if grading is not None:
                 shared = grading.start(todo)
             # a bounded window of cases in flight keeps memory flat whatever the set's size
@@ -211,6 +233,11 @@ class Run:
                     done(*await one(case))
                     if n % 64 == 0:
                         await asyncio.sleep(0)  # lets Ctrl-C (a cancel of this task) in
+                if workers:  # while they end: the metrics of the cases up to the first not
+                    # recorded yet (all of this process's, for a file in case order)
+                    summed = Aggregation(self.metric_names())
+                    summed.add(list(itertools.takewhile(lambda r: r is not None,
+                                                        (kept.get(c.id) for c in ds.cases))))
                 for w in workers:  # then each worker's records, in part order
                     while not w.wait_ready(0.2):
                         progress.add(*w.progress())
@@ -262,22 +289,35 @@ class Run:
                 await self.llm.aclose()
             if grader is not None:
                 await grader.aclose()
-        return self._finish(ds, versions, kept, writer)
+        return self._finish(ds, versions, kept, writer, summed)
 
     def _start_workers(self, factory: Any, ds: Dataset, todo: list, sections: Any
-                       ) -> tuple[Any, list[Worker], list]:
-        """Fork a worker per part of the file after the first, read the first here, check
-        the parts together; the system for the first part, the started workers (waiting
-        for "go"), and the cases left to this process (those whose outputs the workers do
-        not hold)."""
+                       ) -> tuple[Any, list[Worker]]:
+        """Fork a worker per part of the file after the first and read the first here: the
+        system for the first part and the workers (reading theirs; see
+        :meth:`_check_workers`)."""
         cfg = self.cfg
-        parts = factory.split(cfg, self.processes)
+        parts = factory.split(cfg, self.processes, first_share(self.processes))
         workers: list[Worker] = []
         try:
             for i, part in enumerate(parts[1:], start=1):
                 workers.append(Worker(i, lambda w, part=part: self._work_part(
                     w, factory, part, ds, todo, sections)))
             system = factory(cfg, None, self.cache, self.work, self.llm, part=parts[0])
+        except BaseException:
+            for w in workers:  # none has written anything
+                w.stop()
+            raise
+        self.processes = len(parts)
+        return system, workers
+
+    def _check_workers(self, system: Any, workers: list[Worker], ds: Dataset,
+                       todo: list) -> list:
+        """Wait until every worker has read its part, then check the parts together (the
+        checks of the file read whole); the cases left to this process, those whose
+        outputs the workers do not hold. The workers are stopped if the file is refused."""
+        factory = type(system)
+        try:
             lines, refused = [(system.first, system.lines)], None
             for w in workers:
                 try:
@@ -286,41 +326,64 @@ class Run:
                     refused = e
                     break
             if refused is not None:  # the file's first problem, as one process finds it
-                factory(cfg, ds, self.cache, self.work, self.llm)
+                factory(self.cfg, ds, self.cache, self.work, self.llm)
                 raise refused
             factory.check_split(system.path, lines, ds, system.warnings)
         except BaseException:
             for w in workers:  # none has written anything yet
                 w.stop()
             raise
-        self.processes = len(parts)
         theirs = set().union(*(ids for _, ids in lines[1:]))
-        return system, workers, [c for c in todo if c.id not in theirs]
+        return [c for c in todo if c.id not in theirs]
 
     def _work_part(self, worker: Worker, factory: Any, part: tuple[int, int], ds: Dataset,
                    todo: list, sections: Any) -> None:
-        """In a worker: read its part, report its case ids, and when the parent says go,
-        score those cases into its part file; then report their slim records."""
+        """In a worker: read its part, report its case ids, score its cases (held in
+        memory until the parent says go: no record is written before the whole file has
+        been checked), then into its part file; last, report their slim records."""
         system = factory(self.cfg, None, self.cache, self.work, self.llm, part=part)
         worker.send(("read", (system.first, system.lines)))
-        if worker.recv() != "go":
-            return
         before = self.work.as_dict()
         gc.freeze()  # as in the parent: the data read lives as long as the worker
-        writer = RecordWriter(part_path(self.run_dir, worker.index))
+        writer = None
+        ahead: list[tuple[CaseRecord, bytes]] = []
+        size = 0
         records = []
+
+        def go() -> bool:
+            nonlocal writer
+            if worker.recv() != "go":
+                return False
+            writer = RecordWriter(part_path(self.run_dir, worker.index))
+            for rec, line in ahead:
+                writer.append(rec, line)
+                worker.tick(rec.error)
+            ahead.clear()
+            return True
+
         try:
             for case in todo:
-                if case.id in system.lines:
-                    rec, line = drive(self._case(case, sections, system, None, ds, None,
-                                                 None, None))
+                if case.id not in system.lines:
+                    continue
+                if writer is None and (size > AHEAD_BYTES or worker.wait_ready(0)) \
+                        and not go():
+                    return
+                rec, line = drive(self._case(case, sections, system, None, ds, None, None,
+                                             None))
+                records.append(slim_record(rec))
+                if writer is None:
+                    ahead.append((rec, line))
+                    size += len(line)
+                else:
                     writer.append(rec, line)
-                    records.append(slim_record(rec))
                     worker.tick(rec.error)
+            if writer is None and not go():
+                return
         finally:
-            # durable once the run's process has appended them to records.jsonl and
-            # fsynced it (until then, as any record, at most the last second is at risk)
-            writer.close(durable=False)
+            if writer is not None:
+                # durable once the run's process has appended them to records.jsonl and
+                # fsynced it (until then, as any record, at most the last second is at risk)
+                writer.close(durable=False)
         work = {k: v - before[k] for k, v in self.work.as_dict().items() if v != before[k]}
         worker.send(("done", pack_records(records), work))
 
@@ -430,14 +493,20 @@ class Run:
         rec = CaseRecord.model_validate(failed)
         return rec, record_line(rec)
 
+    def metric_names(self) -> list[str]:
+        cfg = self.cfg
+        return metric_names(cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
+
     def _finish(self, ds: Dataset, versions: dict[str, str],
-                kept: dict[str, dict[str, Any]], writer: RecordWriter) -> dict[str, Any]:
-        """Aggregate, then (once the records are durable) write ``metrics.json`` and the
-        report."""
+                kept: dict[str, dict[str, Any]], writer: RecordWriter,
+                summed: Aggregation | None = None) -> dict[str, Any]:
+        """Aggregate (``summed``: the first records, in case order, already added), then
+        (once the records are durable) write ``metrics.json`` and the report."""
         cfg = self.cfg
         records = [kept[c.id] for c in ds.cases if c.id in kept]
-        names = metric_names(cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
-        agg = aggregate(records, names)
+        summed = summed or Aggregation(self.metric_names())
+        summed.add(records[len(summed.records):])
+        agg = summed.result()
         metrics = {
             "overall": agg["overall"], "slices": agg["slices"], "metric_versions": versions,
             "n_cases": len(records), "n_quarantined": len(ds.quarantined),
@@ -492,21 +561,13 @@ def check_spans(output: dict[str, Any], ds: Dataset) -> None:
     """A hit's span must be a forward range inside its document (when the corpus has it)."""
     lengths = ds.doc_lengths
     for stage in ("candidates", "context"):
-        hits = output.get(stage)
-        if not hits:
-            continue
-        ends = [h["end"] for h in hits]
-        try:  # every hit has a span: two passes of C code (a missing offset is a TypeError)
-            ok = min(map(sub, ends, [h["start"] for h in hits])) >= 0 and min(map(
-                sub, map(lengths.get, [h["doc_id"] for h in hits], ends), ends)) >= 0
-        except TypeError:  # some hit has no span, or half of one: hit by hit
-            ok = not any((h["start"] is None) != (h["end"] is None)
-                         or (h["end"] is not None
-                             and (h["end"] < h["start"]
-                                  or h["end"] > lengths.get(h["doc_id"], h["end"])))
-                         for h in hits)
-        if not ok:
-            _span_error(output, ds, stage)
+        for h in output.get(stage) or ():  # (one plain loop: twice as fast as min over maps)
+            start, end = h["start"], h["end"]
+            if start is None or end is None:
+                if start is not end:  # half a span
+                    _span_error(output, ds, stage)
+            elif end < start or end > lengths.get(h["doc_id"], end):
+                _span_error(output, ds, stage)
 
 
 def _span_error(output: dict[str, Any], ds: Dataset, stage: str) -> None:

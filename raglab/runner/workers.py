@@ -4,13 +4,16 @@ A replayed system without a grader is pure computation: reading the file and sco
 case. With ``concurrency`` >= 2, more than one usable CPU and at least
 ``MIN_CASES_PER_PROCESS`` cases to score per process, the run splits the replay file into
 parts at line starts (``ReplaySystem.parts``) and forks one worker per part after the first.
-Each worker reads and checks its part while the run's process reads the first; the checks
-across parts (a case id in two of them, an empty file) are made before any case is scored,
-so a bad file is refused exactly as when it is read whole. Each worker then scores the
-cases whose outputs are in its part, in case order, and appends their records to its own
-``records.part-N.jsonl`` (flushed per record, as ``records.jsonl`` is); the run's process
-scores the rest into ``records.jsonl`` and, when a worker has finished, appends the
-worker's file to it and deletes it.
+The run's own part is the smaller (:func:`first_share`): it also appends the workers'
+records and aggregates every case. Each worker reads and checks its part while the run's
+process reads the first; the checks across parts (a case id in two of them, an empty file)
+are made before any record is written, so a bad file is refused exactly as when it is read
+whole. Meanwhile each process scores the first cases of its part and holds their records
+in memory (up to ``AHEAD_BYTES``); once the checks pass, each worker writes the records of
+the cases whose outputs are in its part, in case order, to its own ``records.part-N.jsonl``
+(flushed per record, as ``records.jsonl`` is); the run's process writes the rest to
+``records.jsonl``, aggregates them while the workers end, and, as each worker finishes,
+appends the worker's file to it and deletes it.
 
 A worker is forked (it shares the loaded dataset), only from a process with no other thread,
 and dies with the run's process (``PR_SET_PDEATHSIG``). It ignores Ctrl-C (a terminal sends
@@ -37,6 +40,13 @@ from raglab.errors import UserError
 #: a worker is worth its start (a fork, a message each way) from this many cases on
 MIN_CASES_PER_PROCESS = 256
 _PR_SET_PDEATHSIG = 1
+#: the run's process, beside scoring its own part, appends the workers' records and
+#: aggregates every case's metrics: about this fraction of the work of scoring the whole
+#: file (measured on the replay benchmark, 2,000 x 100), taken off its part
+FINISH_SHARE = 0.05
+#: records scored before the whole file has been checked are held in memory, up to this
+#: many bytes of them in each process (then it waits for the checks)
+AHEAD_BYTES = 64 * 1024 * 1024
 
 
 def process_count(concurrency: int, n_cases: int) -> int:
@@ -49,6 +59,15 @@ def process_count(concurrency: int, n_cases: int) -> int:
         return 1
     cpus = len(os.sched_getaffinity(0))
     return max(1, min(concurrency, cpus, n_cases // MIN_CASES_PER_PROCESS))
+
+
+def first_share(processes: int) -> float:
+    """The share of the replay file for the run's own process when ``processes`` score it,
+    so that all of them end at about the same time: with ``t`` = ``FINISH_SHARE``,
+    ``share + t = (1 - share) / (processes - 1)``; never below half an even share."""
+    if processes < 2:
+        return 1.0
+    return max((1 - FINISH_SHARE * (processes - 1)) / processes, 0.5 / processes)
 
 
 class WorkerFailed(RuntimeError):

@@ -50,9 +50,10 @@ class ReplaySystem:
     in_parts = True
 
     @staticmethod
-    def split(run_cfg: Any, n: int) -> list[tuple[int, int]]:
+    def split(run_cfg: Any, n: int, first_share: float | None = None
+              ) -> list[tuple[int, int]]:
         """The file's parts for ``n`` processes (see :func:`parts`)."""
-        return parts(resolve_path(run_cfg.system.path), n)
+        return parts(resolve_path(run_cfg.system.path), n, first_share)
 
     @staticmethod
     def check_split(path: str, lines: list[tuple[int, dict[str, int]]], dataset: Any,
@@ -168,14 +169,17 @@ def _raw_lines(fh: Any, first: int = 0, last: int | None = None) -> Iterator[tup
         offset += len(raw)
 
 
-def parts(path: str | Path, n: int) -> list[tuple[int, int]]:
-    """``n`` byte ranges of about equal size that split the file at line starts (fewer
-    when it has fewer lines), for :class:`ReplaySystem`'s ``part``."""
+def parts(path: str | Path, n: int, first_share: float | None = None
+          ) -> list[tuple[int, int]]:
+    """``n`` byte ranges that split the file at line starts (fewer when it has fewer lines),
+    for :class:`ReplaySystem`'s ``part``: the first about ``first_share`` of the bytes
+    (None: ``1 / n``), the others of about equal size."""
     size = Path(path).stat().st_size
+    share = 1 / n if first_share is None else min(max(first_share, 0.0), 1.0)
     cuts = [0]
     with open(path, "rb") as fh:
         for i in range(1, n):
-            at = max(cuts[-1], size * i // n)
+            at = max(cuts[-1], int(size * (share + (1 - share) * (i - 1) / (n - 1))))
             if at == 0:
                 continue
             fh.seek(at - 1)

@@ -3,7 +3,7 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from raglab.metrics.aggregate import aggregate, mean_metrics, percentile
+from raglab.metrics.aggregate import Aggregation, aggregate, mean_metrics, percentile
 
 values = st.lists(st.one_of(st.floats(0, 1e6, allow_nan=False),
                             st.integers(0, 100).map(float)), min_size=1, max_size=80)
@@ -84,6 +84,22 @@ def test_column_means_equal_running_sums_to_the_last_bit(recs, names):
                        (r["tags"].get(key) if key != "answerable"
                         else ("yes" if r["gold"]["answerable"] else "no")) == value]
             assert got == {"n": len(members), **_reference_means(members, names)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(recs=st.lists(record, max_size=30),
+       names=st.lists(st.sampled_from(["m", "n", "x"]), max_size=4), data=st.data())
+def test_records_aggregated_in_chunks_give_the_whole_s_result_to_the_last_bit(recs, names,
+                                                                               data):
+    """A run adds its own cases' records first, its workers' later: the running sums go
+    on across the chunks, so every mean (and its key order) is that of all at once."""
+    import json
+
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(recs)), max_size=3)))
+    agg = Aggregation(names)
+    for a, b in zip([0, *cuts], [*cuts, len(recs)]):
+        agg.add(recs[a:b])
+    assert json.dumps(agg.result()) == json.dumps(aggregate(recs, names))
 
 
 def test_a_mean_is_the_running_sum_over_the_records_on_any_python():

@@ -221,7 +221,7 @@ hit = st.fixed_dictionaries({
 @settings(max_examples=400, deadline=None)
 @given(candidates=st.lists(hit, max_size=6), context=st.lists(hit, max_size=3))
 def test_span_check_refuses_exactly_the_hits_the_rule_refuses(candidates, context):
-    """The check in two passes of C code equals the per-hit rule: a span is a forward range
+    """The check equals the per-hit rule: a span is a forward range
     inside its document when the corpus has it; start and end are both given or neither."""
     from raglab.runner.run import check_spans
 
@@ -254,7 +254,8 @@ def test_span_check_refuses_exactly_the_hits_the_rule_refuses(candidates, contex
 
 def test_replay_loading_and_a_run_leave_the_collector_as_they_found_it(tmp_path, tiny):
     """Parsing a replay file pauses the collector and a run leaves its long-lived data out
-    of the collector's walks (frozen while its cases run): both are undone when they end."""
+    of the collector's walks (frozen while its cases run): both are undone when they end
+    (the command freezes what is left as it exits)."""
     import gc
     import os
 
@@ -277,7 +278,15 @@ def test_replay_loading_and_a_run_leave_the_collector_as_they_found_it(tmp_path,
             seen.append(gc.get_freeze_count())
             return slim(rec)
         rr.slim_record = slim_record
-        atexit.register(lambda: print("PROBE", seen, gc.get_freeze_count(), gc.isenabled(),
+        after = []
+        execute = rr.Run.execute
+        def probed(self, *a, **k):  # the state the run leaves
+            try:
+                return execute(self, *a, **k)
+            finally:
+                after.extend([gc.get_freeze_count(), gc.isenabled()])
+        rr.Run.execute = probed
+        atexit.register(lambda: print("PROBE", seen, *after, gc.get_freeze_count() > 0,
                                       file=sys.stderr))
         sys.argv = ["raglab", *sys.argv[1:]]
         import raglab.cli
@@ -292,7 +301,9 @@ def test_replay_loading_and_a_run_leave_the_collector_as_they_found_it(tmp_path,
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     probe_line = next(line for line in p.stderr.splitlines() if line.startswith("PROBE"))
-    during, frozen_after, enabled = probe_line.split(" ", 1)[1].rsplit(" ", 2)
+    during, frozen_after, enabled, at_exit = probe_line.split(" ", 1)[1].rsplit(" ", 3)
     during = json.loads(during)
     assert len(during) == len(TINY_CASES) and min(during) > 0  # frozen while cases ran
     assert frozen_after == "0" and enabled == "True"
+    # the command itself freezes what is left as it ends: no last walk over it at the exit
+    assert at_exit == "True"

@@ -17,7 +17,8 @@ import pytest
 
 from raglab.errors import UserError
 from raglab.runner.records import RecordWriter
-from raglab.runner.workers import MIN_CASES_PER_PROCESS, drive, part_files, process_count
+from raglab.runner.workers import (FINISH_SHARE, MIN_CASES_PER_PROCESS, drive, first_share,
+                                   part_files, process_count)
 from raglab.systems.replay import ReplaySystem, check_parts, parts
 from tests.benchmarks.replay_data import make
 from tests.conftest import REPO, run_cli
@@ -85,6 +86,35 @@ def test_parts_split_at_line_starts_and_cover_the_file(tmp_path):
         assert len(got) == min(n, 10)
     path.write_bytes(b"".join(lines)[:-1])  # no newline at the end
     assert parts(path, 4)[-1][1] == len(data) - 1
+
+
+def test_the_first_part_holds_about_its_share_of_the_bytes(tmp_path):
+    path = tmp_path / "o.jsonl"
+    path.write_bytes(b"".join(f'{{"case_id": "c{i:04d}"}}\n'.encode() for i in range(1000)))
+    size = path.stat().st_size
+    line = size / 1000
+    for n, share in ((2, 0.45), (3, 0.2), (4, 0.5), (2, 0.0), (2, 1.0)):
+        got = parts(path, n, share)
+        assert got[0][0] == 0 and got[-1][1] == size
+        assert all(got[i][1] == got[i + 1][0] for i in range(len(got) - 1))
+        lengths = [b - a for a, b in got]
+        if 0 < share < 1:
+            assert len(got) == n and abs(lengths[0] - share * size) <= line
+            rest = (size - lengths[0]) / (n - 1)
+            assert all(abs(x - rest) <= line for x in lengths[1:])
+        else:  # a share of nothing or of all: no empty part
+            assert all(x > 0 for x in lengths)
+
+
+def test_the_run_s_process_takes_less_so_that_every_process_ends_together():
+    assert first_share(1) == 1.0
+    for n in (2, 3, 4, 8):
+        share = first_share(n)
+        worker = (1 - share) / (n - 1)
+        if share > 0.5 / n:  # the work left to the run's process besides its part
+            assert share + FINISH_SHARE == pytest.approx(worker)
+        assert 0 < share < 1 / n < worker
+    assert first_share(64) == 0.5 / 64  # never below half an even share
 
 
 def test_a_file_read_in_parts_is_the_file_read_whole(tmp_path, data):
@@ -237,6 +267,38 @@ def test_two_processes_write_what_one_writes(tmp_path, data):
         assert m1[key] == m2[key], key
     assert _records(one) == _records(two)  # the same records, in the same order
     assert part_files(two) == []
+
+
+@needs_two_cpus
+def test_cases_scored_before_the_checks_are_written_after_them_in_order(tmp_path, data):
+    """The cases each process scores while the file's parts are still being checked are
+    held in memory, and written in case order once the checks pass: with a worker held
+    far longer than its buffer allows, and the run's process held until the worker has
+    read its part, the records are one process's."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert run_cli(*_args(data, one, concurrency=1), cwd=REPO).returncode == 0
+    probe = (
+        "import sys, time\n"
+        "import raglab.runner.run as rr\n"
+        "rr.AHEAD_BYTES = 20_000  # a few records each\n"
+        "check = rr.Run._check_workers\n"
+        "def slow(self, *a, **k):\n"
+        "    assert not (self.run_dir / 'records.part-1.jsonl').exists()\n"
+        "    time.sleep(1.0)  # the worker scores ahead, up to its bound\n"
+        "    assert not (self.run_dir / 'records.part-1.jsonl').exists()\n"
+        "    return check(self, *a, **k)\n"
+        "rr.Run._check_workers = slow\n"
+        "import raglab.cli\n"
+        "sys.argv = ['raglab', *sys.argv[1:]]\n"
+        "raglab.cli.main()\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    p = subprocess.run([sys.executable, "-c", probe, *_args(data, two)], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert json.loads((two / "metrics.json").read_text())["processes"] == 2
+    assert _records(one) == _records(two)
+    assert _stable(json.loads((one / "metrics.json").read_text())) == _stable(
+        json.loads((two / "metrics.json").read_text()))
 
 
 def _cid(row: str) -> str:
