@@ -22,6 +22,7 @@ What it does, and its limits (also in the README):
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import Field
@@ -81,13 +82,17 @@ def _disagreement(claim: str, sentence: str) -> str | None:
 def context_windows(passages: list[str]) -> list[tuple[str, frozenset[str], str, int]]:
     """Every sentence and pair of adjacent sentences of the passages, with its content terms,
     normalised text and passage index: computed once per verification call, shared by all
-    its claims."""
-    out = []
-    for pi, p in enumerate(passages):
-        sents = split_sentences(p)
-        for s in sents + [f"{a} {b}" for a, b in zip(sents, sents[1:])]:
-            out.append((s, frozenset(content_terms(s)), normalize(s), pi))
-    return out
+    its claims (and each passage's once per process: the same passages come back in other
+    cases and, in a sweep, at every ``k``)."""
+    return [(s, terms, norm, pi) for pi, p in enumerate(passages)
+            for s, terms, norm in _passage_windows(p)]
+
+
+@lru_cache(maxsize=1 << 11)
+def _passage_windows(passage: str) -> tuple[tuple[str, frozenset[str], str], ...]:
+    sents = split_sentences(passage)
+    return tuple((s, frozenset(content_terms(s)), normalize(s))
+                 for s in sents + [f"{a} {b}" for a, b in zip(sents, sents[1:])])
 
 
 def verify_claim(claim: str, windows: list[tuple[str, frozenset[str], str, int]],

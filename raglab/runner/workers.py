@@ -46,7 +46,7 @@ _PR_SET_PDEATHSIG = 1
 FINISH_SHARE = 0.05
 #: records scored before the whole file has been checked are held in memory, up to this
 #: many bytes of them in each process (then it waits for the checks)
-AHEAD_BYTES = 64 * 1024 * 1024
+AHEAD_BYTES = 16 * 1024 * 1024
 
 
 def process_count(concurrency: int, n_cases: int) -> int:

@@ -4,6 +4,7 @@ heuristic grader: content terms with a light, deterministic stemmer."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from raglab.text.normalize import normalize
 
@@ -19,6 +20,7 @@ further once per via get got please hi hello thanks thank im ive id dont cant wo
 _SUFFIXES = ("ing", "edly", "ed", "ies", "es", "s", "ly")
 
 
+@lru_cache(maxsize=1 << 16)  # (a sweep's grader stems the same words again and again)
 def stem(word: str) -> str:
     for suf in _SUFFIXES:
         if len(word) > len(suf) + 2 and word.endswith(suf):
@@ -27,7 +29,12 @@ def stem(word: str) -> str:
 
 
 def content_terms(text: str) -> list[str]:
-    return [stem(w) for w in normalize(text).split() if w not in STOPWORDS]
+    return list(_terms(text))
+
+
+@lru_cache(maxsize=1 << 12)  # the same sentences and claims come back across cases and k
+def _terms(text: str) -> tuple[str, ...]:
+    return tuple(stem(w) for w in normalize(text).split() if w not in STOPWORDS)
 
 
 def coverage(query_terms: set[str], text: str) -> float:
