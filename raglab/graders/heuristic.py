@@ -88,7 +88,7 @@ def context_windows(passages: list[str]) -> list[tuple[str, frozenset[str], str,
             for s, terms, norm in _passage_windows(p)]
 
 
-@lru_cache(maxsize=1 << 11)
+@lru_cache(maxsize=1 << 12)
 def _passage_windows(passage: str) -> tuple[tuple[str, frozenset[str], str], ...]:
     sents = split_sentences(passage)
     return tuple((s, frozenset(content_terms(s)), normalize(s))

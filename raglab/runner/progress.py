@@ -5,8 +5,6 @@ from __future__ import annotations
 import sys
 import time
 
-from raglab.data.record import CaseRecord
-
 
 class Progress:
     def __init__(self, total: int, done: int, mode: str = "auto"):
@@ -24,9 +22,6 @@ class Progress:
             self._bar.start()
         elif self.mode == "plain" and done:
             print(f"resuming: {done}/{total} cases already recorded", file=sys.stderr)
-
-    def advance(self, record: CaseRecord) -> None:
-        self.add(1, bool(record.error))
 
     def add(self, done: int, errors: int) -> None:
         """``done`` more cases, ``errors`` of them with an error."""

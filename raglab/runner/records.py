@@ -139,8 +139,9 @@ class RecordWriter:
         finally:
             os.close(src)
 
-    def append(self, record: CaseRecord, line: bytes | None = None) -> None:
-        """Append ``record`` (``line``: its ``record_line``, when already serialised)."""
+    def append(self, record: CaseRecord | None, line: bytes | None = None) -> None:
+        """Append ``record`` (``line``: its ``record_line``, when already serialised; the
+        record is then not needed)."""
         line = record_line(record) if line is None else line
         start = None
         try:

@@ -185,12 +185,16 @@ class Run:
         async def one(case) -> tuple[CaseRecord, bytes]:
             return await self._case(case, sections, system, grading, ds, loop, pool, slots)
 
-        def done(rec: CaseRecord, line: bytes) -> None:
-            writer.append(rec, line)
-            kept[rec.case_id] = slim_record(rec)
-            progress.advance(rec)
+        def held(slim: dict[str, Any], failed: bool, line: bytes) -> None:
+            """Write a scored case's record (its line), keep its slim copy."""
+            writer.append(None, line)
+            kept[slim["case_id"]] = slim
+            progress.add(1, failed)
             for w in workers:
                 progress.add(*w.progress())
+
+        def done(rec: CaseRecord, line: bytes) -> None:
+            held(slim_record(rec), rec.error is not None, line)
 
         tasks: deque[asyncio.Task] = deque()
         completed = False  # every case recorded: the last fsync may run in the background
@@ -202,21 +206,30 @@ class Run:
         try:
             if workers:
                 # cases of this process's part scored while the workers read theirs, held
-                # here: no record is written before the whole file has been checked
-                ahead = []
+                # here (the slim record, whether it failed, its line): no record is written
+                # before the whole file has been checked
+                ahead: list[tuple[dict[str, Any], bool, bytes]] = []
                 size = 0
                 for case in todo:
                     if case.id not in system.lines or size > AHEAD_BYTES or all(
                             w.wait_ready(0) for w in workers):
                         break
-                    ahead.append(await one(case))
-                    size += len(ahead[-1][1])
+                    rec, line = await one(case)
+                    ahead.append((slim_record(rec), rec.error is not None, line))
+                    size += len(line)
+                    if len(ahead) % 64 == 0:
+                        await asyncio.sleep(0)  # lets Ctrl-C in
                 todo = self._check_workers(system, workers, ds, todo)
                 warn(system)
+                await asyncio.sleep(0)  # a Ctrl-C during the checks stops the run here
                 for w in workers:  # they write only now (a run stopped before: nothing)
-                    w.send("go")
-                for rec, line in ahead:
-                    done(rec, line)
+                    try:
+                        w.send("go")
+                    except OSError:  # it ended after reading its part: its error, or lost
+                        w.result()
+                        raise
+                for slim, failed, line in ahead:
+                    held(slim, failed, line)
                 todo = todo[len(ahead):]  # (the first cases of todo, none a worker's)
                 del ahead
             if grading is not None:
@@ -309,6 +322,9 @@ class Run:
                 w.stop()
             raise
         self.processes = len(parts)
+        if not workers:  # the file gave one part: its checks, as when it is read whole
+            factory.check_split(system.path, [(system.first, system.lines)], ds,
+                                system.warnings)
         return system, workers
 
     def _check_workers(self, system: Any, workers: list[Worker], ds: Dataset,
@@ -346,18 +362,18 @@ class Run:
         before = self.work.as_dict()
         gc.freeze()  # as in the parent: the data read lives as long as the worker
         writer = None
-        ahead: list[tuple[CaseRecord, bytes]] = []
+        ahead: list[tuple[bool, bytes]] = []  # (failed, line) of the cases scored before go
         size = 0
         records = []
 
         def go() -> bool:
             nonlocal writer
-            if worker.recv() != "go":
+            if worker.recv() != "go":  # (the parent sends only "go"; it stops with SIGKILL)
                 return False
             writer = RecordWriter(part_path(self.run_dir, worker.index))
-            for rec, line in ahead:
-                writer.append(rec, line)
-                worker.tick(rec.error)
+            for failed, line in ahead:
+                writer.append(None, line)
+                worker.tick(failed)
             ahead.clear()
             return True
 
@@ -372,10 +388,10 @@ class Run:
                                              None))
                 records.append(slim_record(rec))
                 if writer is None:
-                    ahead.append((rec, line))
+                    ahead.append((rec.error is not None, line))
                     size += len(line)
                 else:
-                    writer.append(rec, line)
+                    writer.append(None, line)
                     worker.tick(rec.error)
             if writer is None and not go():
                 return

@@ -301,6 +301,94 @@ def test_cases_scored_before_the_checks_are_written_after_them_in_order(tmp_path
         json.loads((two / "metrics.json").read_text()))
 
 
+@needs_two_cpus
+@pytest.mark.parametrize("content", ["", "one line"])
+def test_a_file_of_one_part_is_checked_as_a_whole_file(tmp_path, data, content):
+    """A file that gives one part (empty, one line) with concurrency=2: no worker, and
+    the checks of a file read whole (an empty file refused; outputs for cases not in the
+    set counted in a warning), as with concurrency=1."""
+    path = tmp_path / "outputs.jsonl"
+    path.write_text(json.dumps({"case_id": "not-in-the-set"}) + "\n" if content else "",
+                    encoding="utf-8")
+    runs = {}
+    for n in (1, 2):
+        run_dir = tmp_path / f"c{n}"
+        p = run_cli(*_args(data, run_dir, path, concurrency=n), "max_error_rate=1", cwd=REPO)
+        runs[n] = (p.returncode, p.stderr.strip().splitlines()[-1], run_dir)
+    assert runs[1][0] == runs[2][0]
+    if not content:
+        assert runs[1][0] == 2 and "empty replay file" in runs[2][1]
+        assert runs[1][1] == runs[2][1]
+    else:
+        warned = [json.loads((runs[n][2] / "metrics.json").read_text())["warnings"]
+                  for n in (1, 2)]
+        assert warned[0] == warned[1] and "not in the case set" in warned[1][0]
+
+
+@needs_two_cpus
+def test_a_worker_lost_after_reading_its_part_is_one_line_and_a_resume_finishes(tmp_path,
+                                                                                 data):
+    """A worker killed (by the kernel when memory ran out, say) after it has read its part
+    and while it scores ahead: one line, exit 2, nothing written by it; the same command
+    again finishes the run, with one process's records."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert run_cli(*_args(data, one, concurrency=1), cwd=REPO).returncode == 0
+    probe = (
+        "import os, signal, sys, time\n"
+        "import raglab.runner.run as rr\n"
+        "check = rr.Run._check_workers\n"
+        "def killed(self, system, workers, *a, **k):\n"
+        "    while not all(w.wait_ready(0.01) for w in workers):\n"
+        "        pass  # each has read its part\n"
+        "    for w in workers:\n"
+        "        os.kill(w.pid, signal.SIGKILL)\n"
+        "    time.sleep(0.2)\n"
+        "    return check(self, system, workers, *a, **k)\n"
+        "rr.Run._check_workers = killed\n"
+        "import raglab.cli\n"
+        "sys.argv = ['raglab', *sys.argv[1:]]\n"
+        "raglab.cli.main()\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    p = subprocess.run([sys.executable, "-c", probe, *_args(data, two)], cwd=REPO, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2, p.stderr
+    last = p.stderr.strip().splitlines()[-1]
+    assert "ended without its results (killed by signal 9)" in last, p.stderr
+    assert "Traceback" not in p.stderr
+    assert part_files(two) == []  # it wrote nothing: no record before "go"
+    again = run_cli(*_args(data, two), cwd=REPO)
+    assert again.returncode == 0, again.stderr
+    assert _records(one) == _records(two)
+
+
+@needs_two_cpus
+def test_ctrl_c_while_the_parts_are_checked_writes_nothing(tmp_path, data):
+    """Ctrl-C as the run's process checks the parts (both processes holding the cases
+    they scored ahead): the run stops there (exit 130), with no record written, and the
+    same command again finishes it."""
+    run_dir = tmp_path / "run"
+    probe = (
+        "import os, signal, sys\n"
+        "import raglab.runner.run as rr\n"
+        "check = rr.Run._check_workers\n"
+        "def ctrl_c(self, *a, **k):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    return check(self, *a, **k)\n"
+        "rr.Run._check_workers = ctrl_c\n"
+        "import raglab.cli\n"
+        "sys.argv = ['raglab', *sys.argv[1:]]\n"
+        "raglab.cli.main()\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    p = subprocess.run([sys.executable, "-c", probe, *_args(data, run_dir)], cwd=REPO,
+                       env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 130, p.stderr
+    records = run_dir / "records.jsonl"
+    assert not records.exists() or records.stat().st_size == 0
+    assert part_files(run_dir) == []
+    assert run_cli(*_args(data, run_dir), cwd=REPO).returncode == 0
+    assert len(_records(run_dir)) == N_CASES
+
+
 def _cid(row: str) -> str:
     return json.loads(row)["case_id"]
 
