@@ -75,15 +75,11 @@ class Aggregation:
             if missing == len(col):
                 continue
             vals = col if not missing else [v for v in col if v is not None]
-            if vals:
-                # in record order, as a running sum (not sum(): from Python 3.12 it
-                # compensates rounding, and the means would change with the interpreter)
-                acc = sums.get(name)
-                if acc is None:
-                    sums[name] = [reduce(add, vals, 0.0), len(vals)]
-                else:
-                    acc[0] = reduce(add, vals, acc[0])
-                    acc[1] += len(vals)
+            # in record order, as a running sum (not sum(): from Python 3.12 it compensates
+            # rounding, and the means would change with the interpreter)
+            acc = sums.setdefault(name, [0.0, 0])
+            acc[0] = reduce(add, vals, acc[0])
+            acc[1] += len(vals)
 
     def means(self, group: tuple) -> dict[str, Any]:
         """The means of a group's records: the run's metrics in order (``None`` where

@@ -520,7 +520,8 @@ class Run:
         (once the records are durable) write ``metrics.json`` and the report."""
         cfg = self.cfg
         records = [kept[c.id] for c in ds.cases if c.id in kept]
-        summed = summed or Aggregation(self.metric_names())
+        if summed is None:
+            summed = Aggregation(self.metric_names())
         summed.add(records[len(summed.records):])
         agg = summed.result()
         metrics = {

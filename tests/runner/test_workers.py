@@ -269,6 +269,30 @@ def test_two_processes_write_what_one_writes(tmp_path, data):
     assert part_files(two) == []
 
 
+def _run_checked_after(data: dict[str, Path], run_dir: Path, before: str,
+                       setup: str = "") -> subprocess.CompletedProcess:
+    """The two-process replay run in ``run_dir``, with ``before`` (Python lines, which see
+    ``self`` and ``workers``) run just before the run's process checks the file's parts
+    (``Run._check_workers``); ``setup`` runs first, with ``raglab.runner.run`` as ``rr``."""
+    import textwrap
+
+    probe = "\n".join([
+        "import os, signal, sys, time",
+        "import raglab.runner.run as rr",
+        setup,
+        "check = rr.Run._check_workers",
+        "def patched(self, system, workers, *a, **k):",
+        textwrap.indent(before, "    "),
+        "    return check(self, system, workers, *a, **k)",
+        "rr.Run._check_workers = patched",
+        "import raglab.cli",
+        "sys.argv = ['raglab', *sys.argv[1:]]",
+        "raglab.cli.main()", ""])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    return subprocess.run([sys.executable, "-c", probe, *_args(data, run_dir)], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
 @needs_two_cpus
 def test_cases_scored_before_the_checks_are_written_after_them_in_order(tmp_path, data):
     """The cases each process scores while the file's parts are still being checked are
@@ -277,23 +301,10 @@ def test_cases_scored_before_the_checks_are_written_after_them_in_order(tmp_path
     read its part, the records are one process's."""
     one, two = tmp_path / "one", tmp_path / "two"
     assert run_cli(*_args(data, one, concurrency=1), cwd=REPO).returncode == 0
-    probe = (
-        "import sys, time\n"
-        "import raglab.runner.run as rr\n"
-        "rr.AHEAD_BYTES = 20_000  # a few records each\n"
-        "check = rr.Run._check_workers\n"
-        "def slow(self, *a, **k):\n"
-        "    assert not (self.run_dir / 'records.part-1.jsonl').exists()\n"
-        "    time.sleep(1.0)  # the worker scores ahead, up to its bound\n"
-        "    assert not (self.run_dir / 'records.part-1.jsonl').exists()\n"
-        "    return check(self, *a, **k)\n"
-        "rr.Run._check_workers = slow\n"
-        "import raglab.cli\n"
-        "sys.argv = ['raglab', *sys.argv[1:]]\n"
-        "raglab.cli.main()\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    p = subprocess.run([sys.executable, "-c", probe, *_args(data, two)], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=300)
+    p = _run_checked_after(data, two, setup="rr.AHEAD_BYTES = 20_000  # a few records each",
+                           before=("assert not (self.run_dir / 'records.part-1.jsonl').exists()\n"
+                                   "time.sleep(1.0)  # the worker scores ahead, to its bound\n"
+                                   "assert not (self.run_dir / 'records.part-1.jsonl').exists()"))
     assert p.returncode == 0, p.stderr
     assert json.loads((two / "metrics.json").read_text())["processes"] == 2
     assert _records(one) == _records(two)
@@ -333,24 +344,12 @@ def test_a_worker_lost_after_reading_its_part_is_one_line_and_a_resume_finishes(
     again finishes the run, with one process's records."""
     one, two = tmp_path / "one", tmp_path / "two"
     assert run_cli(*_args(data, one, concurrency=1), cwd=REPO).returncode == 0
-    probe = (
-        "import os, signal, sys, time\n"
-        "import raglab.runner.run as rr\n"
-        "check = rr.Run._check_workers\n"
-        "def killed(self, system, workers, *a, **k):\n"
-        "    while not all(w.wait_ready(0.01) for w in workers):\n"
-        "        pass  # each has read its part\n"
-        "    for w in workers:\n"
-        "        os.kill(w.pid, signal.SIGKILL)\n"
-        "    time.sleep(0.2)\n"
-        "    return check(self, system, workers, *a, **k)\n"
-        "rr.Run._check_workers = killed\n"
-        "import raglab.cli\n"
-        "sys.argv = ['raglab', *sys.argv[1:]]\n"
-        "raglab.cli.main()\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    p = subprocess.run([sys.executable, "-c", probe, *_args(data, two)], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=300)
+    p = _run_checked_after(data, two, before=(
+        "while not all(w.wait_ready(0.01) for w in workers):\n"
+        "    pass  # each has read its part\n"
+        "for w in workers:\n"
+        "    os.kill(w.pid, signal.SIGKILL)\n"
+        "time.sleep(0.2)"))
     assert p.returncode == 2, p.stderr
     last = p.stderr.strip().splitlines()[-1]
     assert "ended without its results (killed by signal 9)" in last, p.stderr
@@ -367,20 +366,7 @@ def test_ctrl_c_while_the_parts_are_checked_writes_nothing(tmp_path, data):
     they scored ahead): the run stops there (exit 130), with no record written, and the
     same command again finishes it."""
     run_dir = tmp_path / "run"
-    probe = (
-        "import os, signal, sys\n"
-        "import raglab.runner.run as rr\n"
-        "check = rr.Run._check_workers\n"
-        "def ctrl_c(self, *a, **k):\n"
-        "    os.kill(os.getpid(), signal.SIGINT)\n"
-        "    return check(self, *a, **k)\n"
-        "rr.Run._check_workers = ctrl_c\n"
-        "import raglab.cli\n"
-        "sys.argv = ['raglab', *sys.argv[1:]]\n"
-        "raglab.cli.main()\n")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    p = subprocess.run([sys.executable, "-c", probe, *_args(data, run_dir)], cwd=REPO,
-                       env=env, capture_output=True, text=True, timeout=300)
+    p = _run_checked_after(data, run_dir, before="os.kill(os.getpid(), signal.SIGINT)")
     assert p.returncode == 130, p.stderr
     records = run_dir / "records.jsonl"
     assert not records.exists() or records.stat().st_size == 0
