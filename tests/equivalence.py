@@ -26,7 +26,7 @@ VOLATILE_KEYS = {"latency_ms", "mlflow", "processes", "elapsed_s", "created", "d
                  "tracking_uri", "artifact_uri", "generated", "run_dir",
                  "config_hash",
                  # compare: adjusted within a family that holds the measured latencies
-                 "p_adjusted"}
+                 "p_adjusted", "family_size"}
 VOLATILE_METRIC = re.compile(r"^(latency_ms\.|.*latency)")
 RUNS = ("demo", "replay", "replay_graded", "sweep/0", "sweep/1")
 FILES = ("records.jsonl", "metrics.json", "quarantine.jsonl")
