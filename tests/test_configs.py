@@ -63,7 +63,7 @@ def test_configs_ship_inside_the_package_build():
 def test_compare_config_validates():
     import yaml
 
-    from raglab.report.compare_config import CompareCfg
+    from raglab.compare.config import CompareCfg
 
     data = yaml.safe_load((conf_dir() / "compare" / "default.yaml").read_text())
     assert CompareCfg.model_validate(data).adjust == "holm"

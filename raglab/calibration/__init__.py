@@ -5,13 +5,7 @@
   grading path (so calibration and runs share judgments and versions).
 - :mod:`.summary`: the figures (kappa, intervals, confusion, leniency, self-consistency)
   and their text renderings.
-- :mod:`raglab.report.calibration`: calibration records keyed by metric-family version,
-  and ``lookup``, which ``raglab run`` and ``raglab compare`` call to show each family
-  version's kappa or "uncalibrated" (there, so that report code may call it).
+- :mod:`.records`: calibration records keyed by metric-family version, and ``lookup``,
+  which ``raglab run``, ``raglab compare`` and ``raglab decide`` call to show each family
+  version's kappa or "uncalibrated".
 """
-
-from __future__ import annotations
-
-from raglab.report.calibration import lookup
-
-__all__ = ["lookup"]

@@ -16,7 +16,7 @@ from raglab.data.dataset import file_sha256, load_cases, resolve_path
 from raglab.data.io import atomic_write_json, atomic_write_text
 from raglab.errors import ConfigError
 from raglab.graders.standalone import open_grading, prepare
-from raglab.report.calibration import EXPERIMENT, append_record, record_of
+from raglab.calibration.records import EXPERIMENT, append_record, record_of
 from raglab.systems.base import WorkCounter
 
 

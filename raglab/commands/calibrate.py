@@ -73,7 +73,7 @@ def main(argv: list[str]) -> None:
 
 
 def _versions(overrides: list[str]) -> None:
-    from raglab.report.calibration import read_records, records_path, versions_table
+    from raglab.calibration.records import read_records, records_path, versions_table
     from raglab.commands.compose import compose
 
     cfg = compose(overrides)

@@ -1,4 +1,5 @@
-"""What every command shares: the shipped config folder and the one way a command fails."""
+"""What every command shares: the shipped config folder, the one way a command fails and
+the one way it writes its output files."""
 
 from __future__ import annotations
 
@@ -23,3 +24,14 @@ def fail(message: str, code: int = 1) -> NoReturn:
     print(f"raglab: error: {scrub(' '.join(str(message).split()))}", file=sys.stderr,
           flush=True)
     sys.exit(code)
+
+
+def write_outputs(out: Path, files: dict[str, str]) -> list[Path]:
+    """Each file under a temporary name, then renamed into place."""
+    from raglab.data.io import atomic_write_text
+
+    paths = []
+    for name, text in files.items():  # JSON files come from json_text, scrubbed already
+        atomic_write_text(out / name, text, scrubbed=name.endswith(".json"))
+        paths.append(out / name)
+    return paths

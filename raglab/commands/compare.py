@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from raglab.commands.common import conf_dir
+from raglab.commands.common import conf_dir, write_outputs
 from raglab.commands.common import fail as _fail
 
 DESCRIPTION = """Paired, per-slice comparison of a candidate run with a baseline run (run
@@ -63,7 +63,7 @@ def settings(adjust: str | None, sets: list[str]):
     from pydantic import ValidationError
 
     from raglab.errors import UserError
-    from raglab.report.compare_config import CompareCfg
+    from raglab.compare.config import CompareCfg
 
     data = yaml.safe_load((conf_dir() / "compare" / "default.yaml").read_text()) or {}
     for item in sets:
@@ -90,7 +90,7 @@ def settings(adjust: str | None, sets: list[str]):
 def main(argv: list[str]) -> None:
     args = _parser().parse_args(argv)
     from raglab.errors import UserError
-    from raglab.report.compare import VersionMismatch
+    from raglab.compare.comparison import VersionMismatch
 
     try:
         if args.baseline is not None:
@@ -111,28 +111,17 @@ def main(argv: list[str]) -> None:
 
 
 def default_out(base, cand) -> Path:
-    from raglab.report.compare_load import safe_name
+    from raglab.compare.load import safe_name
 
     where = cand.run_dir.parent if cand.mlflow_run_id is None else (
         cand.origin_dir.parent if cand.origin_dir is not None else Path.cwd())
     return where / f"compare-{safe_name(base.label)}-{safe_name(cand.label)}"
 
 
-def write_outputs(out: Path, files: dict[str, str]) -> list[Path]:
-    """Each file under a temporary name, then renamed into place."""
-    from raglab.data.io import atomic_write_text
-
-    paths = []
-    for name, text in files.items():  # JSON files come from json_text, scrubbed already
-        atomic_write_text(out / name, text, scrubbed=name.endswith(".json"))
-        paths.append(out / name)
-    return paths
-
-
 def run_pair(args, cfg) -> None:
     from raglab.data.io import json_text
-    from raglab.report.compare import compare_runs, load_run
-    from raglab.report.compare_render import render_html, render_md, render_terminal
+    from raglab.compare.comparison import compare_runs, load_run
+    from raglab.compare.render import render_html, render_md, render_terminal
 
     base = load_run(args.runs[0], args.uri)
     cand = load_run(args.runs[1], args.uri)

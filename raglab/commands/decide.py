@@ -71,7 +71,7 @@ def main(argv: list[str]) -> None:
     gate_name, gate_overrides, rest = split_gate_args(argv)
     args = _parser().parse_args(rest)
     from raglab.errors import UserError
-    from raglab.report.compare import VersionMismatch
+    from raglab.compare.comparison import VersionMismatch
 
     try:
         code = decide(args, gate_name, gate_overrides)
@@ -87,13 +87,14 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     import datetime
     from raglab.data.io import json_text
 
-    from raglab.commands.compare import settings, write_outputs
+    from raglab.commands.common import write_outputs
+    from raglab.commands.compare import settings
     from raglab.errors import UserError
-    from raglab.report.compare import compare_runs, load_run
-    from raglab.report.compare_load import safe_name
-    from raglab.report.decide import (GO, build_record, evaluate_gates, render_record,
+    from raglab.compare.comparison import compare_runs, load_run
+    from raglab.compare.load import safe_name
+    from raglab.compare.decide import (GO, build_record, evaluate_gates, render_record,
                                       run_means)
-    from raglab.report.gates_config import load_gate_set
+    from raglab.compare.gates import load_gate_set
 
     if not gate_name:
         raise UserError("gates=NAME: a gate set name or a YAML file is required")

@@ -44,9 +44,12 @@ def main(argv: list[str]) -> None:
                   f"{args.experiment!r}); nothing logged again")
             print(f"view it with:\n  {ui_command(args.uri)}")
             return
+        from raglab.report.run_report import report_files
+
         name, describe = _naming(run_dir, args.run_name)
         run_id = log_run_dir(run_dir, args.uri, args.experiment, run_name=name,
-                             describe=describe, resume=started if pending else None)
+                             describe=describe, resume=started if pending else None,
+                             report=report_files(run_dir))
     except UserError as e:
         fail(str(e))
     except Exception as e:  # noqa: BLE001 - the store failed: one line, the directory stays

@@ -309,7 +309,7 @@ def _run_kept(kept) -> None:
 
 def _calibration(cfg, versions: dict[str, str]) -> dict[str, str]:
     """Each family version's kappa (raglab calibrate), from cache_dir or the tracking store."""
-    from raglab.report.calibration import lookup
+    from raglab.calibration.records import lookup
 
     tracked = None
     if cfg.tracking.name == "mlflow":

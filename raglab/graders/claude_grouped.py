@@ -7,12 +7,13 @@ from typing import Any
 
 from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS
 from raglab.graders.grouped import GROUP_FAMILIES
+from raglab.graders.prompting import (RELEVANCE_SCHEMA, _items, _numbered, _obj, _passages,
+                                      parse_claims, parse_items, parse_relevance, passage_of)
 
 GROUPED_PROMPTS = tuple(GROUP_FAMILIES)
 
 
 def _schemas() -> dict[str, dict]:
-    from raglab.graders.claude import RELEVANCE_SCHEMA, _items, _obj
 
     decomp = {"type": "array", "items": _obj({"answer_index": {"type": "integer"},
                                               "claims": {"type": "array",
@@ -28,7 +29,6 @@ def _schemas() -> dict[str, dict]:
 
 
 def parse_decompositions(parsed: dict, n: int, max_claims: int) -> list[list[str]]:
-    from raglab.graders.claude import parse_claims
 
     items = parsed["decompositions"]
     if not isinstance(items, list) or len(items) != n:
@@ -59,7 +59,6 @@ class GroupedCalls:
         """``[claim results, pair results]``: per claim ``[label, evidence, passage index]``
         as :meth:`verify` gives it; per ``(sentence, passage index)`` pair ``[label,
         evidence]``, judged against that one passage."""
-        from raglab.graders.claude import _numbered, _passages, parse_items, passage_of
 
         claims, pairs = list(claims), [list(p) for p in pairs]
         if not any(p.strip() for p in passages):
@@ -89,7 +88,6 @@ class GroupedCalls:
         """``[correctness results, nugget results, relevance]``: the reference claims checked
         against the answer (as :meth:`verify` with the answer as the one passage), the
         nuggets (as :meth:`nuggets`) and the relevance rubric (as :meth:`relevance`)."""
-        from raglab.graders.claude import _numbered, parse_items, parse_relevance, passage_of
 
         ref_claims, nuggets = list(ref_claims), list(nuggets)
         blank = not answer.strip()  # nothing can support a reference claim

@@ -349,6 +349,18 @@ def ensure_run_report(run_dir: Path) -> list[Path]:
     return write_run_report(run_dir)
 
 
+def report_files(run_dir: Path) -> list[Path]:
+    """The report files to log with a finished run (:func:`ensure_run_report`); none, with a
+    warning, when drawing the report fails: a report bug must not lose the run."""
+    try:
+        return ensure_run_report(run_dir)
+    except Exception as exc:  # noqa: BLE001
+        import logging
+
+        logging.getLogger(__name__).warning("run report not written: %s", exc)
+        return []
+
+
 if __name__ == "__main__":  # draw a run's report with its plots: python -m ... RUN_DIR
     import sys
 

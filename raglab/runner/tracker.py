@@ -123,10 +123,12 @@ class MlflowTracker(NoTracker):
         if self.run is None:
             return
         from raglab.data.io import read_run_metrics
+        from raglab.report.run_report import report_files
         from raglab.report.summary import run_description
 
         metrics = read_run_metrics(run_dir)
         self.run.finish(run_dir, slice_metrics=self.cfg.tracking.slice_metrics,
+                        report=report_files(run_dir),
                         describe=lambda link: run_description(self.run_name, metrics,
                                                               self.resolved, self.diffs, link))
 

@@ -27,13 +27,14 @@ import re
 import time
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from raglab.errors import UserError
 from raglab.tracking.batching import gc_paused, log_batches
+from raglab.tracking.client import PARENT_FILE, PARENT_LOCK, _client, _locked
 from raglab.tracking.keys import (MAX_PARAM_VALUE_LENGTH, flatten_config, is_legal_key,
                                   is_secret_key, metric_key, metrics_from_summary)
-from raglab.tracking.uris import (DB_SCHEMES, check_tracking, normalize_uri, scheme_of,
+from raglab.tracking.uris import (check_tracking, normalize_uri, scheme_of,
                                   sqlite_path, ui_command)
 
 from raglab.tracking.resilience import (START_TOKEN_TAG, bound_waits,  # noqa: F401
@@ -46,59 +47,6 @@ log = logging.getLogger(__name__)
 
 MAX_TAG_VALUE_LENGTH = 8000
 CASES_HASH_TAG = "raglab.dataset.cases_sha256"
-PARENT_FILE = ".mlflow_parent"
-PARENT_LOCK = ".mlflow_parent.lock"
-_READY: set[str] = set()  # sqlite stores initialised by this process
-
-
-# ---- mlflow plumbing -----------------------------------------------------------------------
-def _client(uri: str):
-    """An MlflowClient; creating one creates/upgrades a database store's tables.
-
-    Parallel jobs would race to do that: for sqlite they take turns under a lock file next to
-    the database; for other databases a failed first attempt is retried once the winner is done.
-    """
-    os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # no usage reports
-    os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")  # raglab prints its own
-    from mlflow.tracking import MlflowClient
-
-    for name in ("mlflow.store.db.utils", "alembic"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    db = sqlite_path(uri)
-    if db is not None and uri not in _READY:
-        with _locked(db.with_name(db.name + ".lock")):
-            client = MlflowClient(tracking_uri=uri)
-        _READY.add(uri)
-        return client
-    for attempt in range(3):
-        try:
-            return MlflowClient(tracking_uri=uri)
-        except Exception:  # noqa: BLE001 - e.g. another process is migrating the schema
-            if attempt == 2 or scheme_of(uri) not in DB_SCHEMES:
-                raise
-            time.sleep(2.0 * (attempt + 1))
-    raise AssertionError("unreachable")
-
-
-class _locked:
-    """An exclusive fcntl lock on ``path`` (no-op where fcntl does not exist)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    def __enter__(self):
-        self.fh = open(self.path, "a+")
-        try:
-            import fcntl
-            fcntl.flock(self.fh, fcntl.LOCK_EX)
-        except ImportError:  # pragma: no cover - Windows
-            pass
-        return self
-
-    def __exit__(self, *exc):
-        self.fh.close()  # closing releases the lock
-
-
 def _artifact_location(uri: str, experiment: str) -> str | None:
     if scheme_of(uri) in ("http", "https", "databricks"):
         return None  # the server decides
@@ -226,8 +174,9 @@ class MlflowRun:
         log_batches(self._client, self._run_id, params=[Param(k, v) for k, v in clean.items()])
 
     def finish(self, run_dir: Path, describe: Callable[[str], str] | None = None,
-               slice_metrics: str = "all") -> None:
+               slice_metrics: str = "all", report: Sequence[Path] = ()) -> None:
         """Log metrics, tags, artifacts and dataset of a finished run dir; status FINISHED.
+        ``report``: the files of the run's report, logged under ``report/``.
 
         ``describe(report_link)`` gives the run's description (markdown shown at the top of
         its page); ``slice_metrics="headline"`` logs only headline metrics per slice (the
@@ -252,7 +201,7 @@ class MlflowRun:
                 mlflow_ui.prepare_experiment(self._client, self.experiment_id, HEADLINE)
             except Exception as exc:  # noqa: BLE001 - a view is a convenience, not the run
                 log.warning("MLflow experiment view not set: %s", exc)
-        self._log_artifacts(run_dir)
+        self._log_artifacts(run_dir, report)
         self._log_dataset(run_dir)
         self.end("FINISHED")
 
@@ -284,16 +233,10 @@ class MlflowRun:
 
         return [RunTag(k, scrub(str(v))[:MAX_TAG_VALUE_LENGTH]) for k, v in (tags or {}).items()]
 
-    def _log_artifacts(self, run_dir: Path) -> None:
+    def _log_artifacts(self, run_dir: Path, report: Sequence[Path]) -> None:
         for name in ("config.yaml", "records.jsonl", "metrics.json", "quarantine.jsonl"):
             if (run_dir / name).is_file():
                 self._client.log_artifact(self._run_id, str(run_dir / name))
-        try:
-            from raglab.report.run_report import ensure_run_report
-            report = ensure_run_report(run_dir)
-        except Exception as exc:  # noqa: BLE001 - a report bug must not lose the run
-            log.warning("run report not written: %s", exc)
-            return
         for path in report:
             self._client.log_artifact(self._run_id, str(path), artifact_path="report")
 
@@ -398,9 +341,11 @@ def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None =
                 params: Mapping[str, Any] | None = None,
                 tags: Mapping[str, str] | None = None,
                 describe: Callable[[str], str] | None = None,
-                resume: Mapping[str, Any] | None = None) -> str:
+                resume: Mapping[str, Any] | None = None,
+                report: Sequence[Path] = ()) -> str:
     """Log a finished run directory (``raglab log RUN_DIR``); returns the MLflow run id.
-    ``resume``: the run the directory started (continued when the store holds it)."""
+    ``resume``: the run the directory started (continued when the store holds it);
+    ``report``: the files of its report."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run directory")
@@ -412,7 +357,7 @@ def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None =
         or run_dir.absolute().name
     run = MlflowRun.start(uri, experiment, name, all_params, dict(tags or {}), resume=resume)
     try:
-        run.finish(run_dir, describe=describe)
+        run.finish(run_dir, describe=describe, report=report)
     except KeyboardInterrupt:
         run.kill()
         raise

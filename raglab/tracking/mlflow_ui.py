@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from raglab.tracking.client import PARENT_FILE, _client
 from raglab.tracking.keys import metric_key
 from raglab.tracking.uris import normalize_uri, scheme_of
 
@@ -156,14 +157,14 @@ def children_of(client, experiment_id: str, parent_id: str) -> dict[str, str]:
 def logged_run(uri: str, experiment: str, run_dir: Path) -> str | None:
     """The MLflow run that already holds ``run_dir`` (same directory, same configuration
     hash), or None; a missing experiment has no such run."""
-    from raglab.tracking.mlflow_store import _client, _read_metrics
+    from raglab.data.io import read_run_metrics
 
     uri = normalize_uri(uri)
     client = _client(uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None or exp.lifecycle_stage != "active":
         return None
-    config_hash = _read_metrics(Path(run_dir)).get("config_hash")
+    config_hash = read_run_metrics(Path(run_dir)).get("config_hash")
     return find_logged_run(client, exp.experiment_id, Path(run_dir),
                            str(config_hash) if config_hash else None)
 
@@ -175,8 +176,6 @@ def summarize_sweep(uri: str, experiment: str, sweep_dir: Path, name: str,
     """Fill the sweep's parent run (name, swept params, job table as description and
     artifact, a tag per child) and save a runs-table view of the sweep's jobs.
     Returns ``(parent run id, experiment id, view url)``, or None when no job was logged."""
-    from raglab.tracking.mlflow_store import PARENT_FILE, _client
-
     uri = normalize_uri(uri)
     client = _client(uri)
     exp = client.get_experiment_by_name(experiment)

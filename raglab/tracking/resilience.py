@@ -68,7 +68,8 @@ def resumable_run(client, uri: str, exp_id: str, resume: Mapping[str, Any] | Non
 def unfinished_run(uri: str, experiment: str, resume: Mapping[str, Any] | None) -> str | None:
     """The run a run directory started (``run.json``) when this store holds it and it is
     not FINISHED (the store failed mid-run): ``raglab log`` finishes that run."""
-    from raglab.tracking.mlflow_store import _client, normalize_uri
+    from raglab.tracking.client import _client
+    from raglab.tracking.uris import normalize_uri
 
     uri = normalize_uri(uri)
     client = _client(uri)

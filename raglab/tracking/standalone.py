@@ -60,7 +60,7 @@ def find_calibrations(uri: str, experiment: str, versions: Mapping[str, str],
                       sections: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     """``{family: record}`` of the latest calibration run tagged with each family's version;
     ``sections[family]`` names the metrics' prefix (records shaped like
-    :func:`raglab.report.calibration.record_of`'s, figures only)."""
+    :func:`raglab.calibration.records.record_of`'s, figures only)."""
     uri = normalize_uri(uri)
     client = _client(uri)
     exp = client.get_experiment_by_name(experiment)
@@ -85,7 +85,7 @@ def find_calibrations(uri: str, experiment: str, versions: Mapping[str, str],
 
 
 def calibration_finder(uri: str, experiment: str = "raglab-calibration"):
-    """A ``tracked`` argument for :func:`raglab.report.calibration.lookup`: the calibration
+    """A ``tracked`` argument for :func:`raglab.calibration.records.lookup`: the calibration
     records of the MLflow store at ``uri``."""
     def find(versions: Mapping[str, str], sections: Mapping[str, str]) -> dict[str, Any]:
         return find_calibrations(uri, experiment, versions, sections)

@@ -58,7 +58,7 @@ def test_offline_grader_on_demo_labels(tmp_path):
     assert run.data.metrics["claims.kappa"] == pytest.approx(doc["claims"]["kappa"])
 
     # the record is found through cache_dir, and through the tracking store alone
-    from raglab.calibration import lookup
+    from raglab.calibration.records import lookup
 
     shown = lookup(doc["versions"], tmp_path / "cache")
     assert shown["faithfulness"].startswith(f"kappa {doc['claims']['kappa']:.2f}")
@@ -134,7 +134,7 @@ def test_run_repeats_with_offline_grader_are_one_call(tmp_path, tiny):
     assert graded and all(r["repeats"] == 3 for r in graded)
     assert all(set(r["repeat_variance"].values()) <= {0.0} for r in graded)
     assert "uncalibrated" in p3.stdout and "metric versions (calibration):" in p3.stdout
-    from raglab.report.calibration import lookup_run  # what compare's renderer can call
+    from raglab.calibration.records import lookup_run  # what compare's renderer can call
 
     shown = lookup_run(tmp_path / "r3")
     assert shown["retrieval"] == "not graded" and shown["faithfulness"] == "uncalibrated"

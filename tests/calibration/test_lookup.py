@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from raglab.report.calibration import append_record, lookup, version_lines, versions_table
+from raglab.calibration.records import append_record, lookup, version_lines, versions_table
 
 VERSIONS = {"retrieval": "r1", "faithfulness": "f1", "citations": "c1", "correctness": "k1",
             "relevance": "v1", "nuggets": "n1", "abstention": "a1", "diagnosis": "d1"}

@@ -6,10 +6,11 @@ from pathlib import Path
 import pytest
 
 from raglab.errors import UserError
-from raglab.report.compare import (ROW_KEYS, CompareCfg, RunSource, VersionMismatch,
+from raglab.compare.comparison import (ROW_KEYS, CompareCfg, RunSource, VersionMismatch,
                                    compare_runs, load_run)
-from raglab.report.compare_render import render_html, render_md, render_terminal
-from raglab.report.sweep import find_job, swept_keys, Job
+from raglab.compare.render import render_html, render_md, render_terminal
+from raglab.compare.naming import swept_keys
+from raglab.compare.sweep import Job, find_job
 from raglab.stats import adjust_pvalues
 
 VERSIONS = {"retrieval": "r1", "faithfulness": "f1", "nuggets": "n1", "abstention": "a1"}
@@ -205,7 +206,7 @@ def test_different_diagnosis_versions_warn():
 
 
 def _sweep(params_list, names):
-    from raglab.report.sweep import SweepComparison
+    from raglab.compare.sweep import SweepComparison
     jobs = [Job(",".join(f"{k}={v}" for k, v in p.items()), str(i), p, None)
             for i, p in enumerate(params_list)]
     sc = SweepComparison("sw", names, jobs[0], jobs)
@@ -218,7 +219,7 @@ def _sweep(params_list, names):
 
 
 def test_sweep_grid_two_params_rows_by_columns():
-    from raglab.report.sweep_render import grid
+    from raglab.compare.sweep_render import grid
     sc = _sweep([{"k": "3", "size": "64"}, {"k": "3", "size": "128"},
                  {"k": "10", "size": "64"}, {"k": "10", "size": "128"}], ["k", "size"])
     header, text, _ = grid(sc, "faithfulness")
@@ -228,7 +229,7 @@ def test_sweep_grid_two_params_rows_by_columns():
 
 
 def test_sweep_grid_one_row_per_job_beyond_two_params():
-    from raglab.report.sweep_render import grid
+    from raglab.compare.sweep_render import grid
     sc = _sweep([{"a": "1", "b": "x", "c": "p"}, {"a": "2", "b": "x", "c": "p"},
                  {"a": "2", "b": "y", "c": "q"}], ["a", "b", "c"])
     header, text, _ = grid(sc, "faithfulness")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from raglab.report.compare import ROW_KEYS
+from raglab.compare.comparison import ROW_KEYS
 from tests.conftest import TINY_CASES, run_cli, write_jsonl
 
 

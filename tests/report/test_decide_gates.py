@@ -5,9 +5,9 @@ import pytest
 
 from raglab.commands.common import conf_dir
 from raglab.errors import UserError
-from raglab.report.decide import (FAIL, GO, NA, NO_GO, PASS, decision_of, evaluate_gates,
+from raglab.compare.decide import (FAIL, GO, NA, NO_GO, PASS, decision_of, evaluate_gates,
                                   run_means)
-from raglab.report.gates_config import GateSet, load_gate_set, parse_gate_set
+from raglab.compare.gates import GateSet, load_gate_set, parse_gate_set
 
 
 def row(metric, slice=None, baseline=0.8, candidate=0.8, delta=0.0, ci=(-0.01, 0.01),
@@ -214,8 +214,8 @@ def test_shipped_gate_sets_load_and_overrides_apply(tmp_path):
 
 
 def test_record_of_runs_without_diagnoses_or_flips_renders(tmp_path):
-    from raglab.report.compare import Comparison, RunSource
-    from raglab.report.decide import build_record, render_record
+    from raglab.compare.comparison import Comparison, RunSource
+    from raglab.compare.decide import build_record, render_record
 
     def src(label, cfg, ds):
         return RunSource(label, tmp_path / label, label, cfg,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from raglab.report.run_report import report_files
 from raglab.errors import UserError
 from raglab.tracking.keys import flatten_config, parse_slice_key
 from raglab.tracking.mlflow_store import (CASES_HASH_TAG, MlflowRun, check_tracking, log_run_dir,
@@ -52,7 +53,7 @@ def test_start_finish_logs_everything(tmp_path, store, monkeypatch):
     assert client.get_run(run.run_id).info.status == "RUNNING"
     t0 = time.perf_counter()
     calls.clear()  # the params went in at the start
-    run.finish(run_dir)
+    run.finish(run_dir, report=report_files(run_dir))
     elapsed = time.perf_counter() - t0
     expected = expected_metrics(run_dir)
     assert len(expected) > 1500
@@ -116,7 +117,7 @@ def test_sweep_children_share_one_parent(tmp_path, store):
     for i in range(2):
         job_dir = make_run_dir(sweep / str(i), seed=i, n_intents=2)
         run = MlflowRun.start(store, "sweeps", f"job{i}", {"k": i}, {}, sweep_dir=str(sweep))
-        run.finish(job_dir)
+        run.finish(job_dir, report=report_files(job_dir))
         runs.append(run)
     client = MlflowClient(tracking_uri=store)
     parent_ids = {client.get_run(r.run_id).data.tags["mlflow.parentRunId"] for r in runs}

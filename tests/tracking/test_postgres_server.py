@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from raglab.report.run_report import report_files
 from raglab.tracking.mlflow_store import MlflowRun, check_tracking
 from tests.tracking.services import (artifact_paths, expected_metrics, make_run_dir,
                                      mlflow_server, postgres_server)
@@ -41,7 +42,7 @@ def test_sweep_through_server_on_postgres(services, tmp_path):
         run = MlflowRun.start(uri, "pg-sweep", f"job{i}", {"k": 3 + i, "chunker.size": 128},
                               {"raglab.job": str(i)}, sweep_dir=sweep)
         t0 = time.perf_counter()
-        run.finish(run_dir)
+        run.finish(run_dir, report=report_files(run_dir))
         timings.append(time.perf_counter() - t0)
         children.append((run, run_dir))
     print(f"\nfinish() through the server ({len(expected_metrics(run_dir))} metrics + artifacts): "
@@ -84,7 +85,7 @@ def test_direct_postgres_store(services, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     run_dir = make_run_dir(tmp_path / "run", n_intents=2)
     run = MlflowRun.start(pg_uri, "pg-direct", "direct", {"k": 5}, {})
-    run.finish(run_dir)
+    run.finish(run_dir, report=report_files(run_dir))
     got = MlflowClient(tracking_uri=pg_uri).get_run(run.run_id)
     assert got.info.status == "FINISHED"
     assert got.data.metrics.keys() == expected_metrics(run_dir).keys()

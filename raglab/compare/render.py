@@ -1,4 +1,4 @@
-"""Rendering a :class:`~raglab.report.compare.Comparison`: ``compare.md``, a self-contained
+"""Rendering a :class:`~raglab.compare.comparison.Comparison`: ``compare.md``, a self-contained
 ``compare.html`` (inline CSS, plots as base64 PNG, no script, no external file) and the
 terminal's headline table. matplotlib is imported lazily (Agg canvas, no pyplot)."""
 
@@ -382,7 +382,7 @@ def render_terminal(comp) -> str:
 
 def _calibration_lines(comp) -> list[str]:
     """Each family's version with its kappa from raglab calibrate, or "uncalibrated"."""
-    from raglab.report.calibration import version_lines
+    from raglab.calibration.records import version_lines
 
     cand = comp.candidate
     tracked = None

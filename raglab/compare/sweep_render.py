@@ -6,9 +6,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from raglab.report.compare_render import _png, html_page, html_table, img, mean, pval
-from raglab.report.compare import ADJUST_NAMES
-from raglab.report.format import fmt as _fmt
+from raglab.compare.render import _png, html_page, html_table, img, mean, pval
+from raglab.compare.comparison import ADJUST_NAMES
 from raglab.report.run_report import _figure, _md_escape, _table
 
 MARK = "*"

@@ -12,7 +12,6 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from raglab.data.io import read_jsonl_tolerant
 from raglab.errors import UserError
@@ -122,7 +121,7 @@ def load_dir(ref: str, run_dir: Path, label: str | None = None) -> RunSource:
     if label is None:
         label = config.get("run_name") if isinstance(config.get("run_name"), str) else None
     if label is None and (run_dir.parent / "multirun.yaml").is_file():
-        from raglab.report.sweep import job_label
+        from raglab.compare.naming import job_label
 
         label = job_label(run_dir)
     return RunSource(ref, run_dir, label or run_dir.name, config, metrics, records)

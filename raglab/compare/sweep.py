@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from raglab.errors import UserError
 from raglab.metrics.catalog import HEADLINE
-from raglab.report.compare import Comparison, compare_runs, passes
-from raglab.report.compare_config import CompareCfg
-from raglab.report.compare_load import MLFLOW_ID, RunSource, load_dir, load_mlflow, questions
+from raglab.compare.comparison import Comparison, compare_runs, passes
+from raglab.compare.config import CompareCfg
+from raglab.compare.naming import _lookup, _read_yaml, _text, differing_keys, name_of, swept_keys
+from raglab.compare.load import MLFLOW_ID, RunSource, load_dir, load_mlflow, questions
 
-_SWEEP_FUNCS = ("range(", "choice(", "interval(", "glob(", "tag(", "sort(", "shuffle(")
-_IGNORED = ("hydra", "run_name")
 
 
 @dataclass
@@ -40,90 +38,6 @@ class SweepComparison:
     always_failing: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     settings: dict = field(default_factory=dict)
-
-
-# ---- naming jobs ----------------------------------------------------------------------------
-def _read_yaml(path: Path) -> dict:
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _is_sweep_value(value: str) -> bool:
-    v = value.strip()
-    if v.startswith(_SWEEP_FUNCS):
-        return True
-    depth = 0
-    for ch in v:
-        depth += ch in "[{("
-        depth -= ch in "]})"
-        if ch == "," and depth == 0:
-            return True
-    return False
-
-
-def swept_keys(multirun: dict) -> list[str]:
-    """The swept parameters of a multirun.yaml: sweep overrides, then sweeper params."""
-    hydra = multirun.get("hydra") or {}
-    keys: list[str] = []
-    for o in ((hydra.get("overrides") or {}).get("task") or []):
-        key, sep, value = str(o).partition("=")
-        if sep and _is_sweep_value(value):
-            keys.append(key.lstrip("+~"))
-    params = (hydra.get("sweeper") or {}).get("params") or {}
-    keys += [str(k).lstrip("+~") for k in params if str(k).lstrip("+~") not in keys]
-    return keys
-
-
-def _lookup(config: dict, key: str) -> Any:
-    node: Any = config
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    if isinstance(node, dict):  # a config group: its choice
-        return node.get("name")
-    return node
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "null" if value is None else str(value)
-
-
-def _flat(config: dict, prefix: str = "") -> dict[str, str]:
-    out: dict[str, str] = {}
-    for k, v in config.items():
-        key = f"{prefix}{k}"
-        if not prefix and k in _IGNORED:
-            continue
-        if isinstance(v, dict):
-            out.update(_flat(v, key + "."))
-        else:
-            out[key] = _text(v)
-    return out
-
-
-def differing_keys(configs: list[dict]) -> list[str]:
-    flats = [_flat(c) for c in configs]
-    keys = list(dict.fromkeys(k for f in flats for k in f))
-    return [k for k in keys if len({f.get(k) for f in flats}) > 1]
-
-
-def name_of(params: dict[str, str]) -> str:
-    return ",".join(f"{k}={v}" for k, v in params.items()) or "defaults"
-
-
-def job_label(run_dir: Path) -> str | None:
-    """A Hydra multirun job's name from the sweep's multirun.yaml (None when unknown)."""
-    keys = swept_keys(_read_yaml(run_dir.parent / "multirun.yaml"))
-    config = _read_yaml(run_dir / "config.yaml")
-    return name_of({k: _text(_lookup(config, k)) for k in keys}) if keys and config else None
 
 
 def _name_jobs(sources: list[tuple[str, RunSource]], keys: list[str]) -> list[Job]:
@@ -150,7 +64,7 @@ def load_sweep(ref: str, tracking_uri: str) -> tuple[list[Job], list[str]]:
         keys = swept_keys(_read_yaml(path / "multirun.yaml"))
         sources = [(p.name, load_dir(str(p), p)) for p in subdirs]
     elif MLFLOW_ID.match(ref):
-        from raglab.report.compare_load import _temp_dir
+        from raglab.compare.load import _temp_dir
         from raglab.tracking.mlflow_store import child_runs, read_run
 
         parent = read_run(ref, tracking_uri, _temp_dir())

@@ -10,7 +10,7 @@ is checked overall and, with ``slices: critical``, on each critical slice; each 
   (``fail`` instead when the gate says ``required: true``);
 - ``fail``: the row is marked not comparable (metric versions differ), or the metric
   applies in one run only (no paired case; a ``max``/``min`` bound then reads the
-  candidate's own mean), or the rule does not hold (see raglab.report.gates_config).
+  candidate's own mean), or the rule does not hold (see raglab.compare.gates).
 
 The decision is GO when no check fails and at least one passed, else NO-GO.
 """
@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from raglab.metrics.diagnosis import CAUSES
-from raglab.report.gates_config import Gate, GateSet
+from raglab.compare.gates import Gate, GateSet
 from raglab.stats import PairedStat, non_inferior, significantly_worse
 
 PASS, FAIL, NA = "pass", "fail", "n/a"

@@ -15,8 +15,8 @@ from typing import Any
 from raglab.errors import UserError
 from raglab.metrics.aggregate import slice_keys
 from raglab.metrics.catalog import HEADLINE, family_of, spec_of
-from raglab.report.compare_config import CompareCfg
-from raglab.report.compare_load import RunSource, load_run, questions
+from raglab.compare.config import CompareCfg
+from raglab.compare.load import RunSource, load_run, questions
 
 __all__ = ["RunSource", "load_run", "VersionMismatch", "Comparison", "compare_runs",
            "CompareCfg", "ROW_KEYS"]
@@ -259,7 +259,7 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
                       slices, metrics)
     comp.flipped = flipped_cases(baseline, candidate, ids, cfg)
     comp.diagnoses = diagnosis_counts(baseline, candidate, ids)
-    from raglab.report.compare_noise import grader_noise
+    from raglab.compare.noise import grader_noise
 
     comp.grader_noise = grader_noise(baseline, candidate, ids, rows, cfg.confidence)
     return comp
