@@ -99,7 +99,6 @@ def metric_table(section: str) -> str:
         if section_of(spec) != section:
             continue
         shown = f"{name}@k" if spec.at_k else name
-        shown = shown.replace("*", "{stage}")
         rows.append(f"| `{_cell(shown)}` | {_cell(spec.family or '–')} | "
                     f"{_ARROW.get(spec.direction, spec.direction)} | {spec.kind} | "
                     f"{'★' if spec.headline else ''} | {_cell(spec.meaning)} |")
