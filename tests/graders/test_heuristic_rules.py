@@ -1,5 +1,5 @@
 """Each rule of the offline grader, pinned by a test that fails if the rule is replaced by a
-constant (README "Graders": what the heuristic grader does, and its limits)."""
+constant (docs/graders.md, "The offline grader": what it does, and its limits)."""
 
 from __future__ import annotations
 

@@ -1,48 +1,44 @@
-"""The one metric table (raglab/metrics/catalog.py) against the README's metric tables and
-the names a run reports."""
+"""The one metric table (raglab/metrics/catalog.py) against the manual's generated metric
+tables (docs_hooks/tables.py) and the names a run reports."""
 
 from __future__ import annotations
 
-import re
+import importlib.util
 from pathlib import Path
 
 from raglab.metrics.case import metric_names
-from raglab.metrics.catalog import HEADLINE, METRICS, STAGES, spec_of
+from raglab.metrics.catalog import HEADLINE, METRICS, spec_of
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-_ROW = re.compile(r"^\| `(?P<name>[^`]+)` \| (?P<meaning>.+) \|$")
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def readme_metric_rows() -> dict[str, str]:
-    """``{catalog name: meaning}`` from the tables of the README's "Metrics" section."""
-    text = README.read_text(encoding="utf-8")
-    section = text.split("\n### Metrics\n", 1)[1].split("\n### ", 1)[0]
+def _hook():
+    spec = importlib.util.spec_from_file_location("docs_tables", ROOT / "docs_hooks" / "tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_generated_tables_list_every_metric_once():
+    tables = _hook()
     rows: dict[str, str] = {}
-    for line in section.splitlines():
-        m = _ROW.match(line)
-        if not m:
-            continue
-        name, meaning = m.group("name"), m.group("meaning")
-        if name.startswith("latency_ms.{stage}"):
-            names = [name.replace("{stage}", "*")]
-        elif name.startswith("{stage}."):
-            base = name[len("{stage}."):].removesuffix("@k")
-            names = [f"{s}.{base}" for s in STAGES]
-            for n in names:
-                assert METRICS[n].at_k == name.endswith("@k"), f"{name}: @k differs from the catalog"
-        else:
-            names = [name]
-        for n in names:
-            assert n not in rows, f"{n} is in the README's tables twice"
-            rows[n] = meaning
-    return rows
-
-
-def test_readme_tables_list_exactly_the_catalog():
-    rows = readme_metric_rows()
+    for section in tables.SECTIONS:
+        for line in tables.metric_table(section).splitlines()[2:]:
+            name = line.split("`")[1].removesuffix("@k")
+            assert name not in rows, f"{name} is in two tables ({rows[name]}, {section})"
+            rows[name] = section
+            spec = METRICS[name]
+            assert spec.meaning in line and spec.kind in line
+            assert ("★" in line) == bool(spec.headline), name
     assert set(rows) == set(METRICS)
-    for name, meaning in rows.items():
-        assert meaning == METRICS[name].meaning, f"{name}: README and catalog meanings differ"
+
+
+def test_the_metrics_page_has_every_section_table():
+    page = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
+    rendered = _hook().render(page)
+    assert "<!-- raglab:metrics" not in rendered
+    for name, spec in METRICS.items():
+        assert f"`{name}@k`" in rendered if spec.at_k else f"`{name}`" in rendered, name
 
 
 def test_every_reported_name_is_declared_and_headline_is_reported():
