@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import fcntl
 import json
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from raglab.data.io import read_jsonl_tolerant
@@ -81,7 +81,7 @@ def lookup(versions: dict[str, str], cache_dir: str | Path | None = None,
     found: dict[str, dict[str, Any]] = {}
     if cache_dir is not None:
         for rec in read_records(cache_dir):  # later records win
-            for fam, section in CALIBRATED_BY.items():
+            for fam in CALIBRATED_BY:
                 if fam in versions and (rec.get("versions") or {}).get(fam) == versions[fam]:
                     found[fam] = rec
     missing = {f: v for f, v in versions.items() if f in CALIBRATED_BY and f not in found}

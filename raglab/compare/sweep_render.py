@@ -6,8 +6,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from raglab.compare.render import _png, html_page, html_table, img, mean, pval
 from raglab.compare.comparison import ADJUST_NAMES
+from raglab.compare.render import _png, html_page, html_table, img, mean, pval
 from raglab.report.run_report import _figure, _md_escape, _table
 
 MARK = "*"

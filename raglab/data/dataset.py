@@ -15,10 +15,10 @@ from importlib import resources
 from pathlib import Path
 
 from raglab.data.io import read_models
-from raglab.gc_pause import gc_paused
 from raglab.data.schema import Case, Document, HumanLabel, matches_filters, may_see
-from raglab.text.normalize import Location, fact_changes, locate_quote
 from raglab.errors import UserError
+from raglab.gc_pause import gc_paused
+from raglab.text.normalize import Location, fact_changes, locate_quote
 
 PKG_PREFIX = "pkg://"
 
@@ -184,7 +184,8 @@ def _case_warnings(case: Case, corpus: dict[str, Document]) -> list[str]:
             out.append("unanswerable case has nuggets")
         for ev in case.evidence:
             if may_see(corpus[ev.doc_id].acl, case.user):
-                out.append(f"unanswerable case has evidence in '{ev.doc_id}', which its user may see")
+                out.append(f"unanswerable case has evidence in '{ev.doc_id}', "
+                           "which its user may see")
     return out
 
 
@@ -224,7 +225,8 @@ def _load_dataset(corpus: str | Path, cases: str | Path, labels: str | Path | No
         known = {c.id for c in all_cases}
         for label in ds.labels:
             if label.case_id not in known:
-                warnings.append(f"{ds.labels_path}: warning: label for unknown case {label.case_id}")
+                warnings.append(f"{ds.labels_path}: warning: label for unknown case "
+                                f"{label.case_id}")
     return ds
 
 

@@ -13,15 +13,23 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from raglab.data.io import atomic_write_text, read_run_config, read_run_metrics
 from raglab.errors import UserError
 from raglab.metrics.catalog import spec_of
 from raglab.report.format import fmt, num
-from raglab.report.summary import (_md, arrow, config_outline, headline_names, md_table,
-                                   report_headline, show_value)
+from raglab.report.summary import (
+    _md,
+    arrow,
+    config_outline,
+    headline_names,
+    md_table,
+    report_headline,
+    show_value,
+)
 from raglab.secrets import redact
 
 MAX_PLOTTED_SLICES = 40

@@ -228,7 +228,7 @@ def fact_changes(quote: str, matched: str, entity_similarity: float = 80.0) -> l
         at_edge = op.tag == "insert" and (op.dest_start == 0 or op.dest_end == len(d))
         if at_edge:
             continue
-        for side, toks, other in (("quote", qs, ds), ("document", ds, qs)):
+        for toks, other in ((qs, ds), (ds, qs)):
             for w, kind in toks:
                 if kind is None:
                     continue

@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from raglab.graders.heuristic import (HeuristicGrader, HeuristicGraderCfg, context_windows,
-                                      decompose, judge_nugget, judge_relevance, verify_claim)
+from raglab.graders.heuristic import (
+    HeuristicGrader,
+    HeuristicGraderCfg,
+    context_windows,
+    decompose,
+    judge_nugget,
+    judge_relevance,
+    verify_claim,
+)
 
 PASSAGE = ("Refunds are paid back to the original card within 5 business days. "
            "Partial refunds are allowed for Pro plans. Exports run nightly at 02:00 UTC.")
@@ -32,7 +39,8 @@ def test_hedge_prefix_is_dropped_only_when_asked():
     assert decompose("I think refunds take 5 days.", 12, False) == ["I think refunds take 5 days."]
 
 
-@pytest.mark.parametrize("sentence", ["Hope this helps with refunds.", "Thanks for asking about refunds.",
+@pytest.mark.parametrize("sentence", ["Hope this helps with refunds.",
+                                      "Thanks for asking about refunds.",
                                       "Let me know about other refund questions."])
 def test_non_claim_sentences_are_dropped(sentence):
     assert decompose(f"Refunds take 5 days. {sentence}", 12, True) == ["Refunds take 5 days."]

@@ -29,7 +29,8 @@ def readme_metric_rows() -> dict[str, str]:
             base = name[len("{stage}."):].removesuffix("@k")
             names = [f"{s}.{base}" for s in STAGES]
             for n in names:
-                assert METRICS[n].at_k == name.endswith("@k"), f"{name}: @k differs from the catalog"
+                assert METRICS[n].at_k == name.endswith("@k"), \
+                    f"{name}: @k differs from the catalog"
         else:
             names = [name]
         for n in names:

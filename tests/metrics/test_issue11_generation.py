@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from raglab.cache import StageCache
 from raglab.data.schema import Case
 from raglab.graders.heuristic import HeuristicGrader, HeuristicGraderCfg, decompose
 from raglab.graders.orchestrate import Grading
 from raglab.metrics import generation as gen
 from raglab.metrics.case import case_metrics
-from raglab.cache import StageCache
 from raglab.systems.base import WorkCounter
 from raglab.systems.generators import generate_extractive
 from raglab.text.answers import answer_sentences, citations_of, parse_citations

@@ -9,7 +9,7 @@ import pytest
 
 from raglab.errors import ConfigError, UserError
 from raglab.runner.run import Run
-from tests.conftest import TINY_CASES, run_cli, write_jsonl, TINY_CORPUS
+from tests.conftest import TINY_CASES, TINY_CORPUS, run_cli, write_jsonl
 from tests.reliability.test_units import _strict_load
 from tests.runner.test_run_in_process import _cfg
 
