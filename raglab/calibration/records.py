@@ -140,27 +140,6 @@ def versions_table(records: list[dict[str, Any]]) -> str:
                      for r in rows)
 
 
-def lookup_run(run_dir: str | Path, versions: dict[str, str] | None = None) -> dict[str, str]:
-    """:func:`lookup` for a run directory: its ``metric_versions`` (or ``versions``) against
-    the calibration records of the ``cache_dir`` its config.yaml names (for renderers that
-    have a run directory, e.g. compare)."""
-    import yaml
-
-    d = Path(run_dir)
-    if versions is None:
-        try:
-            versions = json.loads((d / "metrics.json").read_text(encoding="utf-8"))[
-                "metric_versions"]
-        except (OSError, ValueError, KeyError):
-            return {}
-    try:
-        cfg = yaml.safe_load((d / "config.yaml").read_text(encoding="utf-8")) or {}
-        cache_dir = cfg.get("cache_dir") or ".raglab-cache"
-    except (OSError, yaml.YAMLError, AttributeError):
-        cache_dir = ".raglab-cache"
-    return lookup(versions, cache_dir)
-
-
 def version_lines(baseline: dict[str, str], candidate: dict[str, str],
                   cache_dir: str | Path | None, tracked: Any = None) -> list[str]:
     """Terminal lines of a comparison: each family's version(s) and their calibration."""

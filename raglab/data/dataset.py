@@ -82,7 +82,6 @@ class Dataset:
     cases_path: Path
     corpus: dict[str, Document]
     cases: list[Case]  # usable cases only (quarantined ones removed)
-    case_lines: dict[str, int]
     locations: dict[str, list[Location]]  # per usable case, one per evidence item
     quarantined: list[Quarantined] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -216,7 +215,7 @@ def _load_dataset(corpus: str | Path, cases: str | Path, labels: str | Path | No
         locations[case.id] = locs
         for w in _case_warnings(case, docs):
             warnings.append(f"{cases_path}:{lines[case.id]} case {case.id}: warning: {w}")
-    ds = Dataset(corpus_path, cases_path, docs, usable, lines, locations, quarantined, warnings,
+    ds = Dataset(corpus_path, cases_path, docs, usable, locations, quarantined, warnings,
                  corpus_hash=file_sha256(corpus_path), cases_hash=file_sha256(cases_path),
                  n_cases_total=len(all_cases))
     if labels:

@@ -143,7 +143,7 @@ def write_report_html(run_dir: Path, title: str, metrics: Mapping[str, Any],
 
 
 def sweep_html(title: str, header: Sequence[str], rows: Sequence[Sequence[str]],
-               n_keys: int, sweep_dir: str, links: Sequence[str] | None = None) -> str:
+               n_keys: int, sweep_dir: str) -> str:
     """The sweep's job table as a page (``n_keys``: how many swept-key columns)."""
     body = [f"<h1>{escape(title)}</h1>",
             f"<p class=\"sub\">{len(rows)} jobs in <code>{escape(sweep_dir)}</code> · "

@@ -42,7 +42,6 @@ class NormalizedText:
 
     text: str
     origin: tuple[int, ...]
-    original_length: int
 
     def to_original(self, start: int, end: int) -> tuple[int, int]:
         """Map a normalised half-open range [start, end) to original offsets."""
@@ -79,7 +78,7 @@ def normalize_with_offsets(text: str) -> NormalizedText:
             out_origin.append(origin[m.start()])
         out_chars.append(m.group())
         out_origin.extend(origin[m.start():m.end()])
-    return NormalizedText("".join(out_chars), tuple(out_origin), len(text))
+    return NormalizedText("".join(out_chars), tuple(out_origin))
 
 
 class Location(NamedTuple):
