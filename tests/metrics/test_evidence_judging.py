@@ -1,7 +1,10 @@
-"""Known answers at the edges of evidence judging (raglab/metrics/judging.py): a quote split
-over chunks is found once, at the chunk that completes it; "half a quote" of an odd length
+"""Known answers of evidence judging (raglab/metrics/judging.py): a quote split over chunks is
+credited on their union (each character once, from the same document), found once, at the
+chunk that completes it; "half a quote" of an odd length
 means more than half its characters; a rewritten passage that cannot be placed in its
 document holds only the quotes it really contains."""
+
+import math
 
 import pytest
 
@@ -80,3 +83,46 @@ def test_a_rewritten_passage_holds_the_quote_at_the_fuzzy_threshold_only():
     assert J(near, [REFUNDS], {"d": REFUNDS_DOC}, fuzzy_threshold=99.0) == [[]]
     # above 100 no fuzzy match at all: only the normalised quote inside the text counts
     assert J(near, [REFUNDS], {"d": REFUNDS_DOC}, fuzzy_threshold=101.0) == [[]]
+
+
+# -- a quote split over several hits ---------------------------------------------------------
+
+QUOTE_60 = [GoldItem("d", 20, 80, 1.0, False, "x")]
+THIRDS = [{"doc_id": "d", "start": 0, "end": 40},    # 20 of the 60 quote characters
+          {"doc_id": "d", "start": 40, "end": 60},   # 20 more: 40 of 60 so far
+          {"doc_id": "d", "start": 60, "end": 100}]  # the last 20
+
+
+def test_quote_spread_over_three_hits_is_found_on_their_union():
+    judged = J(THIRDS, QUOTE_60, {"d": DOC})
+    # the second hit brings the union to 40/60 >= 0.5: the item is found there, once
+    assert judged == [[], [0], []]
+    m = ranked_list_metrics(judged, [1.0], [1, 2, 3], "s")
+    assert m["s.evidence_recall@1"] == 0.0
+    assert m["s.evidence_recall@2"] == m["s.evidence_recall@3"] == m["s.evidence_recall"] == 1.0
+    assert m["s.all_evidence@3"] == 1.0 and m["s.hit_rate@1"] == 0.0 and m["s.hit_rate@2"] == 1.0
+    assert m["s.mrr"] == 0.5
+    assert m["s.ndcg@3"] == pytest.approx(1 / math.log2(3))  # the gain credited at rank 2
+
+
+def test_union_needs_the_whole_quote_when_the_fraction_is_one():
+    judged = J(THIRDS, QUOTE_60, {"d": DOC}, straddle_min_fraction=1.0)
+    assert judged == [[], [], [0]]
+    # two hits of 5 and 15 characters of a 20-character quote: found at the second
+    hits = [{"doc_id": "d", "start": 0, "end": 45}, {"doc_id": "d", "start": 45, "end": 90}]
+    assert J(hits, [GoldItem("d", 40, 60, 1.0, False, "x")], {"d": DOC},
+             straddle_min_fraction=1.0) == [[], [0]]
+
+
+def test_union_counts_each_character_once_and_only_from_the_same_document():
+    hits = [{"doc_id": "d", "start": 20, "end": 40}, {"doc_id": "d", "start": 25, "end": 45},
+            {"doc_id": "e", "start": 40, "end": 80}, {"doc_id": "d", "start": 20, "end": 40}]
+    # union of the d-hits is 20..45: 25 of 60 characters, under half
+    assert J(hits, QUOTE_60, {"d": DOC, "e": DOC}) == [[], [], [], []]
+
+
+def test_union_is_per_ranked_list_and_whole_documents_are_unchanged():
+    gold = [GoldItem("d", 20, 80, 2.0, False, "x"), GoldItem("d", 85, 95, 1.0, False, "y")]
+    hits = [{"doc_id": "e", "text": ""}, {"doc_id": "d", "text": ""}, {"doc_id": "d", "text": ""}]
+    # a whole-document hit holds both items; the second copy is credited with the other one
+    assert J(hits, gold, {"d": DOC, "e": DOC}) == [[], [0, 1], [0, 1]]
