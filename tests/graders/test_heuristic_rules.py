@@ -54,7 +54,7 @@ def test_clauses_split_at_semicolons():
 
 def test_refusal_sentences_are_no_claims_but_a_short_direct_answer_is():
     assert decompose("I cannot find that in the documents.", 12, True) == []
-    # issue 11: "Yes." answers the question (it is no abstention)
+    # "Yes." answers the question (it is no abstention)
     assert decompose("Yes. Refunds take 5 days.", 12, True) == ["Yes.", "Refunds take 5 days."]
     assert decompose("Ok. Refunds take 5 days.", 12, True) == ["Refunds take 5 days."]
 
@@ -143,7 +143,7 @@ def test_the_grader_uses_its_config():
                                  ["refunds paid back to the card"]))[0][0] == "PARTIAL"
 
 
-# ==== issue 11: the rules that changed (each fails on the former rule or on a constant) ====
+# ==== rules pinned at their boundaries (each fails on the former rule or on a constant) ====
 
 PROMPTS = Path(__file__).resolve().parents[2] / "raglab" / "graders" / "prompts"
 
@@ -153,7 +153,7 @@ def verify(claim: str, *passages: str, threshold: float = 72) -> str:
     return verify_claim(claim, context_windows(list(passages)), threshold)[0]
 
 
-# -- issue 11: decomposition --------------------------------------------------------------------
+# -- decomposition ---------------------------------------------------------------------------
 
 def test_decomposition_drops_greetings_hedges_and_refusal_clauses_only():
     assert decompose("Hi! I think refunds take 5 business days. Hope this helps!", 12, True) \
