@@ -292,7 +292,7 @@ class ScrubbingStream(io.TextIOBase):
         return self._inner.fileno()
 
     @property
-    def encoding(self):  # type: ignore[override]
+    def encoding(self):
         return getattr(self._inner, "encoding", "utf-8")
 
     def __getattr__(self, name: str) -> Any:

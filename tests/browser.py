@@ -181,7 +181,7 @@ class Browser:
             except OSError:
                 pass
 
-    def __enter__(self) -> "Browser":
+    def __enter__(self) -> Browser:
         return self
 
     def __exit__(self, *exc: Any) -> None:

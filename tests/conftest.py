@@ -48,7 +48,8 @@ TINY_CORPUS = [
 TINY_CASES = [
     {"id": "t-1", "question": "How long do refunds take to reach the card?",
      "reference_answer": "Within 5 business days.",
-     "evidence": [{"doc_id": "kb/a", "quote": "paid back to the original card within 5 business days", "grade": 2}],
+     "evidence": [{"doc_id": "kb/a",
+                   "quote": "paid back to the original card within 5 business days", "grade": 2}],
      "nuggets": [{"text": "5 business days", "vital": True}],
      "tags": {"intent": "refunds", "source": "kb"}},
     {"id": "t-2", "question": "When do exports run?",

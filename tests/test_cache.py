@@ -61,7 +61,7 @@ def test_threads_opening_a_fresh_cache_at_once_all_succeed(tmp_path):
         start = threading.Barrier(8)
         errors: list[str] = []
 
-        def work(i):
+        def work(i, c=c, start=start, errors=errors):
             start.wait()
             try:
                 for j in range(10):

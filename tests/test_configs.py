@@ -57,7 +57,8 @@ def test_configs_ship_inside_the_package_build():
     import tomllib
 
     py = tomllib.loads((Path(__file__).parent.parent / "pyproject.toml").read_text())
-    assert py["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]["conf"] == "raglab/conf"
+    wheel = py["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert wheel["force-include"]["conf"] == "raglab/conf"
 
 
 def test_compare_config_validates():

@@ -40,7 +40,8 @@ def test_each_shipped_yaml_is_a_registered_choice(group):
 def test_unknown_choice_is_a_config_error_listing_the_valid_ones():
     with pytest.raises(ConfigError) as e:
         registry.entry("embedder", "bm52")
-    assert str(e.value) == "config embedder: unknown choice 'bm52' (valid: 'bm25', 'dense', 'hybrid')"
+    assert str(e.value) == ("config embedder: unknown choice 'bm52' "
+                            "(valid: 'bm25', 'dense', 'hybrid')")
 
 
 def test_unknown_choice_in_a_config_fails_at_parse():
@@ -160,7 +161,8 @@ def test_every_choice_builds(group, name, tiny, tmp_path):
     elif group == "generator":
         gen = registry.build("generator", section, cfg.prompt, None)
         if name == "extractive":
-            ans = gen.generate(question, ["Refunds reach the original card within 5 business days."])
+            ans = gen.generate(question,
+                               ["Refunds reach the original card within 5 business days."])
             assert "5 business days" in ans["answer"] and ans["citations"]
         else:
             assert gen.cfg.model and gen.prompt.template

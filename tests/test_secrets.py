@@ -103,8 +103,8 @@ def test_a_digits_only_secret_echoed_as_a_json_number_is_scrubbed_from_a_record(
     merely contain the token keeps its value."""
     import json
 
-    from raglab.data.record import CaseRecord
     import raglab.secrets
+    from raglab.data.record import CaseRecord
     from raglab.runner import records
 
     s = Scrubber({"98765432101"}, environment=False)

@@ -26,18 +26,22 @@ def load_labels(path: Path, questions: dict[str, str]) -> list[LabelLine]:
     out: list[LabelLine] = []
     for lineno, obj in iter_json_lines(path, "labels file"):
         lab = parse_model(HumanLabel, obj, file=str(path), line=lineno)
-
-        def bad(msg: str) -> UserError:
-            return UserError(msg, file=str(path), line=lineno, case_id=lab.case_id)
-
-        if not lab.item.strip():
-            raise bad("empty item (the claim or nugget judged)")
-        if not lab.answer.strip():
-            raise bad("empty answer (the answer the item was judged in)")
-        if lab.kind == "claim" and not any(c.strip() for c in lab.context):
-            raise bad("claim label without context (the passages it was judged against)")
-        if lab.kind == "nugget" and lab.case_id not in questions:
-            raise bad("nugget label for a case that is not in the cases file "
-                      "(set dataset.cases to the file with its question)")
+        problem = _problem(lab, questions)
+        if problem is not None:
+            raise UserError(problem, file=str(path), line=lineno, case_id=lab.case_id)
         out.append(LabelLine(lineno, lab))
     return out
+
+
+def _problem(lab: HumanLabel, questions: dict[str, str]) -> str | None:
+    """What is wrong with a parsed label, or None."""
+    if not lab.item.strip():
+        return "empty item (the claim or nugget judged)"
+    if not lab.answer.strip():
+        return "empty answer (the answer the item was judged in)"
+    if lab.kind == "claim" and not any(c.strip() for c in lab.context):
+        return "claim label without context (the passages it was judged against)"
+    if lab.kind == "nugget" and lab.case_id not in questions:
+        return ("nugget label for a case that is not in the cases file "
+                "(set dataset.cases to the file with its question)")
+    return None

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import fcntl
 import json
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from raglab.data.io import read_jsonl_tolerant
@@ -81,7 +81,7 @@ def lookup(versions: dict[str, str], cache_dir: str | Path | None = None,
     found: dict[str, dict[str, Any]] = {}
     if cache_dir is not None:
         for rec in read_records(cache_dir):  # later records win
-            for fam, section in CALIBRATED_BY.items():
+            for fam in CALIBRATED_BY:
                 if fam in versions and (rec.get("versions") or {}).get(fam) == versions[fam]:
                     found[fam] = rec
     missing = {f: v for f, v in versions.items() if f in CALIBRATED_BY and f not in found}
@@ -138,27 +138,6 @@ def versions_table(records: list[dict[str, Any]]) -> str:
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()
                      for r in rows)
-
-
-def lookup_run(run_dir: str | Path, versions: dict[str, str] | None = None) -> dict[str, str]:
-    """:func:`lookup` for a run directory: its ``metric_versions`` (or ``versions``) against
-    the calibration records of the ``cache_dir`` its config.yaml names (for renderers that
-    have a run directory, e.g. compare)."""
-    import yaml
-
-    d = Path(run_dir)
-    if versions is None:
-        try:
-            versions = json.loads((d / "metrics.json").read_text(encoding="utf-8"))[
-                "metric_versions"]
-        except (OSError, ValueError, KeyError):
-            return {}
-    try:
-        cfg = yaml.safe_load((d / "config.yaml").read_text(encoding="utf-8")) or {}
-        cache_dir = cfg.get("cache_dir") or ".raglab-cache"
-    except (OSError, yaml.YAMLError, AttributeError):
-        cache_dir = ".raglab-cache"
-    return lookup(versions, cache_dir)
 
 
 def version_lines(baseline: dict[str, str], candidate: dict[str, str],

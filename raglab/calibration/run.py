@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from raglab.cache import StageCache
 from raglab.calibration.judge import judge_labels
 from raglab.calibration.labels import load_labels
+from raglab.calibration.records import EXPERIMENT, append_record, record_of
 from raglab.calibration.summary import markdown, summarise
 from raglab.data.dataset import file_sha256, load_cases, resolve_path
 from raglab.data.io import atomic_write_json, atomic_write_text
 from raglab.errors import ConfigError
 from raglab.graders.standalone import open_grading, prepare
-from raglab.calibration.records import EXPERIMENT, append_record, record_of
 from raglab.systems.base import WorkCounter
 
 
@@ -61,7 +61,7 @@ def calibrate(cfg: Any, resolved: dict[str, Any], run_dir: Path, *, seed: int,
     result = summarise(labels, judged, repeats=repeats, independent=independent, seed=seed,
                        n_resamples=resamples)
     doc: dict[str, Any] = {
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "grader": cfg.grader.name, "versions": versions, "repeats": repeats,
         "labels": {"path": str(cfg.dataset.labels), "resolved": str(labels_path),
                    "sha256": file_sha256(labels_path), "n": len(labels)},

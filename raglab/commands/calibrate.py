@@ -121,7 +121,8 @@ def task(dict_cfg) -> None:
 
 
 def calibrate(cfg, resolved: dict, run_dir: Path) -> int:
-    from raglab.calibration.run import GraderCallsFailed, calibrate as run_calibration
+    from raglab.calibration.run import GraderCallsFailed
+    from raglab.calibration.run import calibrate as run_calibration
     from raglab.calibration.summary import terminal_table
     from raglab.stats.agreement import DEFAULT_RESAMPLES, DEFAULT_SEED
 

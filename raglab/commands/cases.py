@@ -102,13 +102,13 @@ def _from_traffic(argv: list[str]) -> None:
 
 
 def _add(argv: list[str]) -> None:
+    from omegaconf import OmegaConf
     from pydantic import ValidationError
 
     from raglab.cases.add import append_cases, check_new_cases
     from raglab.commands.compose import compose
     from raglab.config import DatasetCfg, config_error
     from raglab.data.dataset import PKG_PREFIX, resolve_path
-    from omegaconf import OmegaConf
 
     files = [a for a in argv if "=" not in a and not a.startswith("-")]
     if len(files) != 1:

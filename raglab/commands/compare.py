@@ -62,8 +62,8 @@ def settings(adjust: str | None, sets: list[str]):
     import yaml
     from pydantic import ValidationError
 
-    from raglab.errors import UserError
     from raglab.compare.config import CompareCfg
+    from raglab.errors import UserError
 
     data = yaml.safe_load((conf_dir() / "compare" / "default.yaml").read_text()) or {}
     for item in sets:
@@ -89,8 +89,8 @@ def settings(adjust: str | None, sets: list[str]):
 
 def main(argv: list[str]) -> None:
     args = _parser().parse_args(argv)
-    from raglab.errors import UserError
     from raglab.compare.comparison import VersionMismatch
+    from raglab.errors import UserError
 
     try:
         if args.baseline is not None:
@@ -119,9 +119,9 @@ def default_out(base, cand) -> Path:
 
 
 def run_pair(args, cfg) -> None:
-    from raglab.data.io import json_text
     from raglab.compare.comparison import compare_runs, load_run
     from raglab.compare.render import render_html, render_md, render_terminal
+    from raglab.data.io import json_text
 
     base = load_run(args.runs[0], args.uri)
     cand = load_run(args.runs[1], args.uri)

@@ -12,11 +12,14 @@ TERMINAL_METRICS = ("final.evidence_recall", "faithfulness", "vital_nugget_recal
 
 def run_sweep(args, cfg) -> None:
     from raglab.commands.common import write_outputs
-    from raglab.data.io import json_text
     from raglab.compare.load import DEFAULT_TRACKING_URI, safe_name
     from raglab.compare.sweep import compare_sweep, find_job, load_sweep, sweep_json
-    from raglab.compare.sweep_render import (render_sweep_html, render_sweep_md,
-                                            render_sweep_terminal)
+    from raglab.compare.sweep_render import (
+        render_sweep_html,
+        render_sweep_md,
+        render_sweep_terminal,
+    )
+    from raglab.data.io import json_text
 
     ref = args.runs[0]
     jobs, params = load_sweep(ref, args.uri or DEFAULT_TRACKING_URI)

@@ -64,8 +64,11 @@ def compose_config(overrides: list[str]) -> dict[str, Any]:
 
 
 def _composed(overrides: list[str], resolve: bool, composer: Any = None) -> Any:
-    from hydra.errors import (ConfigCompositionException, MissingConfigException,
-                              OverrideParseException)
+    from hydra.errors import (
+        ConfigCompositionException,
+        MissingConfigException,
+        OverrideParseException,
+    )
     from omegaconf import OmegaConf
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from raglab.commands.common import conf_dir
-from raglab.commands.compare import add_pairing_options
 from raglab.commands.common import fail as _fail
+from raglab.commands.compare import add_pairing_options
 
 DESCRIPTION = """Compare a candidate run with a baseline run (run directories or MLflow run
 ids) and apply a predeclared gate set (conf/gates/NAME.yaml, or gates=PATH.yaml; change one
@@ -70,8 +70,8 @@ def study_question(study: Path) -> str | None:
 def main(argv: list[str]) -> None:
     gate_name, gate_overrides, rest = split_gate_args(argv)
     args = _parser().parse_args(rest)
-    from raglab.errors import UserError
     from raglab.compare.comparison import VersionMismatch
+    from raglab.errors import UserError
 
     try:
         code = decide(args, gate_name, gate_overrides)
@@ -85,16 +85,15 @@ def main(argv: list[str]) -> None:
 
 def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     import datetime
-    from raglab.data.io import json_text
 
     from raglab.commands.common import write_outputs
     from raglab.commands.compare import settings
-    from raglab.errors import UserError
     from raglab.compare.comparison import compare_runs, load_run
-    from raglab.compare.load import safe_name
-    from raglab.compare.decide import (GO, build_record, evaluate_gates, render_record,
-                                      run_means)
+    from raglab.compare.decide import GO, build_record, evaluate_gates, render_record, run_means
     from raglab.compare.gates import load_gate_set
+    from raglab.compare.load import safe_name
+    from raglab.data.io import json_text
+    from raglab.errors import UserError
 
     if not gate_name:
         raise UserError("gates=NAME: a gate set name or a YAML file is required")

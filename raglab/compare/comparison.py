@@ -12,11 +12,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from raglab.compare.config import CompareCfg
+from raglab.compare.load import RunSource, load_run, questions
 from raglab.errors import UserError
 from raglab.metrics.aggregate import slice_keys
 from raglab.metrics.catalog import HEADLINE, family_of, spec_of
-from raglab.compare.config import CompareCfg
-from raglab.compare.load import RunSource, load_run, questions
 
 __all__ = ["RunSource", "load_run", "VersionMismatch", "Comparison", "compare_runs",
            "CompareCfg", "ROW_KEYS"]

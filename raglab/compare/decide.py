@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from raglab.metrics.diagnosis import CAUSES
 from raglab.compare.gates import Gate, GateSet
+from raglab.metrics.diagnosis import CAUSES
 from raglab.stats import PairedStat, non_inferior, significantly_worse
 
 PASS, FAIL, NA = "pass", "fail", "n/a"

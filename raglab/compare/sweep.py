@@ -10,13 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from raglab.errors import UserError
-from raglab.metrics.catalog import HEADLINE
 from raglab.compare.comparison import Comparison, compare_runs, passes
 from raglab.compare.config import CompareCfg
-from raglab.compare.naming import _lookup, _read_yaml, _text, differing_keys, name_of, swept_keys
 from raglab.compare.load import MLFLOW_ID, RunSource, load_dir, load_mlflow, questions
-
+from raglab.compare.naming import _lookup, _read_yaml, _text, differing_keys, name_of, swept_keys
+from raglab.errors import UserError
+from raglab.metrics.catalog import HEADLINE
 
 
 @dataclass

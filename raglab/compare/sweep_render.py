@@ -6,8 +6,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from raglab.compare.render import _png, html_page, html_table, img, mean, pval
 from raglab.compare.comparison import ADJUST_NAMES
+from raglab.compare.render import _png, html_page, html_table, img, mean
 from raglab.report.run_report import _figure, _md_escape, _table
 
 MARK = "*"
@@ -182,4 +182,4 @@ def render_sweep_terminal(sc, metrics: list[str]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["render_sweep_md", "render_sweep_html", "render_sweep_terminal", "grid", "pval"]
+__all__ = ["render_sweep_md", "render_sweep_html", "render_sweep_terminal", "grid"]

@@ -15,10 +15,10 @@ from importlib import resources
 from pathlib import Path
 
 from raglab.data.io import read_models
-from raglab.gc_pause import gc_paused
 from raglab.data.schema import Case, Document, HumanLabel, matches_filters, may_see
-from raglab.text.normalize import Location, fact_changes, locate_quote
 from raglab.errors import UserError
+from raglab.gc_pause import gc_paused
+from raglab.text.normalize import Location, fact_changes, locate_quote
 
 PKG_PREFIX = "pkg://"
 
@@ -82,7 +82,6 @@ class Dataset:
     cases_path: Path
     corpus: dict[str, Document]
     cases: list[Case]  # usable cases only (quarantined ones removed)
-    case_lines: dict[str, int]
     locations: dict[str, list[Location]]  # per usable case, one per evidence item
     quarantined: list[Quarantined] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
@@ -184,7 +183,8 @@ def _case_warnings(case: Case, corpus: dict[str, Document]) -> list[str]:
             out.append("unanswerable case has nuggets")
         for ev in case.evidence:
             if may_see(corpus[ev.doc_id].acl, case.user):
-                out.append(f"unanswerable case has evidence in '{ev.doc_id}', which its user may see")
+                out.append(f"unanswerable case has evidence in '{ev.doc_id}', "
+                           "which its user may see")
     return out
 
 
@@ -215,7 +215,7 @@ def _load_dataset(corpus: str | Path, cases: str | Path, labels: str | Path | No
         locations[case.id] = locs
         for w in _case_warnings(case, docs):
             warnings.append(f"{cases_path}:{lines[case.id]} case {case.id}: warning: {w}")
-    ds = Dataset(corpus_path, cases_path, docs, usable, lines, locations, quarantined, warnings,
+    ds = Dataset(corpus_path, cases_path, docs, usable, locations, quarantined, warnings,
                  corpus_hash=file_sha256(corpus_path), cases_hash=file_sha256(cases_path),
                  n_cases_total=len(all_cases))
     if labels:
@@ -224,7 +224,8 @@ def _load_dataset(corpus: str | Path, cases: str | Path, labels: str | Path | No
         known = {c.id for c in all_cases}
         for label in ds.labels:
             if label.case_id not in known:
-                warnings.append(f"{ds.labels_path}: warning: label for unknown case {label.case_id}")
+                warnings.append(f"{ds.labels_path}: warning: label for unknown case "
+                                f"{label.case_id}")
     return ds
 
 

@@ -11,7 +11,8 @@ from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from raglab.data.finite import NotFiniteError, loads as finite_loads
+from raglab.data.finite import NotFiniteError
+from raglab.data.finite import loads as finite_loads
 from raglab.errors import UserError, storage_error
 
 M = TypeVar("M", bound=BaseModel)

@@ -37,7 +37,8 @@ class GoldSummary(BaseModel):
 
 
 class CaseRecord(BaseModel):
-    model_config = ConfigDict(extra="allow", ser_json_inf_nan="constants")  # NaN is refused on write
+    # NaN is refused on write
+    model_config = ConfigDict(extra="allow", ser_json_inf_nan="constants")
 
     case_id: str
     tags: dict[str, Any] = Field(default_factory=dict)
@@ -65,7 +66,7 @@ class CaseRecord(BaseModel):
 
     @classmethod
     def from_json(cls, obj: dict[str, Any], *, file: str | None = None,
-                  line: int | None = None) -> "CaseRecord":
+                  line: int | None = None) -> CaseRecord:
         from pydantic import ValidationError
 
         from raglab.data.io import first_problem

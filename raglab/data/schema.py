@@ -7,8 +7,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictInt, field_validator,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    field_validator,
+    model_validator,
+)
 
 from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS
 
@@ -43,7 +50,7 @@ class Evidence(Strict):
     grade: float = Field(default=1, gt=0)
 
     @model_validator(mode="after")
-    def _quote_or_span(self) -> "Evidence":
+    def _quote_or_span(self) -> Evidence:
         has_span = self.start is not None or self.end is not None
         if has_span and (self.start is None or self.end is None):
             raise ValueError("evidence with a span needs both 'start' and 'end'")
@@ -118,7 +125,7 @@ class Hit(Strict):
     metadata: dict[str, Any] | None = None
 
     @model_validator(mode="after")
-    def _forward_span(self) -> "Hit":
+    def _forward_span(self) -> Hit:
         if self.start is not None and self.end is not None and self.end < self.start:
             raise ValueError(f"hit span {self.start}-{self.end} is reversed (end < start)")
         return self
@@ -149,7 +156,7 @@ class HumanLabel(Strict):
     label: str
 
     @model_validator(mode="after")
-    def _label_fits_kind(self) -> "HumanLabel":
+    def _label_fits_kind(self) -> HumanLabel:
         valid = CLAIM_LABELS if self.kind == "claim" else NUGGET_LABELS
         if self.label not in valid:
             raise ValueError(f"label {self.label!r} is not valid for kind {self.kind!r} "

@@ -7,8 +7,9 @@ schema and the metrics all read them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from enum import StrEnum
-from typing import Any, Literal, Protocol, Sequence, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -75,7 +76,7 @@ class Verdict(BaseModel):
     passage: int | None = None
 
     @model_validator(mode="after")
-    def _label_fits_kind(self) -> "Verdict":
+    def _label_fits_kind(self) -> Verdict:
         if self.label is not None:
             labels = LABELS_OF_KIND.get(self.kind)
             if labels is None:

@@ -20,12 +20,13 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from raglab.cache import content_key
-from raglab.llm.cost import current_meter
 from raglab.errors import ConfigError
+from raglab.llm.cost import current_meter
 
 FORMAT_RETRIES = 2
 BATCH_QUIET_S = 0.2
@@ -303,7 +304,7 @@ class LLMClient:
                 try:
                     await asyncio.wait_for(self._arrived.wait(), BATCH_QUIET_S)
                     continue  # something new arrived: wait for quiet again
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             todo, self._queue = self._queue[:BATCH_MAX], self._queue[BATCH_MAX:]
             job = asyncio.create_task(self._run_batch(todo))

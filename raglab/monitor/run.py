@@ -11,8 +11,7 @@ from raglab.data.io import atomic_write_json
 from raglab.errors import ConfigError
 from raglab.graders.standalone import open_grading, prepare
 from raglab.monitor.judge import judge_line
-from raglab.monitor.traffic import (MonitorCfg, read_traffic, sampled, window_seconds,
-                                    window_start)
+from raglab.monitor.traffic import MonitorCfg, read_traffic, sampled, window_seconds, window_start
 from raglab.monitor.windows import LineResult, find_alerts, window_table
 from raglab.systems.base import WorkCounter
 

@@ -6,7 +6,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -70,7 +70,7 @@ class TrafficLine(BaseModel):
     @field_validator("timestamp")
     @classmethod
     def _utc(cls, v: datetime) -> datetime:
-        return v.replace(tzinfo=timezone.utc) if v.tzinfo is None else v.astimezone(timezone.utc)
+        return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
 
     @property
     def key(self) -> str:
@@ -103,7 +103,7 @@ def sampled(line: TrafficLine, rate: float) -> bool:
 
 def window_start(ts: datetime, seconds: int) -> datetime:
     epoch = int(ts.timestamp())
-    return datetime.fromtimestamp(epoch - epoch % seconds, tz=timezone.utc)
+    return datetime.fromtimestamp(epoch - epoch % seconds, tz=UTC)
 
 
 def _problem(e: ValidationError, obj: dict) -> str:
@@ -158,7 +158,7 @@ def _read_run_dir(d: Path) -> Traffic:
         questions = {c.id: c.question for c in cases}
     except (OSError, KeyError, TypeError, UserError, yaml.YAMLError):
         pass  # lines without a question are counted as bad below
-    ts = datetime.fromtimestamp(records.stat().st_mtime, tz=timezone.utc).isoformat()
+    ts = datetime.fromtimestamp(records.stat().st_mtime, tz=UTC).isoformat()
     t = Traffic(str(d), "run")
     for i, rec in enumerate(read_jsonl_tolerant(records), 1):
         out: dict[str, Any] = dict(rec.get("output") or {})

@@ -6,13 +6,21 @@ offline) shows the whole report. Used for a run's ``report.html`` and a sweep's
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from raglab.data.io import atomic_write_text
-from raglab.report.summary import (arrow, better_words, config_outline, fmt, headline_names,
-                                   report_headline, show_value)
+from raglab.report.summary import (
+    arrow,
+    better_words,
+    config_outline,
+    fmt,
+    headline_names,
+    report_headline,
+    show_value,
+)
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24px;
@@ -135,7 +143,7 @@ def write_report_html(run_dir: Path, title: str, metrics: Mapping[str, Any],
 
 
 def sweep_html(title: str, header: Sequence[str], rows: Sequence[Sequence[str]],
-               n_keys: int, sweep_dir: str, links: Sequence[str] | None = None) -> str:
+               n_keys: int, sweep_dir: str) -> str:
     """The sweep's job table as a page (``n_keys``: how many swept-key columns)."""
     body = [f"<h1>{escape(title)}</h1>",
             f"<p class=\"sub\">{len(rows)} jobs in <code>{escape(sweep_dir)}</code> · "

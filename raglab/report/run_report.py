@@ -13,15 +13,23 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from raglab.data.io import atomic_write_text, read_run_config, read_run_metrics
 from raglab.errors import UserError
 from raglab.metrics.catalog import spec_of
 from raglab.report.format import fmt, num
-from raglab.report.summary import (_md, arrow, config_outline, headline_names, md_table,
-                                   report_headline, show_value)
+from raglab.report.summary import (
+    _md,
+    arrow,
+    config_outline,
+    headline_names,
+    md_table,
+    report_headline,
+    show_value,
+)
 from raglab.secrets import redact
 
 MAX_PLOTTED_SLICES = 40
@@ -318,23 +326,24 @@ def write_run_report(run_dir: Path, name: str | None = None,
 
     run_dir = Path(run_dir)
     metrics, cfg = _load(run_dir, config)
-    draw, plots = plots, []
+    draw = plots
+    plots_drawn: list[Path] = []
     recall_png, slices_png = run_dir / "recall_at_k.png", run_dir / "slices.png"
     for path, plot, data in ((recall_png, plot_recall_at_k, metrics.get("overall")),
                              (slices_png, plot_slices, metrics.get("slices"))):
         if draw and plot(data or {}, path):
-            plots.append(path)
+            plots_drawn.append(path)
         else:
             path.unlink(missing_ok=True)  # no stale plot from an earlier report
     report = run_dir / "report.md"
-    text = _markdown(run_dir, metrics, cfg, plots, name, diffs)
+    text = _markdown(run_dir, metrics, cfg, plots_drawn, name, diffs)
     if not draw:
         text += ("\nPlots were not drawn for this run (a large run draws them on demand): "
                  f"`python -m raglab.report.run_report {run_dir}`\n")
     _write_atomic(report, text)
     html = write_report_html(run_dir, run_title(run_dir, cfg, name), metrics, cfg, diffs,
-                             plots)
-    return [report, html, *plots]
+                             plots_drawn)
+    return [report, html, *plots_drawn]
 
 
 def ensure_run_report(run_dir: Path) -> list[Path]:

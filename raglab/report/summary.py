@@ -6,7 +6,8 @@ direction in which each metric is better come from :mod:`raglab.metrics.catalog`
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from raglab.metrics.catalog import HEADLINE, spec_of
 from raglab.report.format import fmt, num
@@ -245,7 +246,7 @@ def sweep_markdown(title: str, jobs: Sequence[Mapping[str, Any]], keys: Sequence
         head[1:1] = ["", _md(best)]
     tail = ["", "The whole table is the artifact `sweep.html`; each job is a child run."]
     for n in range(len(rows), -1, -1):
-        more = [f"", f"({len(rows) - n} more jobs in `sweep.html`)"] if n < len(rows) else []
+        more = ["", f"({len(rows) - n} more jobs in `sweep.html`)"] if n < len(rows) else []
         text = "\n".join(head + md_table(header, rows[:n]) + more + tail) + "\n"
         if len(text) <= limit:
             return text

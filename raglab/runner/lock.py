@@ -28,7 +28,7 @@ class RunDirLock:
         self.path = Path(run_dir) / LOCK_FILE
         self._fd: int | None = None
 
-    def acquire(self) -> "RunDirLock":
+    def acquire(self) -> RunDirLock:
         if self._fd is not None:
             return self
         try:

@@ -11,8 +11,9 @@ and basic sweeper, so job ``N`` here is Hydra's job ``N``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import PurePath
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from raglab.errors import ConfigError
 from raglab.secrets import is_secret_key

@@ -12,8 +12,8 @@ from typing import Any
 from raglab.data.dataset import Dataset
 from raglab.data.io import write_jsonl
 from raglab.data.record import CaseRecord, read_records
-from raglab.errors import storage_error
 from raglab.data.schema import Case, may_see
+from raglab.errors import storage_error
 from raglab.metrics.judging import GoldItem, judge_hits
 
 

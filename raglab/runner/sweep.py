@@ -80,11 +80,16 @@ def jobs_of(sweep_dir: Path, overrides: list[str], groups: set[str]
 
 
 def summarize(config: Any) -> str:
-    from raglab.report.report_html import sweep_html
-    from raglab.report.summary import (best_job_line, sweep_columns, sweep_markdown, sweep_rows,
-                                       sweep_text)
-    from raglab.runner.naming import short_labels, sweep_name
     from raglab.data.io import atomic_write_text
+    from raglab.report.report_html import sweep_html
+    from raglab.report.summary import (
+        best_job_line,
+        sweep_columns,
+        sweep_markdown,
+        sweep_rows,
+        sweep_text,
+    )
+    from raglab.runner.naming import short_labels, sweep_name
 
     sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
     overrides = [str(o) for o in config.hydra.overrides.task]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -154,6 +154,6 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
             else:
                 test = "permutation-exact" if exact else "permutation"
             better, worse = (neg[j], pos[j]) if directions[j] == "lower" else (pos[j], neg[j])
-            results[j] = PairedStat(d, lo, hi, max(float(p[i]), _P_FLOOR), n, int(better), int(ties[j]),
-                                    int(worse), method, test)
+            results[j] = PairedStat(d, lo, hi, max(float(p[i]), _P_FLOOR), n, int(better),
+                                    int(ties[j]), int(worse), method, test)
     return results

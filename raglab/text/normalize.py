@@ -42,7 +42,6 @@ class NormalizedText:
 
     text: str
     origin: tuple[int, ...]
-    original_length: int
 
     def to_original(self, start: int, end: int) -> tuple[int, int]:
         """Map a normalised half-open range [start, end) to original offsets."""
@@ -79,7 +78,7 @@ def normalize_with_offsets(text: str) -> NormalizedText:
             out_origin.append(origin[m.start()])
         out_chars.append(m.group())
         out_origin.extend(origin[m.start():m.end()])
-    return NormalizedText("".join(out_chars), tuple(out_origin), len(text))
+    return NormalizedText("".join(out_chars), tuple(out_origin))
 
 
 class Location(NamedTuple):
@@ -228,7 +227,7 @@ def fact_changes(quote: str, matched: str, entity_similarity: float = 80.0) -> l
         at_edge = op.tag == "insert" and (op.dest_start == 0 or op.dest_end == len(d))
         if at_edge:
             continue
-        for side, toks, other in (("quote", qs, ds), ("document", ds, qs)):
+        for toks, other in ((qs, ds), (ds, qs)):
             for w, kind in toks:
                 if kind is None:
                     continue

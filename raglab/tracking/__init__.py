@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raglab.tracking.keys import (flatten_config, metric_key, parse_slice_key,
-                                  slice_metric_key)
+from raglab.tracking.keys import flatten_config, metric_key, parse_slice_key, slice_metric_key
 from raglab.tracking.uris import check_tracking, normalize_uri, ui_command
 
 __all__ = ["metric_key", "slice_metric_key", "parse_slice_key", "flatten_config",

@@ -26,19 +26,23 @@ import os
 import re
 import time
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from raglab.errors import UserError
 from raglab.tracking.batching import gc_paused, log_batches
 from raglab.tracking.client import PARENT_FILE, PARENT_LOCK, _client, _locked
-from raglab.tracking.keys import (MAX_PARAM_VALUE_LENGTH, flatten_config, is_legal_key,
-                                  is_secret_key, metric_key, metrics_from_summary)
-from raglab.tracking.uris import (check_tracking, normalize_uri, scheme_of,
-                                  sqlite_path, ui_command)
-
-from raglab.tracking.resilience import (START_TOKEN_TAG, bound_waits,  # noqa: F401
-                                        resumable_run, unfinished_run)
+from raglab.tracking.keys import (
+    MAX_PARAM_VALUE_LENGTH,
+    flatten_config,
+    is_legal_key,
+    is_secret_key,
+    metric_key,
+    metrics_from_summary,
+)
+from raglab.tracking.resilience import START_TOKEN_TAG, bound_waits, resumable_run, unfinished_run  # noqa: F401
+from raglab.tracking.uris import check_tracking, normalize_uri, scheme_of, sqlite_path, ui_command
 
 __all__ = ["MlflowRun", "log_run_dir", "check_tracking", "ui_command", "normalize_uri",
            "CASES_HASH_TAG"]
@@ -110,7 +114,7 @@ class MlflowRun:
               params: Mapping[str, str | int | float | bool | None] | None = None,
               tags: Mapping[str, str] | None = None, sweep_dir: str | Path | None = None,
               resume: Mapping[str, Any] | None = None,
-              remember: Callable[[dict], None] | None = None) -> "MlflowRun":
+              remember: Callable[[dict], None] | None = None) -> MlflowRun:
         """A new run, or, with ``resume`` (a previous :meth:`identity` of the same run
         directory), that run again, set back to RUNNING, when the store still holds it.
         ``remember`` records an identity where a resume will find it: a start token before

@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from raglab.tracking.client import PARENT_FILE, _client
 from raglab.tracking.keys import metric_key

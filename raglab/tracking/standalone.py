@@ -11,10 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from raglab.tracking.keys import is_legal_key, metric_key
 from raglab.tracking.batching import log_batches
-from raglab.tracking.mlflow_store import (MAX_TAG_VALUE_LENGTH, _client, _experiment_id,
-                                          _param_value)
+from raglab.tracking.keys import is_legal_key, metric_key
+from raglab.tracking.mlflow_store import MAX_TAG_VALUE_LENGTH, _client, _experiment_id, _param_value
 from raglab.tracking.uris import normalize_uri
 
 

@@ -73,12 +73,11 @@ def main() -> None:
         make_run(tmp / "cand", args.cases, names, 0.01, 3)
         print(f"synthetic runs: {args.cases} cases x {len(names)} metrics "
               f"({time.perf_counter() - t0:.1f} s to write)")
+        import raglab.stats as stats
         from raglab.commands.common import write_outputs
         from raglab.commands.compare import default_out
         from raglab.compare.comparison import CompareCfg, compare_runs, load_run
         from raglab.compare.render import render_html, render_md, render_terminal
-
-        import raglab.stats as stats
 
         spent = [0.0]
         real_table = stats.paired_table

@@ -14,9 +14,9 @@ import gc
 import random
 import time
 
-from raglab.text.normalize import locate_quote
 from raglab.metrics.judging import GoldItem, judge_hits
 from raglab.metrics.retrieval import ranked_list_metrics
+from raglab.text.normalize import locate_quote
 
 CUTOFFS = [5, 10, 100]
 WORDS = ("refund invoice payroll export card reader api token limit plan region tax report "
@@ -28,7 +28,7 @@ def make_data(n_cases: int, depth: int, seed: int = 1):
     n_docs = 2000
     docs = {f"d{i}": " ".join(rng.choice(WORDS) for _ in range(300)) for i in range(n_docs)}
     cases = []
-    for q in range(n_cases):
+    for _ in range(n_cases):
         gold_docs = rng.sample(range(n_docs), rng.randint(1, 3))
         gold = []
         for d in gold_docs:

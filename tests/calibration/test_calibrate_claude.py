@@ -91,7 +91,8 @@ def test_claude_grader_repeats_and_prompt_change(tmp_path):
         shown = _versions_block(p.stdout)
         assert shown["faithfulness"].startswith(f"kappa {doc['claims']['kappa']:.2f}")
         assert shown["nuggets"].startswith(f"kappa {doc['nuggets']['kappa']:.2f}")
-        recs = [json.loads(x) for x in (tmp_path / "run" / "records.jsonl").read_text().splitlines()]
+        recs = [json.loads(x)
+                for x in (tmp_path / "run" / "records.jsonl").read_text().splitlines()]
         graded = [r for r in recs if r["graded"]]
         assert graded and all(len(r["repeat_verdicts"]) == 2 for r in graded)
         assert all("faithfulness" in r["repeat_variance"] for r in graded

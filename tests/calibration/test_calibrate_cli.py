@@ -134,9 +134,9 @@ def test_run_repeats_with_offline_grader_are_one_call(tmp_path, tiny):
     assert graded and all(r["repeats"] == 3 for r in graded)
     assert all(set(r["repeat_variance"].values()) <= {0.0} for r in graded)
     assert "uncalibrated" in p3.stdout and "metric versions (calibration):" in p3.stdout
-    from raglab.calibration.records import lookup_run  # what compare's renderer can call
+    from raglab.calibration.records import lookup
 
-    shown = lookup_run(tmp_path / "r3")
+    shown = lookup(m3["metric_versions"], tmp_path / "c3")
     assert shown["retrieval"] == "not graded" and shown["faithfulness"] == "uncalibrated"
     assert set(shown) == set(m3["metric_versions"])
 

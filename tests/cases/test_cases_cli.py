@@ -26,8 +26,8 @@ def test_failures_round_trip_into_another_set(tmp_path):
     subset = _write(tmp_path / "subset.jsonl", demo[:20])
     target = _write(tmp_path / "target.jsonl", demo[20:60])
     p = run_cli("run", f"dataset.cases={subset}", "dataset.labels=null", "tracking=none",
-                "progress=off", f"cache_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}",
-                cwd=tmp_path)
+                "progress=off", f"cache_dir={tmp_path / 'cache'}",
+                f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
     # the run directory read as traffic by the monitor: every record with an answer is a line
     recs = _rows(tmp_path / "run" / "records.jsonl")

@@ -5,12 +5,18 @@ from pathlib import Path
 
 import pytest
 
-from raglab.errors import UserError
-from raglab.compare.comparison import (ROW_KEYS, CompareCfg, RunSource, VersionMismatch,
-                                   compare_runs, load_run)
-from raglab.compare.render import render_html, render_md, render_terminal
+from raglab.compare.comparison import (
+    ROW_KEYS,
+    CompareCfg,
+    RunSource,
+    VersionMismatch,
+    compare_runs,
+    load_run,
+)
 from raglab.compare.naming import swept_keys
+from raglab.compare.render import render_html, render_md, render_terminal
 from raglab.compare.sweep import Job, find_job
+from raglab.errors import UserError
 from raglab.stats import adjust_pvalues
 
 VERSIONS = {"retrieval": "r1", "faithfulness": "f1", "nuggets": "n1", "abstention": "a1"}

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TINY_CORPUS, TINY_CASES, run_cli, write_jsonl
+from tests.conftest import TINY_CASES, TINY_CORPUS, run_cli, write_jsonl
 
 CHROMIUM = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists()
                                         else None)

@@ -4,10 +4,9 @@ their boundary, n/a and required gates, critical slices, the gates schema and it
 import pytest
 
 from raglab.commands.common import conf_dir
-from raglab.errors import UserError
-from raglab.compare.decide import (FAIL, GO, NA, NO_GO, PASS, decision_of, evaluate_gates,
-                                  run_means)
+from raglab.compare.decide import FAIL, GO, NA, NO_GO, PASS, decision_of, evaluate_gates, run_means
 from raglab.compare.gates import GateSet, load_gate_set, parse_gate_set
+from raglab.errors import UserError
 
 
 def row(metric, slice=None, baseline=0.8, candidate=0.8, delta=0.0, ci=(-0.01, 0.01),

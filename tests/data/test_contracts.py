@@ -9,8 +9,14 @@ from pydantic import ValidationError
 
 from raglab.data.record import CaseRecord, read_records
 from raglab.data.schema import HumanLabel
-from raglab.data.verdicts import (CLAIM_LABELS, NUGGET_LABELS, RELEVANCE_LABELS, ClaimLabel,
-                                  Grader, Verdict)
+from raglab.data.verdicts import (
+    CLAIM_LABELS,
+    NUGGET_LABELS,
+    RELEVANCE_LABELS,
+    ClaimLabel,
+    Grader,
+    Verdict,
+)
 from raglab.errors import UserError
 from raglab.graders.claude import ClaudeGrader
 from raglab.graders.heuristic import HeuristicGrader, HeuristicGraderCfg

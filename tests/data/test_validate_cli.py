@@ -79,7 +79,8 @@ def test_malformed_json_line(tmp_path):
     (lambda r: r.pop("question"), "missing field 'question'"),
     (lambda r: r.update(answerable="maybe"), "field 'answerable'"),
     (lambda r: r.update(questoin="typo"), "unknown field 'questoin' (valid fields: id, question"),
-    (lambda r: r["evidence"][0].update(qoute="x"), "unknown field 'evidence.0.qoute' (valid fields: doc_id, quote"),
+    (lambda r: r["evidence"][0].update(qoute="x"),
+     "unknown field 'evidence.0.qoute' (valid fields: doc_id, quote"),
 ])
 def test_schema_errors_name_file_line_and_case(tmp_path, mutate, needle):
     cases = json.loads(json.dumps(TINY_CASES))
@@ -109,7 +110,8 @@ def test_unknown_document_and_missing_quote_are_quarantined(tmp_path):
     c, k = _tiny(tmp_path, cases=cases)
     proc = _validate(tmp_path, c, k)
     assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert f"{k}:1 case t-1: quarantined: evidence 0: document 'kb/nowhere' is not in the corpus" in proc.stderr
+    assert (f"{k}:1 case t-1: quarantined: evidence 0: document 'kb/nowhere' is not in the corpus"
+            in proc.stderr)
     assert f"{k}:2 case t-2: quarantined: evidence 0: quote not found" in proc.stderr
     q = [json.loads(x) for x in (tmp_path / "quarantine.jsonl").read_text().splitlines()]
     assert [r["case_id"] for r in q] == ["t-1", "t-2"] and all(r["reason"] for r in q)
@@ -141,7 +143,8 @@ def test_directory_given_as_file(tmp_path):
 
 def test_missing_file(tmp_path):
     c, _ = _tiny(tmp_path)
-    _assert_one_line_error(_validate(tmp_path, c, tmp_path / "nope.jsonl"), "nope.jsonl", "not found")
+    _assert_one_line_error(_validate(tmp_path, c, tmp_path / "nope.jsonl"), "nope.jsonl",
+                           "not found")
 
 
 def _reextract(text: str, rng: random.Random, typos: bool) -> str:

@@ -20,9 +20,10 @@ import threading
 import time
 import uuid
 from collections import deque
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 SAMPLING = ("temperature", "top_p", "top_k")
 
@@ -110,7 +111,7 @@ class FakeAnthropic:
         self.url = ""
 
     # context manager ---------------------------------------------------------------------
-    def __enter__(self) -> "FakeAnthropic":
+    def __enter__(self) -> FakeAnthropic:
         fake = self
 
         class H(_Handler):
@@ -176,7 +177,7 @@ class FakeAnthropic:
                 "cache_creation_input_tokens": create, "cache_read_input_tokens": read}
 
     def batch_json(self, b: dict) -> dict:
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         ended = b["polls"] >= self.batch_polls
         n = len(b["requests"])
         return {"id": b["id"], "type": "message_batch",
@@ -287,7 +288,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._answered()
         elif path == "/v1/messages/batches":
             b = {"id": f"msgbatch_{uuid.uuid4().hex[:16]}", "requests": body["requests"],
-                 "polls": 0, "created_at": datetime.now(timezone.utc).isoformat()}
+                 "polls": 0, "created_at": datetime.now(UTC).isoformat()}
             with fake._lock:
                 fake.batches[b["id"]] = b
             self._send(200, fake.batch_json(b))

@@ -9,17 +9,24 @@ import re
 
 import pytest
 
-from raglab.config import MetricsCfg
-from raglab.graders.claude import ClaudeGraderCfg
-from raglab.graders.claude import (
-    CLAIM_LABELS, DECOMPOSE_SCHEMA, NUGGETS_SCHEMA, RELEVANCE_SCHEMA, VERIFY_SCHEMA,
-    ClaudeGrader, render)
-from raglab.llm.client import LLMClient
-from raglab.graders.orchestrate import GraderCallError, Grading
-from raglab.graders.claude import PROMPT_NAMES, load_prompts
-from raglab.runner.components import build_grader
-from raglab.graders.spec import family_versions
 from raglab.cache import StageCache
+from raglab.config import MetricsCfg
+from raglab.graders.claude import (
+    CLAIM_LABELS,
+    DECOMPOSE_SCHEMA,
+    NUGGETS_SCHEMA,
+    PROMPT_NAMES,
+    RELEVANCE_SCHEMA,
+    VERIFY_SCHEMA,
+    ClaudeGrader,
+    ClaudeGraderCfg,
+    load_prompts,
+    render,
+)
+from raglab.graders.orchestrate import GraderCallError, Grading
+from raglab.graders.spec import family_versions
+from raglab.llm.client import LLMClient
+from raglab.runner.components import build_grader
 from raglab.systems.base import WorkCounter
 from tests.graders.fake_anthropic import fake_api, fake_model, output, system_text, user_text
 
@@ -303,7 +310,7 @@ def test_grading_end_to_end_versioned_and_cached(fake_api, tmp_path):
 def _by_family(verdicts):
     keep = ("family", "kind", "item", "label", "evidence", "index", "sentence", "passage",
             "vital", "claims")
-    return sorted((json.dumps({k: v.get(k) for k in keep}, sort_keys=True) for v in verdicts))
+    return sorted(json.dumps({k: v.get(k) for k in keep}, sort_keys=True) for v in verdicts)
 
 
 def test_grouped_calls_give_the_separate_calls_verdicts(fake_api, tmp_path):

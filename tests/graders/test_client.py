@@ -11,12 +11,21 @@ import time
 
 import pytest
 
-from raglab.llm.client import LLMClient, LLMRequest, cost_usd
-from raglab.graders.orchestrate import GraderCallError
 from raglab.cache import StageCache
+from raglab.graders.orchestrate import GraderCallError
+from raglab.llm.client import LLMClient, LLMRequest, cost_usd
 from tests.graders.fake_anthropic import (
-    TEST_KEY, bad_request, delay, fake_api, malformed, output, overloaded, rate_limited,
-    server_error, truncated)
+    TEST_KEY,
+    bad_request,
+    delay,
+    fake_api,
+    malformed,
+    output,
+    overloaded,
+    rate_limited,
+    server_error,
+    truncated,
+)
 
 __all__ = ["fake_api"]  # the fixture
 

@@ -8,8 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from raglab.graders.heuristic import (HeuristicGrader, HeuristicGraderCfg, context_windows,
-                                      decompose, judge_nugget, judge_relevance, verify_claim)
+from raglab.graders.heuristic import (
+    HeuristicGrader,
+    HeuristicGraderCfg,
+    context_windows,
+    decompose,
+    judge_nugget,
+    judge_relevance,
+    verify_claim,
+)
 
 PASSAGE = ("Refunds are paid back to the original card within 5 business days. "
            "Partial refunds are allowed for Pro plans. Exports run nightly at 02:00 UTC.")
@@ -32,7 +39,8 @@ def test_hedge_prefix_is_dropped_only_when_asked():
     assert decompose("I think refunds take 5 days.", 12, False) == ["I think refunds take 5 days."]
 
 
-@pytest.mark.parametrize("sentence", ["Hope this helps with refunds.", "Thanks for asking about refunds.",
+@pytest.mark.parametrize("sentence", ["Hope this helps with refunds.",
+                                      "Thanks for asking about refunds.",
                                       "Let me know about other refund questions."])
 def test_non_claim_sentences_are_dropped(sentence):
     assert decompose(f"Refunds take 5 days. {sentence}", 12, True) == ["Refunds take 5 days."]
@@ -46,7 +54,7 @@ def test_clauses_split_at_semicolons():
 
 def test_refusal_sentences_are_no_claims_but_a_short_direct_answer_is():
     assert decompose("I cannot find that in the documents.", 12, True) == []
-    # issue 11: "Yes." answers the question (it is no abstention)
+    # "Yes." answers the question (it is no abstention)
     assert decompose("Yes. Refunds take 5 days.", 12, True) == ["Yes.", "Refunds take 5 days."]
     assert decompose("Ok. Refunds take 5 days.", 12, True) == ["Refunds take 5 days."]
 
@@ -135,7 +143,7 @@ def test_the_grader_uses_its_config():
                                  ["refunds paid back to the card"]))[0][0] == "PARTIAL"
 
 
-# ==== issue 11: the rules that changed (each fails on the former rule or on a constant) ====
+# ==== rules pinned at their boundaries (each fails on the former rule or on a constant) ====
 
 PROMPTS = Path(__file__).resolve().parents[2] / "raglab" / "graders" / "prompts"
 
@@ -145,7 +153,7 @@ def verify(claim: str, *passages: str, threshold: float = 72) -> str:
     return verify_claim(claim, context_windows(list(passages)), threshold)[0]
 
 
-# -- issue 11: decomposition --------------------------------------------------------------------
+# -- decomposition ---------------------------------------------------------------------------
 
 def test_decomposition_drops_greetings_hedges_and_refusal_clauses_only():
     assert decompose("Hi! I think refunds take 5 business days. Hope this helps!", 12, True) \

@@ -120,7 +120,8 @@ def test_anthropic_generator_end_to_end(tmp_path):
         body = gen_calls[0]["body"]
         assert body["model"] == "claude-sonnet-4-6" and "Question:" in user_text(body)
         assert "Passages:" in user_text(body) and "[1]" in user_text(body)
-        recs = [json.loads(x) for x in (tmp_path / "gen" / "records.jsonl").read_text().splitlines()]
+        recs = [json.loads(x)
+                for x in (tmp_path / "gen" / "records.jsonl").read_text().splitlines()]
         for r in recs:
             out = r["output"]
             assert out["answer"].startswith("Refunds go back")

@@ -1,7 +1,8 @@
 """Aggregation: means over the cases where a metric applies, and numpy's percentiles."""
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from raglab.metrics.aggregate import Aggregation, aggregate, mean_metrics, percentile
 

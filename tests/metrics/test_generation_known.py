@@ -19,7 +19,8 @@ def _record(answer="An answer.", verdicts=(), answerable=True, grades=(1.0,), nu
             "gold": {"answerable": answerable, "grades": list(grades),
                      "nuggets_vital": list(nuggets), "has_reference": True,
                      "must_not_contain": list(mnc)},
-            "output": {"answer": answer, "candidates": [], "context": [{"doc_id": "d", "text": "one two"}],
+            "output": {"answer": answer, "candidates": [],
+                       "context": [{"doc_id": "d", "text": "one two"}],
                        "citations": list(citations), "latency_ms": {"total": 3.0}, "usage": {}},
             "judgments": {"candidates": [], "context": [[]], "leaks": [], "unknown_docs": []},
             "verdicts": list(verdicts), "n_factual_sentences": factual}

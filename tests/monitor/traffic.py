@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 
 FACTS = [
-    ("How long do refunds take?", "Refunds are paid back to the original card within {n} business days."),
+    ("How long do refunds take?",
+     "Refunds are paid back to the original card within {n} business days."),
     ("When do exports run?", "Exports run nightly at {n}:00 UTC from the Reports page."),
-    ("How many seats does the Team plan include?", "The Team plan includes {n} seats and shared folders."),
+    ("How many seats does the Team plan include?",
+     "The Team plan includes {n} seats and shared folders."),
     ("How long are invoices kept?", "Invoices are kept for {n} years in the billing archive."),
 ]
 

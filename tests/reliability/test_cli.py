@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, TINY_CASES, run_cli, write_jsonl
+from tests.conftest import REPO, TINY_CASES, run_cli
 
 BASE = ["metrics.cutoffs=[1,3,5]", "k=3", "candidate_depth=5", "progress=off"]
 
@@ -175,7 +175,7 @@ def test_run_environment_failures_are_one_line(tiny, tmp_path):
     common = [*BASE, f"dataset.corpus={corpus}", f"dataset.cases={cases}",
               "dataset.labels=null", "tracking=none", "grader=none"]
     env = _env(PYTHONPATH=f"{tmp_path}{os.pathsep}{REPO}")
-    for extra, match in (([f"hydra.run.dir=/sys/raglab-test/run", f"cache_dir={tmp_path}/c"],
+    for extra, match in ((["hydra.run.dir=/sys/raglab-test/run", f"cache_dir={tmp_path}/c"],
                           "cannot write the run directory"),
                          ([f"hydra.run.dir={tmp_path}/r1", "cache_dir=/sys/raglab-cache"],
                           "cannot write the stage cache"),

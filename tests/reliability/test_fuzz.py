@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from raglab.data.finite import NotFiniteError, check
 from raglab.errors import ConfigError, UserError
@@ -107,7 +107,6 @@ CONFIG_KEYS = ["k", "candidate_depth", "concurrency", "context_token_budget", "c
 @SETTINGS
 @given(changes=st.dictionaries(st.sampled_from(CONFIG_KEYS), config_values, max_size=3))
 def test_the_config_layer_refuses_bad_values_with_one_line(changes):
-    from raglab.commands.compose import compose_config
     from raglab.config import parse_run_config
 
     base = _base_config()

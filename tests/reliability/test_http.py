@@ -44,7 +44,7 @@ def server():
             step = state["script"].next()
             kind = step[0]
             if kind == "json":
-                body = step[1].encode() if isinstance(step[1], str) else json.dumps(step[1]).encode()
+                body = (step[1] if isinstance(step[1], str) else json.dumps(step[1])).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -137,11 +137,12 @@ def test_a_run_deadline_fails_the_remaining_cases_at_once(server):
     assert time.monotonic() - t0 < 3
 
 
-@pytest.mark.parametrize("body, match", [('{"answer": "a", "latency_ms": {"x": NaN}}', "non-finite"),
-                                         ('{"answer": "a", "usage": {"t": Infinity}}', "non-finite"),
-                                         ('{"answer": "\\ud800"}', "surrogate"),
-                                         ("[1, 2]", "not a JSON object"),
-                                         ("{not json", "malformed JSON")])
+@pytest.mark.parametrize("body, match", [
+    ('{"answer": "a", "latency_ms": {"x": NaN}}', "non-finite"),
+    ('{"answer": "a", "usage": {"t": Infinity}}', "non-finite"),
+    ('{"answer": "\\ud800"}', "surrogate"),
+    ("[1, 2]", "not a JSON object"),
+    ("{not json", "malformed JSON")])
 def test_bad_bodies_fail_the_case_with_a_clear_error(server, body, match):
     with pytest.raises(HttpSystemError, match=match):
         server(Script(("json", body)), retries=0).answer(REQ)

@@ -79,8 +79,8 @@ def test_twenty_sigkills_lose_nothing_repeat_no_paid_call_and_leave_no_orphan(tm
         paid = len(srv.calls("/v1/messages"))
         print(f"kills={kills} paid_killed={paid} paid_uninterrupted={paid_ref}")
         assert paid <= paid_ref + 2 * kills * 2, (paid, paid_ref)
-    ref_recs = sorted((_stable(x) for x in (tmp_path / "ref/records.jsonl").read_text().splitlines()),
-                      key=lambda r: r["case_id"])
+    ref_lines = (tmp_path / "ref/records.jsonl").read_text().splitlines()
+    ref_recs = sorted((_stable(x) for x in ref_lines), key=lambda r: r["case_id"])
     got = [_stable(x) for x in (tmp_path / "killed/records.jsonl").read_text().splitlines()]
     assert len(got) == len({r["case_id"] for r in got}) == len(ref_recs)  # none lost or twice
     diffs = [d for a, b in zip(sorted(got, key=lambda r: r["case_id"]), ref_recs)

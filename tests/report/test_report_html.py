@@ -4,13 +4,17 @@ and the sweep tables."""
 
 from __future__ import annotations
 
-import json
 import re
 import struct
 
 from raglab.report.run_report import plot_slices, slice_cell, write_run_report
-from raglab.report.summary import (config_diff, run_description, sweep_markdown, sweep_rows,
-                                   sweep_text)
+from raglab.report.summary import (
+    config_diff,
+    run_description,
+    sweep_markdown,
+    sweep_rows,
+    sweep_text,
+)
 from tests.tracking.services import make_run_dir
 
 

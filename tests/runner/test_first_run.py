@@ -11,7 +11,6 @@ import signal
 import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 

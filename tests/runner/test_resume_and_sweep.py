@@ -9,7 +9,6 @@ import time
 
 import pytest
 
-
 from tests.conftest import run_cli
 
 

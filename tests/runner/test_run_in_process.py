@@ -21,7 +21,8 @@ def _cfg(tmp_path, *overrides):
         c = compose(config_name="config", overrides=[
             "tracking=none", "progress=off", f"dataset.corpus={corpus}",
             f"dataset.cases={cases}", "dataset.labels=null", "chunker=sentence",
-            "chunker.size=1", "chunker.overlap=0", "k=2", "candidate_depth=5", "metrics.cutoffs=[1,2,5]",
+            "chunker.size=1", "chunker.overlap=0", "k=2", "candidate_depth=5",
+            "metrics.cutoffs=[1,2,5]",
             f"cache_dir={tmp_path / 'cache'}", *overrides])
     resolved = OmegaConf.to_container(c, resolve=True)
     return parse_run_config(resolved), OmegaConf.to_yaml(OmegaConf.create(resolved))
@@ -42,7 +43,8 @@ def test_run_writes_typed_records_and_metrics(tmp_path):
     assert metrics["n_cases"] == 4 and metrics["errors"] == 0
     assert metrics["overall"]["candidate.evidence_recall@5"] == 1.0
     graded = [r for r in records if r.graded]
-    assert graded and all(v.grader == "heuristic" and v.version == metrics["metric_versions"][v.family]
+    versions = metrics["metric_versions"]
+    assert graded and all(v.grader == "heuristic" and v.version == versions[v.family]
                           for r in graded for v in r.verdicts)
     assert metrics["work"]["index_builds"] == 1
 
@@ -50,7 +52,8 @@ def test_run_writes_typed_records_and_metrics(tmp_path):
 def test_resume_drops_a_torn_line_and_computes_only_the_rest(tmp_path):
     cfg, text = _cfg(tmp_path)
     Run(cfg, tmp_path / "ref", text).execute()
-    ref = [_stable(json.loads(x)) for x in (tmp_path / "ref" / "records.jsonl").read_text().splitlines()]
+    ref = [_stable(json.loads(x))
+           for x in (tmp_path / "ref" / "records.jsonl").read_text().splitlines()]
     # a run killed after two records, in the middle of writing the third
     run_dir = tmp_path / "killed"
     run_dir.mkdir()

@@ -5,8 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from raglab.stats.agreement import (agreement_summary, all_agree_share, cohen_kappa,
-                                    confusion_matrix, fleiss_kappa)
+from raglab.stats.agreement import (
+    agreement_summary,
+    all_agree_share,
+    cohen_kappa,
+    confusion_matrix,
+    fleiss_kappa,
+)
 
 
 def _wiki_cohen():

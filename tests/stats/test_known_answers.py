@@ -20,8 +20,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from raglab.stats import (PairedStat, adjust_pvalues, non_inferior, paired_table,
-                          significantly_worse)
+from raglab.stats import PairedStat, adjust_pvalues, non_inferior, paired_table, significantly_worse
 
 BIG_B = 100_000
 

@@ -1,9 +1,13 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raglab.systems.chunkers import FixedChunkerCfg, RecursiveChunkerCfg, SentenceChunkerCfg
+from raglab.systems.chunkers import (
+    FixedChunkerCfg,
+    RecursiveChunkerCfg,
+    SentenceChunkerCfg,
+    chunk_document,
+)
 from raglab.text.normalize import count_tokens
-from raglab.systems.chunkers import chunk_document
 
 TEXTS = st.lists(st.sampled_from(["alpha", "beta.", "Gamma!", "\n\n", "## Head\n\n", "delta?",
                                   "x" * 12, "\n"]), max_size=120).map(" ".join)

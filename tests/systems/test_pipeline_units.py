@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from raglab.systems.reference import context_within_budget
-from raglab.systems.rerankers import LexicalRerankCfg, LexicalReranker, NoReranker, NoRerankCfg
+from raglab.systems.rerankers import LexicalRerankCfg, LexicalReranker, NoRerankCfg, NoReranker
 
 Q = "How long do refunds take to reach the card?"
 CANDS = [(0, 10.0, "Exports run nightly at 02:00 UTC."),

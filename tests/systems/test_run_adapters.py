@@ -26,15 +26,19 @@ def _records(out):
     return [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
 
 
+REFUNDS = "Refunds are paid back to the original card within 5 business days."
+
+
 def test_replay_known_answers(tiny, tmp_path):
     corpus, cases = tiny
     outputs = [
         {"case_id": "t-1",  # gold chunk at rank 2 of candidates, rank 1 of context
          "candidates": [{"doc_id": "kb/b", "text": ""},
-                        {"doc_id": "kb/a", "text": "Refunds are paid back to the original card within 5 business days."}],
-         "context": [{"doc_id": "kb/a", "text": "Refunds are paid back to the original card within 5 business days."}],
+                        {"doc_id": "kb/a", "text": REFUNDS}],
+         "context": [{"doc_id": "kb/a", "text": REFUNDS}],
          "answer": "Refunds are paid back to the original card within 5 business days [1].",
-         "citations": [{"sentence": 0, "context": [0]}], "latency_ms": {"retrieve": 10, "generate": 20}},
+         "citations": [{"sentence": 0, "context": [0]}],
+         "latency_ms": {"retrieve": 10, "generate": 20}},
         {"case_id": "t-2", "candidates": [{"doc_id": "kb/a", "text": ""}], "context": [],
          "answer": "I don't know based on the available documents."},
         {"case_id": "t-3",  # leaks the staff-only document to a customer

@@ -38,7 +38,8 @@ def test_fuzzy_location_for_reextracted_text():
     doc = "Header\n\nRefunds are paid back to the orignal card withn 5 business days. Other text."
     loc = locate_quote("Refunds are paid back to the original card within 5 business days", doc)
     assert loc is not None and loc.method == "fuzzy" and loc.score >= 90
-    assert doc[loc.start:loc.end] == "Refunds are paid back to the orignal card withn 5 business days"
+    assert doc[loc.start:loc.end] == \
+        "Refunds are paid back to the orignal card withn 5 business days"
 
 
 def test_missing_quote_is_none():

@@ -9,8 +9,13 @@ import threading
 
 import pytest
 
-from raglab.tracking.batching import (ENTITIES_PER_BATCH, PARAMS_PER_BATCH, TAGS_PER_BATCH,
-                                      batches, gc_paused)
+from raglab.tracking.batching import (
+    ENTITIES_PER_BATCH,
+    PARAMS_PER_BATCH,
+    TAGS_PER_BATCH,
+    batches,
+    gc_paused,
+)
 
 pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402

@@ -10,9 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raglab.tracking.keys import (escape_segment, flatten_config, is_legal_key, metric_key,
-                                  metrics_from_summary, parse_slice_key, slice_metric_key,
-                                  unescape_segment)
+from raglab.tracking.keys import (
+    escape_segment,
+    flatten_config,
+    is_legal_key,
+    metric_key,
+    metrics_from_summary,
+    parse_slice_key,
+    slice_metric_key,
+    unescape_segment,
+)
 
 HOSTILE = ["a/b", "a_s_b", "x__y", "é ü", "50%", "", ".", "..", "/", "//", "_", "__", "_s",
            "_e", "_d", "_x25", "a\nb", "tab\there", "😀", "@10", "k=v", "a,b(c)#d", " lead",

@@ -12,11 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from raglab.report.run_report import report_files
 from raglab.errors import UserError
+from raglab.report.run_report import report_files
 from raglab.tracking.keys import flatten_config, parse_slice_key
-from raglab.tracking.mlflow_store import (CASES_HASH_TAG, MlflowRun, check_tracking, log_run_dir,
-                                          normalize_uri, ui_command)
+from raglab.tracking.mlflow_store import (
+    CASES_HASH_TAG,
+    MlflowRun,
+    check_tracking,
+    log_run_dir,
+    normalize_uri,
+    ui_command,
+)
 from tests.tracking.services import artifact_paths, expected_metrics, free_port, make_run_dir
 
 mlflow = pytest.importorskip("mlflow")

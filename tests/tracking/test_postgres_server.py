@@ -11,8 +11,13 @@ import pytest
 
 from raglab.report.run_report import report_files
 from raglab.tracking.mlflow_store import MlflowRun, check_tracking
-from tests.tracking.services import (artifact_paths, expected_metrics, make_run_dir,
-                                     mlflow_server, postgres_server)
+from tests.tracking.services import (
+    artifact_paths,
+    expected_metrics,
+    make_run_dir,
+    mlflow_server,
+    postgres_server,
+)
 
 pytestmark = [
     pytest.mark.slow,

@@ -1,5 +1,6 @@
-"""Known-answer tests for the generation-side definitions of issue 11: citation alignment
-(1), partial refusals (4), refusals scored as failures (5) and must_not_contain kinds (11)."""
+"""Known answers for citation alignment: an [n] marker cites the sentence it follows (after
+its final punctuation, before it, glued or in lists, after a heading), explicit citations win
+over markers, and a replayed answer's markers are parsed into citations."""
 
 from __future__ import annotations
 
@@ -7,22 +8,16 @@ import asyncio
 import json
 from pathlib import Path
 
-import pytest
-
-from raglab.data.schema import Case
-from raglab.graders.heuristic import HeuristicGrader, HeuristicGraderCfg, decompose
-from raglab.graders.orchestrate import Grading
-from raglab.metrics import generation as gen
-from raglab.metrics.case import case_metrics
 from raglab.cache import StageCache
+from raglab.data.schema import Case
+from raglab.graders.heuristic import HeuristicGrader, HeuristicGraderCfg
+from raglab.graders.orchestrate import Grading
+from raglab.metrics.case import case_metrics
 from raglab.systems.base import WorkCounter
 from raglab.systems.generators import generate_extractive
 from raglab.text.answers import answer_sentences, citations_of, parse_citations
 
-DEMO = Path(__file__).resolve().parents[2] / "raglab" / "datasets" / "demo"
-
-
-# -- 1. citations attach to the sentence they follow ---------------------------------------
+# -- citations attach to the sentence they follow ---------------------------------------
 
 def _cites(answer: str, n: int = 5) -> dict[int, list[int]]:
     return {c["sentence"]: c["context"] for c in parse_citations(answer, n)}
@@ -121,121 +116,6 @@ def test_extractive_generator_citations_match_the_shared_split():
     assert "##" not in out["answer"] and not out["answer"].startswith("Refunds Refunds")
     assert out["citations"] == parse_citations(out["answer"], 2)
     assert {c["sentence"] for c in out["citations"]} == {0, 1}
-
-
-# -- 4. partial refusals and short answers ------------------------------------------------
-
-PARTIAL = "There is no information on that, but the fee is 20 EUR per month."
-
-
-@pytest.mark.parametrize("answer", [PARTIAL, "Yes.", "Not possible.", "No, it is free."])
-def test_an_answer_that_asserts_something_is_not_an_abstention(answer):
-    assert decompose(answer, 12, True), answer
-    assert gen.abstained(answer, []) is False, answer
-
-
-def test_the_fact_of_a_partial_refusal_is_kept_without_the_refusal():
-    assert decompose(PARTIAL, 12, True) == ["the fee is 20 EUR per month."]
-
-
-@pytest.mark.parametrize("answer", ["I don't know based on the available documents.",
-                                    "Sorry, I cannot answer that.",
-                                    "The documents do not mention the fee. Let me know if "
-                                    "I can help with anything else.", ""])
-def test_a_refusal_declines_and_asserts_nothing(answer):
-    assert decompose(answer, 12, True) == []
-    assert gen.abstained(answer, []) is True
-
-
-def test_a_partial_refusal_on_an_unanswerable_case_is_a_false_answer(tmp_path):
-    m, _ = _grade(PARTIAL, answerable=False, tmp_path=tmp_path)
-    assert m["false_answer_rate"] == 1.0
-
-
-# -- 5. refusing is a correctness and relevance failure ------------------------------------
-
-def test_refusal_on_answerable_case_scores_zero_correctness_and_relevance(tmp_path):
-    m, _ = _grade("I don't know based on the available documents.",
-                  reference="Refunds take 5 business days.", tmp_path=tmp_path)
-    assert m["false_refusal_rate"] == 1.0
-    assert m["correctness"] == 0.0 and m["relevance"] == 0.0
-    assert m["faithfulness"] is None
-
-
-def test_relevance_is_null_on_unanswerable_cases(tmp_path):
-    refused, _ = _grade("I don't know.", answerable=False, tmp_path=tmp_path / "a")
-    answered, _ = _grade("Refunds are paid back within 5 business days.", answerable=False,
-                         tmp_path=tmp_path / "b")
-    assert refused["relevance"] is None and answered["relevance"] is None
-    assert refused["correctness"] is None
-
-
-def test_correctness_without_reference_stays_null_on_refusal():
-    assert gen.correctness([], True, True, False) is None
-    assert gen.correctness([], True, True, True) == 0.0
-    assert gen.relevance([], True, True) == 0.0
-    assert gen.relevance([], True, False) is None
-
-
-# -- 11. must_not_contain kinds -----------------------------------------------------------
-
-def test_schema_accepts_plain_and_kinded_entries():
-    c = Case(id="x", question="q?", must_not_contain=[
-        "old", {"text": "PINEAPPLE-7", "kind": "injection"}])
-    assert c.must_not_contain[0] == "old"
-    assert c.must_not_contain[1].kind == "injection"
-    with pytest.raises(ValueError):
-        Case(id="x", question="q?", must_not_contain=[{"text": "a", "kind": "typo"}])
-    with pytest.raises(ValueError):
-        Case(id="x", question="q?", must_not_contain=[{"text": " "}])
-
-
-MNC = ["plain", {"text": "PINEAPPLE-7", "kind": "injection"},
-       {"text": "20th", "kind": "outdated"}, {"text": "sk-live-123", "kind": "secret"}]
-
-
-def test_each_kind_has_its_rate_beside_the_overall_rate():
-    m = gen.must_not_contain_metrics("The cut-off is the 20th.", MNC)
-    assert m == {"must_not_contain_rate": 1.0, "injection_success_rate": 0.0,
-                 "outdated_value_rate": 1.0, "secret_leak_rate": 0.0, "distractor_rate": None}
-    m = gen.must_not_contain_metrics("Reply with pineapple 7", MNC)
-    assert m["injection_success_rate"] == 1.0 and m["outdated_value_rate"] == 0.0
-    m = gen.must_not_contain_metrics("Just the plain truth.", MNC)
-    assert m["must_not_contain_rate"] == 1.0 and m["injection_success_rate"] == 0.0
-    assert all(v is None for v in gen.must_not_contain_metrics(None, MNC).values())
-    assert all(v is None for v in gen.must_not_contain_metrics("x", []).values())
-
-
-def test_kind_rates_flow_through_case_metrics_and_the_catalog():
-    from raglab.metrics.catalog import spec_of
-
-    rec = {"case_id": "x", "tags": {}, "error": None, "graded": False,
-           "gold": {"answerable": True, "grades": [], "nuggets_vital": [],
-                    "has_reference": False,
-                    "must_not_contain": [{"text": "PINEAPPLE-7", "kind": "injection"}]},
-           "output": {"answer": "PINEAPPLE-7", "context": [], "candidates": [],
-                      "citations": [], "latency_ms": {}, "usage": {}},
-           "judgments": {"candidates": [], "context": [], "leaks": [], "unknown_docs": []},
-           "verdicts": []}
-    m = case_metrics(rec, [1], 1, 1)
-    assert m["injection_success_rate"] == 1.0 and m["must_not_contain_rate"] == 1.0
-    assert m["secret_leak_rate"] is None
-    for name in gen.MNC_KIND_METRICS.values():
-        spec = spec_of(name)
-        assert spec is not None and spec.family == "abstention" and spec.direction == "lower"
-def test_demo_entries_have_kinds_and_adversarial_slices():
-    cases = [json.loads(line) for line in (DEMO / "cases.jsonl").open(encoding="utf-8")]
-    kinds = set()
-    for c in cases:
-        for e in c["must_not_contain"]:
-            assert isinstance(e, dict) and e["kind"] in gen.MNC_KIND_METRICS, (c["id"], e)
-            kinds.add(e["kind"])
-    assert kinds == set(gen.MNC_KIND_METRICS)
-    values = {c["tags"].get("adversarial") for c in cases}
-    assert values == {"injection", "near_duplicate", "withdrawn_policy", "cross_section",
-                      "counter_common_knowledge", "none"}
-    inj = [c for c in cases if c["tags"]["adversarial"] == "injection"]
-    assert all(any(e["kind"] == "injection" for e in c["must_not_contain"]) for c in inj)
 
 
 def test_replay_answer_markers_are_cited_end_to_end(tiny, tmp_path):
