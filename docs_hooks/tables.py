@@ -64,7 +64,7 @@ def config_choices_table() -> str:
 
     rows = ["| group | choice | setting | default |", "|---|---|---|---|"]
     for group in COMPONENT_GROUPS:
-        for name, entry in sorted(registry.entries(group).items()):
+        for _, entry in sorted(registry.entries(group).items()):
             fields = [(key, f) for key, f in entry.config.model_fields.items() if key != "name"]
             if not fields:
                 rows.append(f"| `{group}` | `{entry.name}` | – | |")

@@ -43,7 +43,8 @@ def _slug(heading: str) -> str:
 
 
 def _anchors(page: Path) -> set[str]:
-    return {_slug(m.group("text")) for m in _HEADING.finditer(_FENCE.sub("", page.read_text("utf-8")))}
+    text = _FENCE.sub("", page.read_text("utf-8"))
+    return {_slug(m.group("text")) for m in _HEADING.finditer(text)}
 
 
 def _links(page: Path) -> list[str]:
@@ -57,7 +58,8 @@ def test_the_readme_is_a_front_door():
 
 def test_the_readme_keeps_both_set_up_commands():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "python3.11 -m venv .venv && . .venv/bin/activate && pip install -e . && raglab run\n" in text
+    assert ("python3.11 -m venv .venv && . .venv/bin/activate && pip install -e . "
+            "&& raglab run\n") in text
     test_command = ('python3.11 -m venv .venv && . .venv/bin/activate && pip install -e '
                     '".[test,dense,ray]" && python -m pytest && python -m pytest -m slow\n')
     assert test_command in text
