@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 from raglab.commands.common import conf_dir, fail
 
@@ -100,7 +101,8 @@ def task(dict_cfg) -> None:
     run_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
     try:
         resolved = OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True)
-        cfg = parse_run_config(resolved)
+        assert isinstance(resolved, dict)  # a composed config is a mapping
+        cfg = parse_run_config(cast(dict[str, Any], resolved))
     except MissingMandatoryValue as e:
         _drop_empty(run_dir)
         fail(f"config {e.full_key}: missing value (set it with {e.full_key}=...)", 2)

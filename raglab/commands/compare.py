@@ -134,7 +134,7 @@ def run_pair(args, cfg) -> None:
     paths = write_outputs(out, files)
     print(render_terminal(comp))
     print(f"wrote {out}/compare.md, compare.html, compare.json")
-    if cand.mlflow_run_id:
+    if cand.mlflow_run_id and cand.tracking_uri:
         from raglab.tracking.mlflow_store import log_files_to_run
 
         log_files_to_run(cand.mlflow_run_id, cand.tracking_uri, paths, artifact_path="compare",

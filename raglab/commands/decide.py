@@ -121,7 +121,7 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
         f"{stem}.md": render_record(record)})
     print(_terminal(record))
     print(f"wrote {paths[1]} and {paths[0].name}")
-    if cand.mlflow_run_id:
+    if cand.mlflow_run_id and cand.tracking_uri:
         from raglab.tracking.mlflow_store import log_files_to_run
 
         log_files_to_run(cand.mlflow_run_id, cand.tracking_uri, paths, artifact_path="decision",

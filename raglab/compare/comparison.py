@@ -197,7 +197,7 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
     families = {f for f in map(family_of, names) if f}
     versions, bad = _check_versions(baseline, candidate, families, allow_version_mismatch,
                                     warnings)
-    metrics = {}
+    metrics: dict[str, dict[str, Any]] = {}
     for n in names:
         spec = spec_of(n)
         metrics[n] = {"family": spec.family if spec else None,
@@ -209,7 +209,9 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
     B, C = _matrix(baseline, ids, names), _matrix(candidate, ids, names)
     groups: list[tuple[tuple[str, str] | None, Any]] = [(None, np.arange(len(ids)))]
     groups += [(key, np.asarray(idx)) for key, idx in _slice_groups(baseline, ids).items()]
-    rows, info, slices = [], [], []
+    rows: list[dict[str, Any]] = []
+    info: list[dict[str, Any]] = []
+    slices: list[dict[str, Any]] = []
     tables = [paired_table(B[idx], C[idx], kinds, directions, confidence=cfg.confidence,
                            n_resamples=cfg.n_bootstrap, seed=cfg.seed) for _, idx in groups]
     for (key, idx), stats in zip(groups, tables):
@@ -303,9 +305,9 @@ def flipped_cases(b: RunSource, c: RunSource, ids: list[str], cfg: CompareCfg) -
     qs = questions(c, wanted) or questions(b, wanted)
     out = {}
     for metric, flips in found.items():
+        spec = spec_of(metric)
         entry: dict[str, Any] = {"threshold": cfg.flip_thresholds[metric],
-                                 "direction": spec_of(metric).direction
-                                 if spec_of(metric) else "higher"}
+                                 "direction": spec.direction if spec else "higher"}
         for way, lst in flips.items():
             entry[f"n_{way}"] = len(lst)
             entry[way] = [{
@@ -334,7 +336,7 @@ def diagnosis_counts(b: RunSource, c: RunSource, ids: list[str]) -> dict:
     """Cases per diagnosis cause in each run, overall and per slice (a case with several
     causes counts once under each)."""
     bid, cid = b.by_id(), c.by_id()
-    overall = {"baseline": Counter(), "candidate": Counter()}
+    overall: dict[str, Counter] = {"baseline": Counter(), "candidate": Counter()}
     per: dict[str, dict[str, dict[str, Counter]]] = defaultdict(
         lambda: defaultdict(lambda: {"baseline": Counter(), "candidate": Counter()}))
     for case in ids:

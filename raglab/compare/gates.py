@@ -179,7 +179,8 @@ def load_gate_set(name: str, overrides: list[str], conf_root: Any) -> tuple[str,
     try:
         with initialize_config_dir(config_dir=str(conf_root), version_base="1.3"):
             cfg = compose(config_name=None, overrides=[f"+gates={name}", *overrides])
-        data = OmegaConf.to_container(cfg, resolve=True).get("gates")
+        container = OmegaConf.to_container(cfg, resolve=True)
+        data = container.get("gates") if isinstance(container, dict) else None
     except (HydraException, OmegaConfBaseException) as e:
         raise UserError(" ".join(str(e).split()), file=source) from None
     return name, parse_gate_set(data, source), source

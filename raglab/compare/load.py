@@ -53,7 +53,7 @@ class RunSource:
         return None
 
     def dataset_cases(self) -> Path | None:
-        ds = self.config.get("dataset") if isinstance(self.config.get("dataset"), dict) else {}
+        ds = self.config["dataset"] if isinstance(self.config.get("dataset"), dict) else {}
         cases = ds.get("cases")
         if not cases:
             return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from raglab.compare.comparison import Comparison, compare_runs, passes
 from raglab.compare.config import CompareCfg
@@ -140,7 +141,7 @@ def always_failing(jobs: list[Job], cfg: CompareCfg) -> list[dict]:
     """Cases that fail a flip metric under every job where it applies (and it applies in
     each): no configuration of the sweep passes them."""
     ids = [cid for cid in jobs[0].source.by_id() if all(cid in j.source.by_id() for j in jobs)]
-    out = []
+    out: list[dict[str, Any]] = []
     for cid in ids:
         failed = []
         for metric, t in cfg.flip_thresholds.items():

@@ -59,8 +59,8 @@ def loads(text: str | bytes, from_utf8: bool = False) -> Any:
         escaped = may_escape_surrogate(text)
         brackets = text.count(b"{") + text.count(b"[")
     else:
-        escaped = ("\\" in text and _SURROGATE_ESCAPE.search(text)) \
-            or (not from_utf8 and _SURROGATE.search(text))
+        escaped = bool(("\\" in text and _SURROGATE_ESCAPE.search(text))
+                       or (not from_utf8 and _SURROGATE.search(text)))
         brackets = text.count("{") + text.count("[")
     if escaped or brackets > MAX_DEPTH:
         check(obj)

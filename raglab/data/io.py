@@ -7,7 +7,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import IO, Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -202,8 +202,9 @@ def atomic_write_text(path: str | Path, text: str | bytes, scrubbed: bool = Fals
         raise storage_error(e, p.name, p) from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w",
-                       **({} if isinstance(text, bytes) else {"encoding": "utf-8"})) as fh:
+        fh: IO[Any] = os.fdopen(fd, "wb") if isinstance(text, bytes) \
+            else os.fdopen(fd, "w", encoding="utf-8")
+        with fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())

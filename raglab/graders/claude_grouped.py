@@ -3,12 +3,22 @@ their structured-output schemas and their strict parsing."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS
 from raglab.graders.grouped import GROUP_FAMILIES
-from raglab.graders.prompting import (RELEVANCE_SCHEMA, _items, _numbered, _obj, _passages,
-                                      parse_claims, parse_items, parse_relevance, passage_of)
+from raglab.graders.prompting import (
+    RELEVANCE_SCHEMA,
+    _items,
+    _numbered,
+    _obj,
+    _passages,
+    parse_claims,
+    parse_items,
+    parse_relevance,
+    passage_of,
+)
 
 GROUPED_PROMPTS = tuple(GROUP_FAMILIES)
 
@@ -48,6 +58,8 @@ class GroupedCalls:
 
     cfg: Any
     prompts: dict[str, str]
+    _request: Callable[..., Any]        # the grader's: one structured request
+    _ask: Callable[..., Awaitable[Any]]  # the grader's: send it and parse the answer
 
     def groups(self) -> set[str]:
         if self.cfg.verification != "batched":
@@ -105,7 +117,7 @@ class GroupedCalls:
 
         corr, nug, rel = await self._ask(req, parse)
         if blank:
-            corr_out = [["NOT_FOUND", None, None] for _ in ref_claims]
+            corr_out: list[list[Any]] = [["NOT_FOUND", None, None] for _ in ref_claims]
         else:
             corr_out = [[lab, ev, passage_of(ev, [answer])] for lab, ev in corr]
         return [corr_out, nug, rel]

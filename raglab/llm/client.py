@@ -329,8 +329,10 @@ class LLMClient:
                 batch = await sdk.messages.batches.retrieve(batch.id)
             results = await sdk.messages.batches.results(batch.id)
             async for item in results:
-                p = by_id.pop(item.custom_id, None)
-                if p is None or p.future.done():
+                if item.custom_id not in by_id:
+                    continue
+                p = by_id.pop(item.custom_id)
+                if p.future.done():
                     continue
                 r = item.result
                 if r.type == "succeeded":

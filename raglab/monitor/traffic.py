@@ -166,7 +166,8 @@ def _read_run_dir(d: Path) -> Traffic:
         if not out or out.get("answer") is None:
             t.bad.append(f"{records}:{i} case {cid}: no answer (the system produced nothing)")
             continue
-        obj = {**out, "id": cid, "question": questions.get(cid, ""), "timestamp": ts}
+        obj = {**out, "id": cid, "question": questions.get(cid, "") if isinstance(cid, str) else "",
+               "timestamp": ts}
         try:
             t.lines.append((i, TrafficLine.model_validate(obj)))
         except ValidationError as e:

@@ -68,7 +68,7 @@ def run_report_html(title: str, metrics: Mapping[str, Any], cfg: Mapping[str, An
                     diffs: Sequence[tuple[str, Any, Any]] | None, plots: Sequence[Path],
                     head: Sequence[str] | None = None) -> str:
     overall = metrics.get("overall") or {}
-    ds = cfg.get("dataset") if isinstance(cfg.get("dataset"), Mapping) else {}
+    ds = cfg["dataset"] if isinstance(cfg.get("dataset"), Mapping) else {}
     body = [f"<h1>{escape(title)}</h1>",
             f"<p class=\"sub\">raglab run report · dataset {escape(str(ds.get('name', 'n/a')))}"
             f" · {fmt(metrics.get('n_cases'))} cases scored · "

@@ -29,7 +29,8 @@ DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20240917
 
 
-def confusion_matrix(ref: Sequence[int], other: Sequence[int], k: int) -> np.ndarray:
+def confusion_matrix(ref: Sequence[int] | np.ndarray, other: Sequence[int] | np.ndarray,
+                     k: int) -> np.ndarray:
     """``k x k`` counts: ``[i, j]`` = items the reference put in ``i`` and the other in ``j``."""
     r, o = np.asarray(ref, dtype=np.int64), np.asarray(other, dtype=np.int64)
     if r.shape != o.shape:
@@ -63,7 +64,7 @@ def _kappa_stack(cms: np.ndarray, weights: str | None) -> np.ndarray:
     return np.where(expected_d > 1e-12, out, np.nan)
 
 
-def _none(x: float) -> float | None:
+def _none(x: Any) -> float | None:
     return None if x is None or not np.isfinite(x) else float(x)
 
 
@@ -201,7 +202,7 @@ def agreement_summary(ref: Sequence[int], other: Sequence[int], labels: Sequence
                         "counts": cm.astype(int).tolist(),
                         "ci_low": [[_none(x) for x in row] for row in lo.tolist()],
                         "ci_high": [[_none(x) for x in row] for row in hi.tolist()]}
-    if lenient is not None:
+    if lenient is not None and len_codes is not None:
         out["leniency"] = {**est("leniency"), "human": list(lenient[0]), "grader": lenient[1],
                            "n": int(cm[len_codes[0], :].sum())}
     out["bootstrap"] = {"resamples": n_resamples, "seed": seed, "level": level,

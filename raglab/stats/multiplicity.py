@@ -22,7 +22,7 @@ def adjust_pvalues(p: Sequence[float | None], method: str = "holm") -> list[floa
     if method not in METHODS:
         raise ValueError(f"unknown p-value adjustment {method!r} (one of {', '.join(METHODS)})")
     idx = [i for i, v in enumerate(p) if v is not None]
-    vals = np.array([float(p[i]) for i in idx], dtype=np.float64)
+    vals = np.array([p[i] for i in idx], dtype=np.float64)
     if vals.size and not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in vals):
         raise ValueError("p-values must be finite and in [0, 1]")
     out: list[float | None] = [None] * len(p)

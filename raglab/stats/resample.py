@@ -218,7 +218,7 @@ def lattice_step(D: np.ndarray, max_decimals: int = 6) -> np.ndarray:
     D = np.abs(D)
     step = np.zeros(D.shape[1])
     head = D[:64] * 10.0 ** max_decimals        # a cheap first look rules out most
-    todo = (np.abs(head - np.rint(head)) <= 1e-6 + 1e-12 * head).all(axis=0)
+    todo = np.asarray((np.abs(head - np.rint(head)) <= 1e-6 + 1e-12 * head).all(axis=0))
     for decimals in range(max_decimals + 1):
         if not todo.any():
             break

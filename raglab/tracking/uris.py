@@ -129,8 +129,8 @@ def check_tracking(uri: str) -> None:
         try:
             engine = sqlalchemy.create_engine(uri, connect_args=args,
                                               poolclass=sqlalchemy.pool.NullPool)
-            with engine.connect() as conn:
-                conn.execute(sqlalchemy.text("SELECT 1"))
+            with engine.connect() as db:
+                db.execute(sqlalchemy.text("SELECT 1"))
             engine.dispose()
         except ModuleNotFoundError as exc:
             hint = " (use postgresql+psycopg://)" if scheme.startswith("postgres") else ""
