@@ -14,14 +14,14 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field, StrictInt, ValidationError, create_model, model_validator
 
 from raglab import registry
+from raglab.components import GROUPS
 from raglab.data.io import first_problem
 from raglab.data.schema import Strict
 from raglab.errors import ConfigError
 from raglab.metrics.diagnosis import DiagnosisCfg
 
 #: the config groups that map to code (one registered class per choice)
-COMPONENT_GROUPS = ("system", "chunker", "embedder", "reranker", "generator", "grader",
-                    "tracking")
+COMPONENT_GROUPS = GROUPS
 
 
 # ---- dataset -----------------------------------------------------------------------------

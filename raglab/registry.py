@@ -1,69 +1,87 @@
 """One hop from a config choice to its code, the same for every group.
 
-``conf/GROUP/NAME.yaml`` says ``name: NAME``; the class (or factory) that implements it is
-registered under ``(GROUP, NAME)`` together with its typed config schema, in the module
-that implements it::
+``conf/GROUP/NAME.yaml`` says ``name: NAME``; the class that implements it subclasses its
+group's protocol (:mod:`raglab.components`) and is registered under ``(GROUP, NAME)``
+together with its typed config schema, in the module that implements it::
 
     class FixedChunkerCfg(Section):
         name: Literal["fixed"]
         size: int
 
     @register("chunker", "fixed", config=FixedChunkerCfg)
-    class FixedChunker:
-        def __init__(self, cfg: FixedChunkerCfg): ...
+    class FixedChunker(Chunker):
+        def chunk(self, doc_id, text): ...
 
-``GROUPS`` lists where each group's components live; a package stands for every module in
-it (so adding an embedder is one module in ``raglab/systems/index/`` and one YAML file).
-They are imported on the first lookup of their group, never at ``import raglab``; looking up
-one choice imports only the module named like it, when there is one (``entries`` imports
-the whole group). Modules
-outside raglab register the same way and are imported through the run's ``plugins`` list.
-An unknown name is a :class:`~raglab.errors.ConfigError` listing the valid ones: there is
-no default choice.
+Every factory is called the same way, ``factory(section_cfg, ctx)`` with the run's
+:class:`~raglab.components.BuildContext` (:func:`build`).
 
-Optional hooks a registered class may define (looked up with :func:`hook`):
-``preflight(run_cfg)`` (checks before any work: keys, extras, files), and group-specific
-ones documented with each group's base (for example ``load_prompts`` of graders).
+Discovery, one mechanism for every group: a component is a module that registers it.
+raglab's own modules are found by their ``@register("GROUP", "NAME", ...)`` lines in the
+packages of :data:`BUILTIN_PACKAGES` (read, not imported), so looking up one choice
+imports only the module that registers it, never at ``import raglab``. Modules outside
+raglab register the same way and are imported through the entry points of the group
+``raglab.plugins`` (each names a module) and the run's ``plugins`` list. An unknown name
+is a :class:`~raglab.errors.ConfigError` listing the valid ones: there is no default
+choice; a plugin that registers a name raglab's own components use is one too.
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from raglab.components import CONTRACTS, GROUPS, NO_CONTEXT, BuildContext
 from raglab.errors import ConfigError
 
-#: group -> the modules (or packages: every module in them) that register its choices
-GROUPS: dict[str, tuple[str, ...]] = {
-    "system": ("raglab.systems.reference", "raglab.systems.replay", "raglab.systems.http",
-               "raglab.systems.python"),
-    "chunker": ("raglab.systems.chunkers",),
-    "embedder": ("raglab.systems.index",),
-    "reranker": ("raglab.systems.rerankers",),
-    "generator": ("raglab.systems.generators",),
-    "grader": ("raglab.graders.heuristic", "raglab.graders.claude", "raglab.graders.none"),
-    "tracking": ("raglab.runner.tracker",),
-}
+#: the packages whose modules register raglab's own components
+BUILTIN_PACKAGES = ("raglab.systems", "raglab.graders", "raglab.tracking")
+#: the entry-point group of third-party component modules
+ENTRY_POINT_GROUP = "raglab.plugins"
+_DECLARED = re.compile(r'^@register\(\s*"(\w+)"\s*,\s*"([\w.-]+)"', re.MULTILINE)
 
 
 @dataclass(frozen=True)
 class Entry:
     group: str
     name: str
-    factory: Callable[..., Any]
+    factory: Any  # the registered class: ``factory(section_cfg, ctx)``
     config: type  # the pydantic schema of this choice (its ``name`` is a Literal)
 
 
 _ENTRIES: dict[str, dict[str, Entry]] = {g: {} for g in GROUPS}
-_LOADED: set[str] = set()
+_LOADED: set[str] = set()  # groups whose every built-in and plugin module is imported
+_BUILTINS: dict[tuple[str, str], str] | None = None
+_ENTRY_POINTS_LOADED = False
 _generation = 0  # bumped on every registration (config schemas are rebuilt after one)
 
 
+def builtins() -> dict[tuple[str, str], str]:
+    """``{(group, name): module}`` of raglab's own components, from their ``@register``
+    lines (the source is read once, nothing is imported)."""
+    global _BUILTINS
+    if _BUILTINS is None:
+        found: dict[tuple[str, str], str] = {}
+        root = Path(__file__).resolve().parent.parent
+        for package in BUILTIN_PACKAGES:
+            for path in sorted((root / package.replace(".", "/")).rglob("*.py")):
+                text = path.read_text(encoding="utf-8")
+                if "@register(" not in text:
+                    continue
+                rel = path.relative_to(root).with_suffix("")
+                module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+                for group, name in _DECLARED.findall(text):
+                    found[(group, name)] = module
+        _BUILTINS = found
+    return _BUILTINS
+
+
 def register(group: str, name: str, *, config: type) -> Callable[[Any], Any]:
-    """Class (or factory) decorator: ``config`` is the typed schema of this choice."""
+    """Class decorator: ``config`` is the typed schema of this choice; the class subclasses
+    the group's protocol (:data:`raglab.components.CONTRACTS`)."""
     if group not in GROUPS:
         raise ValueError(f"unknown component group {group!r} (groups: {', '.join(GROUPS)})")
     field = getattr(config, "model_fields", {}).get("name")
@@ -72,11 +90,20 @@ def register(group: str, name: str, *, config: type) -> Callable[[Any], Any]:
 
     def deco(factory: Any) -> Any:
         global _generation
+        where = f"{factory.__module__}.{factory.__qualname__}"
+        owner = builtins().get((group, name))
+        if owner is not None and owner != factory.__module__:
+            raise ValueError(f"{group} {name!r} is already registered by {owner} "
+                             f"(raglab's own), not {where}")
         old = _ENTRIES[group].get(name)
         if old is not None and (old.factory.__module__, old.factory.__qualname__) != (
                 factory.__module__, factory.__qualname__):
             raise ValueError(f"{group} {name!r} is already registered by "
                              f"{old.factory.__module__}.{old.factory.__qualname__}")
+        contract = CONTRACTS[group]
+        if not (isinstance(factory, type) and contract in factory.__mro__):
+            raise ValueError(f"{where} must be a class subclassing "
+                             f"raglab.components.{contract.__name__}")
         _ENTRIES[group][name] = Entry(group, name, factory, config)
         _generation += 1
         return factory
@@ -84,49 +111,52 @@ def register(group: str, name: str, *, config: type) -> Callable[[Any], Any]:
     return deco
 
 
-def _import_group(group: str) -> None:
-    if group in _LOADED:
-        return
-    for modname in GROUPS[group]:
-        module = importlib.import_module(modname)
-        if hasattr(module, "__path__"):  # a package: every module in it
-            for info in pkgutil.iter_modules(module.__path__):
-                if not info.name.startswith("_"):
-                    importlib.import_module(f"{modname}.{info.name}")
-    _LOADED.add(group)
+def _import_plugin(modname: str, where: str) -> None:
+    """Import a module that registers components (``where``: how it was named)."""
+    try:
+        importlib.import_module(modname)
+    except ImportError as e:
+        raise ConfigError(f"{where}: cannot import {modname!r}: {e}") from None
+    except ValueError as e:
+        if "already registered" not in str(e):
+            raise
+        m = re.match(r"(\w+) ('[^']*') is already registered by \S+ \(raglab's own\)", str(e))
+        if m:
+            raise ConfigError(f"{where}: {modname!r} registers {m.group(1)} {m.group(2)}, "
+                              "a name raglab's own components use; choose another name"
+                              ) from None
+        raise ConfigError(f"{where}: {modname!r}: {e}") from None
 
 
 def import_plugins(modules: Iterable[str]) -> None:
-    """Import the user's modules that register components (the run's ``plugins``). A plugin
-    that registers a name raglab's own components already use is a ConfigError, whether or
-    not the built-in module was imported yet."""
+    """Import the user's modules that register components (the run's ``plugins``)."""
     for modname in modules:
-        before = {g: set(e) for g, e in _ENTRIES.items()}
-        try:
-            importlib.import_module(modname)
-            for group, names in _ENTRIES.items():
-                for name in sorted(set(names) - before[group]):
-                    if group in _LOADED:
-                        continue
-                    try:
-                        _import_named(group, name)  # raises if a built-in has the name
-                    except ValueError:
-                        raise ConfigError(f"config plugins: {modname!r} registers {group} "
-                                          f"{name!r}, a name raglab's own components use; "
-                                          "choose another name") from None
-        except ImportError as e:
-            raise ConfigError(f"config plugins: cannot import {modname!r}: {e}") from None
-        except ValueError as e:
-            if "already registered" not in str(e):
-                raise
-            raise ConfigError(f"config plugins: {modname!r}: {e}") from None
+        _import_plugin(modname, "config plugins")
+
+
+def _entry_points() -> None:
+    """Import the modules named by the entry points of :data:`ENTRY_POINT_GROUP` (once)."""
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
+    _ENTRY_POINTS_LOADED = True
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        _import_plugin(ep.value.split(":")[0].strip(),
+                       f"entry point {ENTRY_POINT_GROUP} {ep.name!r}")
 
 
 def entries(group: str) -> dict[str, Entry]:
     """Every registered choice of a group, by name."""
     if group not in GROUPS:
         raise ValueError(f"unknown component group {group!r}")
-    _import_group(group)
+    if group not in _LOADED:
+        for (g, _), module in sorted(builtins().items()):
+            if g == group:
+                importlib.import_module(module)
+        _entry_points()
+        _LOADED.add(group)
     return dict(_ENTRIES[group])
 
 
@@ -134,48 +164,25 @@ def choices(group: str) -> list[str]:
     return sorted(entries(group))
 
 
-def _import_named(group: str, name: str) -> None:
-    """Import only the module that is named like the choice (``raglab.systems.replay`` for
-    ``system=replay``, ``raglab.systems.index.bm25`` for ``embedder=bm25``), when there is
-    one: looking up one choice need not import every other (and their dependencies)."""
-    import importlib.util
-
-    for modname in GROUPS[group]:
-        spec = importlib.util.find_spec(modname)
-        if spec is None:
-            continue
-        if modname.rsplit(".", 1)[-1] == name:
-            importlib.import_module(modname)
-        elif spec.submodule_search_locations:  # a package: its module named like the choice
-            try:
-                found = importlib.util.find_spec(f"{modname}.{name}")
-            except ModuleNotFoundError:
-                found = None
-            if found is not None:
-                importlib.import_module(f"{modname}.{name}")
-
-
 def entry(group: str, name: str) -> Entry:
     if group not in GROUPS:
         raise ValueError(f"unknown component group {group!r}")
-    if name not in _ENTRIES[group] and group not in _LOADED and isinstance(name, str) \
-            and name.isidentifier():
-        _import_named(group, name)
-    found = _ENTRIES[group].get(name) or entries(group).get(name)
+    found = _ENTRIES[group].get(name)
+    if found is None and isinstance(name, str):
+        module = builtins().get((group, name))
+        if module is not None:  # only the module that registers this choice
+            importlib.import_module(module)
+        found = _ENTRIES[group].get(name) or entries(group).get(name)
     if found is None:
         valid = ", ".join(repr(n) for n in choices(group))
         raise ConfigError(f"config {group}: unknown choice {name!r} (valid: {valid})")
     return found
 
 
-def build(group: str, cfg: Any, *args: Any, **kwargs: Any) -> Any:
-    """The component of ``cfg.name`` in ``group``, made from its config section."""
-    return entry(group, cfg.name).factory(cfg, *args, **kwargs)
-
-
-def hook(group: str, name: str, hook_name: str, default: Any = None) -> Any:
-    """A registered choice's optional hook (a class attribute or method), or ``default``."""
-    return getattr(entry(group, name).factory, hook_name, default)
+def build(group: str, cfg: Any, ctx: BuildContext = NO_CONTEXT) -> Any:
+    """The component of ``cfg.name`` in ``group``, made from its config section and the
+    build context: ``factory(cfg, ctx)``, the same for every group."""
+    return entry(group, cfg.name).factory(cfg, ctx)
 
 
 def generation() -> int:

@@ -3,7 +3,7 @@
     cli -> commands -> runner / calibration / monitor / cases (the commands' logic)
         -> compare (comparisons, sweeps, gates, decisions)
         -> systems / graders / tracking / report (a run's report) / calibration.records
-        -> config -> metrics -> data -> stats -> llm / registry
+        -> config -> metrics -> data -> stats -> llm / registry -> components
         -> cache / text / secrets / report.format -> errors
 
 Tracking is handed the files it logs (a run's report among them) and imports no report;
@@ -40,6 +40,7 @@ LAYERS: dict[str, float] = {
     "raglab.data": 4,
     "raglab.stats": 3,
     "raglab.llm": 2, "raglab.registry": 2,
+    "raglab.components": 1.5,  # the component contracts and the build context
     "raglab.cache": 1, "raglab.text": 1, "raglab.secrets": 1, "raglab.report.format": 1,
     "raglab.errors": 0, "raglab": 0,
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import sys
 from typing import Literal
 
 import pytest
@@ -15,6 +16,7 @@ from omegaconf import OmegaConf
 from raglab import registry
 from raglab.cache import StageCache
 from raglab.commands.common import conf_dir
+from raglab.components import BuildContext
 from raglab.config import COMPONENT_GROUPS, parse_run_config
 from raglab.data.dataset import load_dataset
 from raglab.data.schema import Strict
@@ -72,13 +74,13 @@ def test_a_registered_plugin_joins_the_config_union(tmp_path, monkeypatch):
     (tmp_path / "my_chunkers.py").write_text(
         "from typing import Literal\n"
         "from raglab.data.schema import Strict\n"
+        "from raglab.components import Chunker\n"
         "from raglab.registry import register\n"
         "from raglab.systems.chunkers import Chunk\n"
         "class WholeCfg(Strict):\n"
         "    name: Literal['whole_doc_test']\n"
         "@register('chunker', 'whole_doc_test', config=WholeCfg)\n"
-        "class Whole:\n"
-        "    def __init__(self, cfg): self.cfg = cfg\n"
+        "class Whole(Chunker):\n"
         "    def chunk(self, doc_id, text): return [Chunk(doc_id, 0, len(text), text)]\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(registry._ENTRIES, "chunker", dict(registry.entries("chunker")))
@@ -89,6 +91,81 @@ def test_a_registered_plugin_joins_the_config_union(tmp_path, monkeypatch):
     assert [(c.start, c.end) for c in chunks] == [(0, 7)]
     with pytest.raises(ConfigError, match="config plugins: cannot import 'no_such_mod"):
         _compose(["plugins=[no_such_mod_xyz]"])
+    sys.modules.pop("my_chunkers", None)  # (the README's example module has this name too)
+
+
+def test_a_plugin_found_through_an_entry_point_is_a_choice_of_the_config(tmp_path,
+                                                                         monkeypatch):
+    """A distribution on sys.path whose entry point (group raglab.plugins) names a module
+    that registers a chunker: the choice is usable from config, with no ``plugins``."""
+    (tmp_path / "ep_chunkers_test.py").write_text(
+        "from typing import Literal\n"
+        "from raglab.components import Chunker\n"
+        "from raglab.data.schema import Strict\n"
+        "from raglab.registry import register\n"
+        "from raglab.systems.chunkers import Chunk\n"
+        "class WholeCfg(Strict):\n"
+        "    name: Literal['ep_whole_test']\n"
+        "@register('chunker', 'ep_whole_test', config=WholeCfg)\n"
+        "class Whole(Chunker):\n"
+        "    def chunk(self, doc_id, text): return [Chunk(doc_id, 0, len(text), text)]\n")
+    info = tmp_path / "ep_chunkers_test-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ep-chunkers-test\n"
+                                   "Version: 0.1\n")
+    (info / "entry_points.txt").write_text("[raglab.plugins]\nwhole = ep_chunkers_test\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(registry._ENTRIES, "chunker", dict(registry.entries("chunker")))
+    monkeypatch.setattr(registry, "_LOADED", set())
+    monkeypatch.setattr(registry, "_ENTRY_POINTS_LOADED", False)
+    monkeypatch.delitem(sys.modules, "ep_chunkers_test", raising=False)
+    try:
+        assert "ep_whole_test" in registry.choices("chunker")
+        cfg = _compose(["chunker.name=ep_whole_test", "~chunker.size", "~chunker.overlap"])
+        assert cfg.chunker.name == "ep_whole_test"
+        chunks = registry.build("chunker", cfg.chunker).chunk("d", "one two")
+        assert [(c.start, c.end) for c in chunks] == [(0, 7)]
+    finally:
+        sys.modules.pop("ep_chunkers_test", None)
+
+
+def test_an_entry_point_plugin_cannot_take_a_built_in_name(tmp_path, monkeypatch):
+    (tmp_path / "ep_shadow_test.py").write_text(
+        "from typing import Literal\n"
+        "from raglab.components import Chunker\n"
+        "from raglab.data.schema import Strict\n"
+        "from raglab.registry import register\n"
+        "class C(Strict):\n    name: Literal['fixed']\n"
+        "@register('chunker', 'fixed', config=C)\nclass Shadow(Chunker):\n    pass\n")
+    info = tmp_path / "ep_shadow_test-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ep-shadow-test\n"
+                                   "Version: 0.1\n")
+    (info / "entry_points.txt").write_text("[raglab.plugins]\nshadow = ep_shadow_test\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(registry._ENTRIES, "chunker", dict(registry.entries("chunker")))
+    monkeypatch.setattr(registry, "_LOADED", set())
+    monkeypatch.setattr(registry, "_ENTRY_POINTS_LOADED", False)
+    try:
+        with pytest.raises(ConfigError, match="entry point raglab.plugins 'shadow': "
+                           "'ep_shadow_test' registers chunker 'fixed', a name raglab"):
+            registry.choices("chunker")
+    finally:
+        sys.modules.pop("ep_shadow_test", None)
+
+
+def test_every_registered_class_subclasses_its_group_contract():
+    from raglab.components import CONTRACTS
+
+    for group in COMPONENT_GROUPS:
+        for e in registry.entries(group).values():
+            assert CONTRACTS[group] in e.factory.__mro__, (group, e.name)
+
+    class MineCfg(Strict):
+        name: Literal["not_a_chunker_test"]
+
+    with pytest.raises(ValueError, match="subclassing raglab.components.Chunker"):
+        registry.register("chunker", "not_a_chunker_test", config=MineCfg)(type("X", (), {}))
 
 
 def test_a_plugin_does_not_outlive_its_test():
@@ -159,7 +236,7 @@ def test_every_choice_builds(group, name, tiny, tmp_path):
         out = registry.build("reranker", section).rerank(question, cands)
         assert {p for p, _, _ in out} == {0, 1}
     elif group == "generator":
-        gen = registry.build("generator", section, cfg.prompt, None)
+        gen = registry.build("generator", section, BuildContext(run=cfg))
         if name == "extractive":
             ans = gen.generate(question,
                                ["Refunds reach the original card within 5 business days."])
@@ -167,7 +244,7 @@ def test_every_choice_builds(group, name, tiny, tmp_path):
         else:
             assert gen.cfg.model and gen.prompt.template
     elif group == "grader":
-        prompts = registry.hook("grader", name, "load_prompts", lambda c: {})(section)
+        prompts = registry.entry("grader", name).factory.load_prompts(section)
         grader = build_grader(cfg, prompts, None)
         if name == "none":
             assert grader is None

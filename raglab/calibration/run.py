@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from raglab import registry
 from raglab.cache import StageCache
 from raglab.calibration.judge import judge_labels
 from raglab.calibration.labels import load_labels
@@ -40,7 +41,7 @@ def calibrate(cfg: Any, resolved: dict[str, Any], run_dir: Path, *, seed: int,
     questions = {c.id: c.question for c in cases}
     labels = load_labels(labels_path, questions)
     prompts, versions = prepare(cfg)
-    tracked = cfg.tracking.name == "mlflow"
+    tracked = registry.entry("tracking", cfg.tracking.name).factory.tracks
     if tracked:
         from raglab.tracking.mlflow_store import check_tracking
 

@@ -312,7 +312,9 @@ def _calibration(cfg, versions: dict[str, str]) -> dict[str, str]:
     from raglab.calibration.records import lookup
 
     tracked = None
-    if cfg.tracking.name == "mlflow":
+    from raglab.runner.components import tracks
+
+    if tracks(cfg):
         from raglab.tracking.standalone import calibration_finder
 
         tracked = calibration_finder(cfg.tracking.uri)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import StrEnum
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
+
+from raglab.components import Grader as _Grader
 
 
 class ClaimLabel(StrEnum):
@@ -89,39 +91,5 @@ class Verdict(BaseModel):
         return self.model_dump(mode="json", exclude_unset=True)
 
 
-@runtime_checkable
-class Grader(Protocol):
-    """A grader backend (``grader`` config group). Each judgment is asked separately, so the
-    orchestrator can cache it by family version and inputs; labels come from the sets above.
-    A call that fails after retries raises :class:`raglab.llm.client.LLMCallError`.
-
-    Optional (``grader.repeats``): ``deterministic = True`` (the same inputs always get the
-    same judgment: repeats are not asked) or ``for_repeat(r)``, the same grader asking as
-    independent repeat ``r`` (so its own response cache keys differ by repeat)."""
-
-    backend: str
-
-    def prompt_texts(self) -> dict[str, str]:
-        """The prompt templates by name (their texts are part of the metric versions)."""
-        ...
-
-    async def decompose(self, question: str, answer: str) -> list[str]:
-        """The answer's atomic claims (none: an abstention)."""
-        ...
-
-    async def verify(self, claims: list[str], passages: list[str],
-                     family: str) -> Sequence[Sequence[str | None]]:
-        """``[label, evidence or None]`` per claim, a ClaimLabel against the passages."""
-        ...
-
-    async def nuggets(self, question: str, answer: str,
-                      nuggets: list[str]) -> Sequence[Sequence[str | None]]:
-        """``[label, evidence or None]`` per nugget, a NuggetLabel."""
-        ...
-
-    async def relevance(self, question: str, answer: str) -> Sequence[str]:
-        """``[label, reason]``, a RelevanceLabel."""
-        ...
-
-    async def aclose(self) -> None:
-        ...
+#: the grader contract (defined with every group's in raglab.components)
+Grader = _Grader

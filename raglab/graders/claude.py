@@ -23,15 +23,30 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from raglab.components import NO_CONTEXT, BuildContext, Grader
 from raglab.config import DecompositionCfg
 from raglab.data.dataset import resolve_path
 from raglab.data.schema import Strict
 from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS
 from raglab.errors import ConfigError
 from raglab.graders.claude_grouped import GROUPED_PROMPTS, GroupedCalls
-from raglab.graders.prompting import (PROMPT_NAMES, DECOMPOSE_SCHEMA, VERIFY_SCHEMA, NUGGETS_SCHEMA, RELEVANCE_SCHEMA, render, _numbered, _passages, parse_claims, parse_items, passage_of, parse_relevance)
+from raglab.graders.prompting import (
+    DECOMPOSE_SCHEMA,
+    NUGGETS_SCHEMA,
+    PROMPT_NAMES,
+    RELEVANCE_SCHEMA,
+    VERIFY_SCHEMA,
+    _numbered,
+    _passages,
+    parse_claims,
+    parse_items,
+    parse_relevance,
+    passage_of,
+    render,
+)
 from raglab.llm.client import LLMRequest, require_api_key
 from raglab.registry import register
+
 
 def load_prompts(directory: str) -> dict[str, str]:
     """The grader's prompt templates (text files ``NAME.txt``) from a folder."""
@@ -68,40 +83,40 @@ class ClaudeGraderCfg(Strict):
 
 
 @register("grader", "claude", config=ClaudeGraderCfg)
-class ClaudeGrader(GroupedCalls):
+class ClaudeGrader(GroupedCalls, Grader):
     """The Claude grader; same async interface as the heuristic one, plus the grouped calls
     of ``verification: batched`` (:mod:`raglab.graders.claude_grouped`)."""
 
-    backend = "anthropic"
     uses_llm = True
 
-    @staticmethod
-    def preflight(run_cfg: Any) -> None:
+    @classmethod
+    def preflight(cls, run_cfg: Any) -> None:
         require_api_key("grader=claude")
         load_prompts(run_cfg.grader.prompts)
 
-    @staticmethod
-    def load_prompts(cfg: ClaudeGraderCfg) -> dict[str, str]:
+    @classmethod
+    def load_prompts(cls, cfg: ClaudeGraderCfg) -> dict[str, str]:
         """The prompt texts this grader's metric versions depend on."""
         return load_prompts(cfg.prompts)
 
-    @staticmethod
-    def llm_settings(cfg: ClaudeGraderCfg, run_cfg: Any) -> dict[str, Any]:
+    @classmethod
+    def llm_settings(cls, cfg: ClaudeGraderCfg, run_cfg: Any) -> dict[str, Any]:
         """The LLM client settings of a run graded by Claude (they win over the
         generator's: one client per run)."""
         return dict(timeout_s=cfg.timeout_s, max_retries=cfg.max_retries,
                     concurrency=cfg.concurrency, mode=cfg.mode, batch_poll_s=cfg.batch_poll_s,
                     prices={cfg.model: dict(cfg.prices)} if cfg.prices else {})
 
-    def __init__(self, cfg: Any, prompts: dict[str, str], llm: Any, repeat: int = 0):
+    def __init__(self, cfg: Any, ctx: BuildContext = NO_CONTEXT, repeat: int = 0):
         self.cfg = cfg
-        self.prompts = dict(prompts)
-        self.llm = llm
+        self.ctx = ctx
+        self.prompts = dict(ctx.prompts)
+        self.llm = ctx.llm
         self.repeat = repeat
 
-    def for_repeat(self, repeat: int) -> "ClaudeGrader":
+    def for_repeat(self, repeat: int) -> ClaudeGrader:
         """The same grader asking as independent repeat ``repeat`` (grader.repeats)."""
-        return ClaudeGrader(self.cfg, self.prompts, self.llm, repeat)
+        return ClaudeGrader(self.cfg, self.ctx, repeat)
 
     def prompt_texts(self) -> dict[str, str]:
         return dict(self.prompts)

@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 from rapidfuzz import fuzz
 
+from raglab.components import Grader
 from raglab.config import DecompositionCfg
 from raglab.data.schema import Strict
 from raglab.registry import register
@@ -268,18 +269,11 @@ class HeuristicGraderCfg(Strict):
 
 
 @register("grader", "heuristic", config=HeuristicGraderCfg)
-class HeuristicGrader:
+class HeuristicGrader(Grader):
     """Async interface shared with the Claude grader (see raglab.graders.orchestrate)."""
 
-    backend = "heuristic"
     #: the same inputs always get the same judgment: repeats are never asked (agreement 1)
     deterministic = True
-
-    def __init__(self, cfg: HeuristicGraderCfg, prompts: Any = None, llm: Any = None):
-        self.cfg = cfg
-
-    def prompt_texts(self) -> dict[str, str]:
-        return {}
 
     async def decompose(self, question: str, answer: str) -> list[str]:
         d = self.cfg.decomposition

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
+from raglab.components import Grader
 from raglab.data.schema import Strict
 from raglab.registry import register
 
@@ -13,6 +14,7 @@ class NoGraderCfg(Strict):
 
 
 @register("grader", "none", config=NoGraderCfg)
-def no_grader(cfg: NoGraderCfg, prompts: Any = None, llm: Any = None) -> None:
-    """No grader object: the run skips grading."""
-    return None
+class NoGrader(Grader):
+    """Grades nothing: no grader object is made, the run skips grading."""
+
+    grades = False

@@ -18,7 +18,8 @@ from contextvars import ContextVar
 from typing import Any
 
 from raglab.cache import StageCache, content_key
-from raglab.data.verdicts import Grader, Verdict
+from raglab.components import Grader
+from raglab.data.verdicts import Verdict
 from raglab.graders.grouped import (answer_job, context_job, detached, groups_of,
                                     start_references)
 from raglab.graders.spec import FAMILY_PROMPTS, family_prompt_texts
@@ -40,7 +41,7 @@ class Grading:
         self.grader = grader
         self.requested_repeats = repeats
         #: independent judgments actually asked for (1 for a deterministic grader)
-        self.repeats = 1 if getattr(grader, "deterministic", False) else repeats
+        self.repeats = 1 if grader.deterministic else repeats
         self._per_repeat: dict[int, Any] = {0: grader}
         self.name = name
         self.versions = versions
@@ -57,8 +58,7 @@ class Grading:
 
     def _grader(self, repeat: int) -> Any:
         if repeat not in self._per_repeat:
-            make = getattr(self.grader, "for_repeat", None)  # else: asked again as it is
-            self._per_repeat[repeat] = make(repeat) if make is not None else self.grader
+            self._per_repeat[repeat] = self.grader.for_repeat(repeat)
         return self._per_repeat[repeat]
 
     async def ask(self, family: str, method: str, *args: Any, repeat: int = 0) -> Any:
@@ -120,7 +120,7 @@ class Grading:
             if case_meter is not None:  # the cost recorded when the judgment was made
                 cost = self.cache.get("grade_cost", key)
                 case_meter.add(cost["usd"] if cost is not None else
-                               0.0 if self.grader.backend == "heuristic" else None)
+                               None if self.grader.uses_llm else 0.0)
             return hit
         with metering() as meter:
             value = await getattr(self._grader(repeat), method)(*args)

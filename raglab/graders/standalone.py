@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from raglab import registry
+from raglab.components import BuildContext
 from raglab.graders.orchestrate import Grading
 
 
@@ -17,12 +18,13 @@ async def open_grading(cfg: Any, prompts: dict[str, str], versions: dict[str, st
     """``Grading`` of ``cfg.grader`` (on the running loop); its client is closed on exit.
     ``grading.llm`` is the client (None for a grader that calls no model)."""
     llm = None
-    if registry.hook("grader", cfg.grader.name, "uses_llm", False):
+    kind = registry.entry("grader", cfg.grader.name).factory
+    if kind.uses_llm:
         from raglab.llm.client import LLMClient
 
-        settings = registry.hook("grader", cfg.grader.name, "llm_settings")(cfg.grader, cfg)
-        llm = LLMClient(**settings, cache=cache)
-    grader = registry.build("grader", cfg.grader, prompts, llm)
+        llm = LLMClient(**kind.llm_settings(cfg.grader, cfg), cache=cache)
+    grader = registry.build("grader", cfg.grader, BuildContext(run=cfg, cache=cache, work=work,
+                                                               llm=llm, prompts=prompts))
     grading = Grading(grader, cfg.grader.name, versions, cache, work, repeats)
     grading.llm = llm
     try:
@@ -38,11 +40,10 @@ def prepare(cfg: Any) -> tuple[dict[str, str], dict[str, str]]:
     from raglab.errors import ConfigError
     from raglab.graders.spec import family_versions
 
-    if cfg.grader.name == "none":
-        raise ConfigError("grader=none judges nothing (choose grader=heuristic|claude)")
-    check = registry.hook("grader", cfg.grader.name, "preflight")
-    if check is not None:
-        check(cfg)
-    load = registry.hook("grader", cfg.grader.name, "load_prompts")
-    prompts = dict(load(cfg.grader)) if load is not None else {}
+    kind = registry.entry("grader", cfg.grader.name).factory
+    if not kind.grades:
+        raise ConfigError(f"grader={cfg.grader.name} judges nothing "
+                          "(choose grader=heuristic|claude)")
+    kind.preflight(cfg)
+    prompts = dict(kind.load_prompts(cfg.grader))
     return prompts, family_versions(cfg.grader, prompts, cfg.metrics)

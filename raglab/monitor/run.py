@@ -6,6 +6,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from raglab import registry
 from raglab.cache import StageCache
 from raglab.data.io import atomic_write_json
 from raglab.errors import ConfigError
@@ -25,7 +26,7 @@ def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
     if not traffic.lines:
         raise ConfigError(f"{traffic.source}: no usable traffic line ({len(traffic.bad)} bad)")
     prompts, versions = prepare(cfg)
-    tracked = cfg.tracking.name == "mlflow"
+    tracked = registry.entry("tracking", cfg.tracking.name).factory.tracks
     if tracked:
         from raglab.tracking.mlflow_store import check_tracking
 

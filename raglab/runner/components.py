@@ -1,37 +1,40 @@
-"""Building a run's components from its config, through the registry only (no name checks
-here: each component's own hooks say what it needs)."""
+"""Building a run's components from its config, through the registry only: every factory
+gets its config section and the same :class:`~raglab.components.BuildContext`, and what a
+component needs (checks, a model, prompts) is asked of its class, never of its name."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from raglab import registry
+from raglab.components import BuildContext
 from raglab.config import RunCfg
 from raglab.errors import ConfigError
 from raglab.llm.client import LLMClient
 
 
+def _cls(cfg: RunCfg, group: str) -> Any:
+    return registry.entry(group, getattr(cfg, group).name).factory
+
+
 def preflight(cfg: RunCfg) -> dict[str, str]:
     """Every component's checks before any work; returns the grader's prompt texts."""
     for group in ("grader", "system"):
-        check = registry.hook(group, getattr(cfg, group).name, "preflight")
-        if check is not None:
-            check(cfg)
+        _cls(cfg, group).preflight(cfg)
     return grader_prompts(cfg)
 
 
 def grader_prompts(cfg: RunCfg) -> dict[str, str]:
-    load = registry.hook("grader", cfg.grader.name, "load_prompts")
-    return dict(load(cfg.grader)) if load is not None else {}
+    return dict(_cls(cfg, "grader").load_prompts(cfg.grader))
 
 
 def llm_owner(cfg: RunCfg) -> tuple[str, Any] | None:
     """The component whose settings make the run's one LLM client: the grader when it
     calls a model, else the system's model-calling component (if any)."""
-    if registry.hook("grader", cfg.grader.name, "uses_llm", False):
+    if grader_uses_llm(cfg):
         return "grader", cfg.grader
-    owner = registry.hook("system", cfg.system.name, "llm_owner")
-    return owner(cfg) if owner is not None else None
+    return _cls(cfg, "system").llm_owner(cfg)
 
 
 def llm_client(cfg: RunCfg, cache: Any) -> LLMClient | None:
@@ -43,19 +46,23 @@ def llm_client(cfg: RunCfg, cache: Any) -> LLMClient | None:
     import anthropic  # noqa: F401  (a slow import: done here, before any case is timed)
 
     group, section = owner
-    settings = registry.hook(group, section.name, "llm_settings")(section, cfg)
+    settings = registry.entry(group, section.name).factory.llm_settings(section, cfg)
     settings["prices"] = model_prices(cfg)  # every model user's own prices, one client
     return LLMClient(**settings, cache=cache)
 
 
 def grader_uses_llm(cfg: RunCfg) -> bool:
-    return bool(registry.hook("grader", cfg.grader.name, "uses_llm", False))
+    return bool(_cls(cfg, "grader").uses_llm)
+
+
+def tracks(cfg: RunCfg) -> bool:
+    """Whether the run's tracker logs it to a tracking store."""
+    return bool(_cls(cfg, "tracking").tracks)
 
 
 def system_model_section(cfg: RunCfg) -> Any:
     """The config of the system's model-calling component (the Claude generator), or None."""
-    owner = registry.hook("system", cfg.system.name, "llm_owner")
-    found = owner(cfg) if owner is not None else None
+    found = _cls(cfg, "system").llm_owner(cfg)
     return found[1] if found is not None else None
 
 
@@ -76,16 +83,50 @@ def model_prices(cfg: RunCfg) -> dict[str, dict[str, float]]:
     return out
 
 
+def build_context(cfg: RunCfg, dataset: Any = None, cache: Any = None, work: Any = None,
+                  llm: Any = None, prompts: dict[str, str] | None = None) -> BuildContext:
+    return BuildContext(run=cfg, dataset=dataset, cache=cache, work=work, llm=llm,
+                        prompts=dict(prompts or {}))
+
+
 def build_system(cfg: RunCfg, dataset: Any, cache: Any, work: Any, llm: Any = None) -> Any:
-    return registry.entry("system", cfg.system.name).factory(cfg, dataset, cache, work, llm)
+    return registry.build("system", cfg.system, build_context(cfg, dataset, cache, work, llm))
 
 
 def build_grader(cfg: RunCfg, prompts: dict[str, str], llm: Any) -> Any:
-    """The grader, or None for ``grader=none``."""
-    return registry.build("grader", cfg.grader, prompts, llm)
+    """The grader, or None for a choice that grades nothing (``grader=none``)."""
+    if not _cls(cfg, "grader").grades:
+        return None
+    return registry.build("grader", cfg.grader, build_context(cfg, llm=llm, prompts=prompts))
+
+
+class _RunFiles:
+    """What a tracker reads from and hands to the rest of raglab (run.json, the report)."""
+
+    def tracked_identity(self, run_dir: Path) -> dict[str, Any] | None:
+        from raglab.runner.identity import read_identity
+
+        return read_identity(run_dir).get("mlflow")
+
+    def remember_identity(self, run_dir: Path, identity: dict[str, Any]) -> None:
+        from raglab.runner.identity import update_identity
+
+        update_identity(run_dir, mlflow=identity)
+
+    def report_files(self, run_dir: Path) -> list[Path]:
+        from raglab.report.run_report import report_files
+
+        return report_files(run_dir)
+
+    def description(self, run_name: str, metrics: dict[str, Any], resolved: Any,
+                    diffs: list, link: Any) -> str:
+        from raglab.report.summary import run_description
+
+        return run_description(run_name, metrics, resolved, diffs, link)
 
 
 def build_tracker(cfg: RunCfg, resolved: dict[str, Any], run_name: str,
                   sweep_dir: str | None) -> Any:
-    return registry.entry("tracking", cfg.tracking.name).factory(cfg, resolved, run_name,
-                                                                 sweep_dir)
+    ctx = BuildContext(run=cfg, resolved=resolved, run_name=run_name, sweep_dir=sweep_dir,
+                       run_files=_RunFiles())
+    return registry.build("tracking", cfg.tracking, ctx)

@@ -41,8 +41,9 @@ from raglab.runner.workers import (AHEAD_BYTES, Worker, drive, first_share, pack
                                    part_path, process_count, unpack_records)
 from raglab.secrets import clip
 from raglab.cache import StageCache, content_key
-from raglab.runner.components import (build_grader, build_system, grader_uses_llm, llm_client,
-                                      model_prices, preflight, system_model_section)
+from raglab.runner.components import (build_context, build_grader, build_system,
+                                      grader_uses_llm, llm_client, model_prices, preflight,
+                                      system_model_section, tracks)
 from raglab.systems.base import SystemRequest, ValidatedOutput, WorkCounter
 from raglab import registry
 
@@ -304,6 +305,9 @@ class Run:
                 await grader.aclose()
         return self._finish(ds, versions, kept, writer, summed)
 
+    def _context(self, ds: Dataset | None) -> Any:
+        return build_context(self.cfg, ds, self.cache, self.work, self.llm)
+
     def _start_workers(self, factory: Any, ds: Dataset, todo: list, sections: Any
                        ) -> tuple[Any, list[Worker]]:
         """Fork a worker per part of the file after the first and read the first here: the
@@ -316,7 +320,7 @@ class Run:
             for i, part in enumerate(parts[1:], start=1):
                 workers.append(Worker(i, lambda w, part=part: self._work_part(
                     w, factory, part, ds, todo, sections)))
-            system = factory(cfg, None, self.cache, self.work, self.llm, part=parts[0])
+            system = factory(cfg.system, self._context(None), part=parts[0])
         except BaseException:
             for w in workers:  # none has written anything
                 w.stop()
@@ -342,7 +346,7 @@ class Run:
                     refused = e
                     break
             if refused is not None:  # the file's first problem, as one process finds it
-                factory(self.cfg, ds, self.cache, self.work, self.llm)
+                factory(self.cfg.system, self._context(ds))
                 raise refused
             factory.check_split(system.path, lines, ds, system.warnings)
         except BaseException:
@@ -357,7 +361,7 @@ class Run:
         """In a worker: read its part, report its case ids, score its cases (held in
         memory until the parent says go: no record is written before the whole file has
         been checked), then into its part file; last, report their slim records."""
-        system = factory(self.cfg, None, self.cache, self.work, self.llm, part=part)
+        system = factory(self.cfg.system, self._context(None), part=part)
         worker.send(("read", (system.first, system.lines)))
         before = self.work.as_dict()
         gc.freeze()  # as in the parent: the data read lives as long as the worker
@@ -544,7 +548,7 @@ class Run:
 
         # plots of a large untracked run are drawn on demand (tracking draws its own)
         write_run_report(self.run_dir, name=self.name, diffs=self.diffs,
-                         plots=len(records) <= PLOT_MAX_CASES or cfg.tracking.name != "none",
+                         plots=len(records) <= PLOT_MAX_CASES or tracks(cfg),
                          config=self.config)
         return metrics
 

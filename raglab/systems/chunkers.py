@@ -12,8 +12,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from raglab.components import Chunker
 from raglab.data.schema import Strict
-from raglab.registry import entry, register
+from raglab.registry import build, register
 from raglab.text.normalize import WHITESPACE_TOKEN
 from raglab.text.sentences import append_trimmed, sentence_spans
 
@@ -150,34 +151,25 @@ def chunk_recursive(doc_id: str, text: str, cfg: RecursiveChunkerCfg) -> list[Ch
 
 
 @register("chunker", "fixed", config=FixedChunkerCfg)
-class FixedChunker:
+class FixedChunker(Chunker):
     """Windows of ``size`` whitespace tokens, ``overlap`` tokens shared by neighbours."""
-
-    def __init__(self, cfg: FixedChunkerCfg):
-        self.cfg = cfg
 
     def chunk(self, doc_id: str, text: str) -> list[Chunk]:
         return chunk_fixed(doc_id, text, self.cfg)
 
 
 @register("chunker", "sentence", config=SentenceChunkerCfg)
-class SentenceChunker:
+class SentenceChunker(Chunker):
     """Windows of ``size`` sentences, ``overlap`` sentences shared by neighbours."""
-
-    def __init__(self, cfg: SentenceChunkerCfg):
-        self.cfg = cfg
 
     def chunk(self, doc_id: str, text: str) -> list[Chunk]:
         return chunk_sentence(doc_id, text, self.cfg)
 
 
 @register("chunker", "recursive", config=RecursiveChunkerCfg)
-class RecursiveChunker:
+class RecursiveChunker(Chunker):
     """Markdown sections, split by paragraph, sentence, then tokens down to ``size`` tokens,
     neighbouring pieces merged up to it; a heading stays with its section."""
-
-    def __init__(self, cfg: RecursiveChunkerCfg):
-        self.cfg = cfg
 
     def chunk(self, doc_id: str, text: str) -> list[Chunk]:
         return chunk_recursive(doc_id, text, self.cfg)
@@ -185,4 +177,4 @@ class RecursiveChunker:
 
 def chunk_document(doc_id: str, text: str, cfg) -> list[Chunk]:
     """The chunks of one document under the chunker chosen by ``cfg.name``."""
-    return entry("chunker", cfg.name).factory(cfg).chunk(doc_id, text)
+    return build("chunker", cfg).chunk(doc_id, text)

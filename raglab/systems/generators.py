@@ -1,6 +1,6 @@
 """Generators of the reference pipeline (``generator`` group): ``extractive`` (offline) and
-``anthropic`` (Claude). A generator is made from ``(its config, the prompt config, the LLM
-client or None)`` and has ``generate(question, context_texts) -> dict`` with ``answer``,
+``anthropic`` (Claude). A generator (:class:`raglab.components.Generator`) is made from its
+config and the build context (the run's prompt config, its LLM client or None) and has ``generate(question, context_texts) -> dict`` with ``answer``,
 ``citations``, ``usage`` (and optionally ``latency_ms``, ``cached``)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from raglab.components import NO_CONTEXT, BuildContext, Generator
 from raglab.data.schema import Strict
 from raglab.registry import register
 from raglab.text.answers import parse_citations
@@ -80,37 +81,32 @@ def generate_anthropic(question: str, context_texts: list[str], cfg: Any, prompt
 
 
 @register("generator", "extractive", config=ExtractiveGenCfg)
-class ExtractiveGenerator:
+class ExtractiveGenerator(Generator):
     """Offline: the context sentences covering most of the question (no model)."""
-
-    uses_llm = False
-
-    def __init__(self, cfg: ExtractiveGenCfg, prompt: Any = None, llm: Any = None):
-        self.cfg = cfg
 
     def generate(self, question: str, context_texts: list[str]) -> dict[str, Any]:
         return generate_extractive(question, context_texts, self.cfg)
 
 
 @register("generator", "anthropic", config=AnthropicGenCfg)
-class AnthropicGenerator:
-    """Claude, prompted with ``prompt``, through the run's LLM client."""
+class AnthropicGenerator(Generator):
+    """Claude, prompted with the run's ``prompt``, through the run's LLM client."""
 
     uses_llm = True
 
-    def __init__(self, cfg: AnthropicGenCfg, prompt: Any, llm: Any):
-        self.cfg = cfg
-        self.prompt = prompt
-        self.llm = llm
+    def __init__(self, cfg: AnthropicGenCfg, ctx: BuildContext = NO_CONTEXT):
+        super().__init__(cfg, ctx)
+        self.prompt = ctx.run.prompt if ctx.run is not None else None
+        self.llm = ctx.llm
 
-    @staticmethod
-    def preflight(run_cfg: Any) -> None:
+    @classmethod
+    def preflight(cls, run_cfg: Any) -> None:
         from raglab.llm.client import require_api_key
 
         require_api_key("generator=anthropic")
 
-    @staticmethod
-    def llm_settings(cfg: AnthropicGenCfg, run_cfg: Any) -> dict[str, Any]:
+    @classmethod
+    def llm_settings(cls, cfg: AnthropicGenCfg, run_cfg: Any) -> dict[str, Any]:
         """The LLM client settings when the generator is the only model user."""
         return dict(timeout_s=cfg.timeout_s, max_retries=cfg.max_retries,
                     concurrency=run_cfg.concurrency, mode="online", batch_poll_s=30.0,

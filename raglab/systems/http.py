@@ -26,7 +26,9 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from raglab.data.finite import NotFiniteError, loads as finite_loads
+from raglab.components import NO_CONTEXT, BuildContext, System
+from raglab.data.finite import NotFiniteError
+from raglab.data.finite import loads as finite_loads
 from raglab.data.schema import Strict, SystemOutput
 from raglab.registry import register
 from raglab.secrets import clip
@@ -64,12 +66,12 @@ class _Retry(Exception):
 
 
 @register("system", "http", config=HttpSystemCfg)
-class HttpSystem:
-    def __init__(self, run_cfg: Any, *_: Any):
+class HttpSystem(System):
+    def __init__(self, cfg: HttpSystemCfg, ctx: BuildContext = NO_CONTEXT):
         import requests
 
-        cfg: HttpSystemCfg = run_cfg.system
         self.cfg = cfg
+        self.ctx = ctx
         self._session = requests.Session()
         self._slots = threading.BoundedSemaphore(cfg.concurrency)
         self._run_deadline = (time.monotonic() + cfg.run_deadline_s

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from raglab.components import NO_CONTEXT, BuildContext, System
 from raglab.data.schema import Strict
 from raglab.errors import ConfigError
 from raglab.registry import register
@@ -19,9 +20,12 @@ class PythonSystemCfg(Strict):
 
 
 @register("system", "python", config=PythonSystemCfg)
-def build_python_system(run_cfg: Any, *_: Any):
-    """The user's system, from ``system._target_`` and ``system.options``."""
-    return load_python_system(run_cfg.system.target, run_cfg.system.options)
+class PythonSystem(System):
+    """Makes the user's system, from ``system._target_`` and ``system.options``: the
+    object built is the user's own (``PythonSystem(cfg, ctx)`` returns it)."""
+
+    def __new__(cls, cfg: PythonSystemCfg, ctx: BuildContext = NO_CONTEXT) -> Any:
+        return load_python_system(cfg.target, cfg.options)
 
 
 def load_python_system(target: str, options: dict):

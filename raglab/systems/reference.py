@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from raglab import registry
 from raglab.cache import StageCache, content_key
+from raglab.components import BuildContext, System
 from raglab.config import RunCfg
-from raglab.data.dataset import Dataset
 from raglab.data.schema import Strict, SystemOutput
 from raglab.registry import register
 from raglab.systems.base import SystemRequest, WorkCounter
@@ -47,34 +47,33 @@ def context_within_budget(reranked: list[tuple[int, float, str]], k: int,
 
 
 @register("system", "reference", config=ReferenceSystemCfg)
-class ReferenceSystem:
-    @staticmethod
-    def preflight(cfg: RunCfg) -> None:
+class ReferenceSystem(System):
+    @classmethod
+    def preflight(cls, run_cfg: RunCfg) -> None:
         """Each pipeline component's own checks (keys, optional extras)."""
         for group in PIPELINE_GROUPS:
-            check = registry.hook(group, getattr(cfg, group).name, "preflight")
-            if check is not None:
-                check(cfg)
+            registry.entry(group, getattr(run_cfg, group).name).factory.preflight(run_cfg)
 
-    @staticmethod
-    def llm_owner(cfg: RunCfg) -> tuple[str, Any] | None:
+    @classmethod
+    def llm_owner(cls, run_cfg: RunCfg) -> tuple[str, Any] | None:
         """The component that calls a model, if any: ``(group, its config)``."""
-        if registry.hook("generator", cfg.generator.name, "uses_llm", False):
-            return "generator", cfg.generator
+        if registry.entry("generator", run_cfg.generator.name).factory.uses_llm:
+            return "generator", run_cfg.generator
         return None
 
-    def __init__(self, cfg: RunCfg, dataset: Dataset, cache: StageCache, work: WorkCounter,
-                 llm: Any = None):
-        self.cfg = cfg
+    def __init__(self, cfg: ReferenceSystemCfg, ctx: BuildContext):
+        run, dataset = ctx.run, ctx.dataset
+        self.cfg = run
+        self.ctx = ctx
         self.docs = dataset.corpus
-        self.cache = cache
-        self.work = work
-        self.llm = llm
-        self.enforce_acl = cfg.system.enforce_acl
-        self.index = build_or_load_index(dataset.corpus, dataset.corpus_hash, cfg.chunker,
-                                         cfg.embedder, cache, work)
-        self.reranker = registry.build("reranker", cfg.reranker)
-        self.generator = registry.build("generator", cfg.generator, cfg.prompt, llm)
+        self.cache: StageCache = ctx.cache
+        self.work: WorkCounter = ctx.work
+        self.llm = ctx.llm
+        self.enforce_acl = cfg.enforce_acl
+        self.index = build_or_load_index(dataset.corpus, dataset.corpus_hash, run.chunker,
+                                         run.embedder, ctx.cache, ctx.work)
+        self.reranker = registry.build("reranker", run.reranker, ctx)
+        self.generator = registry.build("generator", run.generator, ctx)
 
     def _retrieve(self, req: SystemRequest) -> dict[str, Any]:
         groups = sorted(req.user.groups) if req.user else None

@@ -17,13 +17,20 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Literal
 
+from raglab.components import NO_CONTEXT, BuildContext, System
 from raglab.data.dataset import resolve_path
-from raglab.data.finite import (may_escape_surrogate, NotFiniteError, check as check_finite,
-                                 loads as finite_loads)
-from raglab.gc_pause import gc_paused
-from raglab.data.io import MAX_LINE_BYTES, check_readable_file, parse_model, shallow_loads
+from raglab.data.finite import NotFiniteError, may_escape_surrogate
+from raglab.data.finite import check as check_finite
+from raglab.data.finite import loads as finite_loads
+from raglab.data.io import (
+    MAX_LINE_BYTES,
+    check_readable_file,
+    parse_model,
+    shallow_loads,
+)
 from raglab.data.schema import Strict, SystemOutput
 from raglab.errors import UserError
+from raglab.gc_pause import gc_paused
 from raglab.registry import register
 from raglab.systems.base import SystemRequest, ValidatedOutput
 from raglab.systems.fast_output import parse_output_line
@@ -44,7 +51,7 @@ class ReplayedValueError(ValueError):
 
 
 @register("system", "replay", config=ReplaySystemCfg)
-class ReplaySystem:
+class ReplaySystem(System):
     inline = True  # answers from memory or a local file: no worker thread needed
     #: its file can be read in parts, each by its own process (``raglab.runner.workers``)
     in_parts = True
@@ -61,17 +68,19 @@ class ReplaySystem:
         """The checks of the whole file read in parts (see :func:`check_parts`)."""
         check_parts(path, lines, dataset, warnings)
 
-    @staticmethod
-    def preflight(cfg: Any) -> None:
-        check_readable_file(resolve_path(cfg.system.path), "replay file")
+    @classmethod
+    def preflight(cls, run_cfg: Any) -> None:
+        check_readable_file(resolve_path(run_cfg.system.path), "replay file")
 
-    def __init__(self, run_cfg: Any, dataset: Any = None, *_: Any,
+    def __init__(self, cfg: ReplaySystemCfg, ctx: BuildContext = NO_CONTEXT,
                  part: tuple[int, int] | None = None):
         """``part``: read only the lines that start in this byte range of the file (a part
         from :func:`parts`, for one of several processes scoring it; line numbers in errors
         stay those of the whole file). The checks across parts (a case id in two of them, an
         empty file, ids not in the case set) are then the caller's: :func:`check_parts`."""
-        p = check_readable_file(resolve_path(run_cfg.system.path), "replay file")
+        self.cfg, self.ctx = cfg, ctx
+        dataset = ctx.dataset
+        p = check_readable_file(resolve_path(cfg.path), "replay file")
         self.path = str(p)
         keep = p.stat().st_size <= KEEP_PARSED_BYTES
         self.outputs: dict[str, dict[str, Any]] = {}

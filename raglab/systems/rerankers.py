@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from raglab.components import Reranker
 from raglab.data.schema import Strict
 from raglab.registry import register
 from raglab.text.lexical import content_terms, coverage
@@ -30,23 +31,17 @@ class DenseRerankCfg(Strict):
 
 
 @register("reranker", "none", config=NoRerankCfg)
-class NoReranker:
+class NoReranker(Reranker):
     """The retrieval order, unchanged."""
-
-    def __init__(self, cfg: NoRerankCfg):
-        self.cfg = cfg
 
     def rerank(self, question: str, cands: Scored) -> Scored:
         return list(cands)
 
 
 @register("reranker", "lexical", config=LexicalRerankCfg)
-class LexicalReranker:
+class LexicalReranker(Reranker):
     """``weight`` x the retrieval score (scaled to 0-1 by the top score) plus
     ``1 - weight`` x the share of the question's content terms the candidate holds."""
-
-    def __init__(self, cfg: LexicalRerankCfg):
-        self.cfg = cfg
 
     def rerank(self, question: str, cands: Scored) -> Scored:
         if not cands:
@@ -59,14 +54,11 @@ class LexicalReranker:
 
 
 @register("reranker", "dense", config=DenseRerankCfg)
-class DenseReranker:
+class DenseReranker(Reranker):
     """Cosine similarity of question and candidate embeddings (optional extra)."""
 
-    def __init__(self, cfg: DenseRerankCfg):
-        self.cfg = cfg
-
-    @staticmethod
-    def preflight(run_cfg) -> None:
+    @classmethod
+    def preflight(cls, run_cfg) -> None:
         from raglab.systems.embeddings import check_available
 
         check_available()

@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from raglab.components import BuildContext
 from raglab.cache import StageCache
 from raglab.config import MetricsCfg
 from raglab.graders.claude import (
@@ -54,7 +55,7 @@ def with_grader(fn, tmp_path=None, prompts=PROMPTS, **cfg_kw):
         llm = LLMClient(timeout_s=5, max_retries=1, concurrency=c.concurrency,
                         prices={c.model: c.prices},
                         cache=StageCache(tmp_path) if tmp_path is not None else None)
-        g = ClaudeGrader(c, prompts, llm)
+        g = ClaudeGrader(c, BuildContext(llm=llm, prompts=prompts))
         try:
             return await fn(g)
         finally:

@@ -142,7 +142,7 @@ def test_replay_lines_fail_only_their_case_or_with_one_line(tmp_path, obj):
     p.write_bytes(_line(obj) + b"\n")
     cfg = SimpleNamespace(system=SimpleNamespace(path=str(p)))
     try:
-        sut = ReplaySystem(cfg)
+        sut = ReplaySystem(cfg.system)
     except UserError as e:
         assert "\n" not in str(e)
         return

@@ -7,7 +7,6 @@ import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import SimpleNamespace
 
 import pytest
 
@@ -89,7 +88,7 @@ def server():
         state["script"] = script
         c = HttpSystemCfg(name="http", url=f"http://127.0.0.1:{srv.server_port}/",
                           backoff_s=0.01, **cfg)
-        return HttpSystem(SimpleNamespace(system=c))
+        return HttpSystem(c)
 
     yield make
     srv.shutdown()

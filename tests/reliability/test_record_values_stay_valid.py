@@ -70,7 +70,7 @@ def test_a_negative_latency_is_not_a_system_output(tmp_path):
     (tmp_path / "out.jsonl").write_text("".join(json.dumps(o) + "\n" for o in outs))
     cfg = SimpleNamespace(system=SimpleNamespace(path=str(tmp_path / "out.jsonl")))
     with pytest.raises(UserError, match=r"out.jsonl:4 case t-4: field 'latency_ms.x'"):
-        ReplaySystem(cfg)
+        ReplaySystem(cfg.system)
 
 
 def test_a_number_too_long_for_json_readers_is_one_line(tmp_path):
@@ -84,5 +84,5 @@ def test_a_number_too_long_for_json_readers_is_one_line(tmp_path):
 
     cfg = SimpleNamespace(system=SimpleNamespace(path=str(tmp_path / "out.jsonl")))
     with pytest.raises(UserError, match=r"out.jsonl:2.*number") as e:
-        ReplaySystem(cfg)
+        ReplaySystem(cfg.system)
     assert "\n" not in str(e.value)

@@ -103,7 +103,7 @@ def test_a_bad_replay_line_names_file_line_and_field(tmp_path, obj, message):
 
     Cfg.system.path = str(path)
     with pytest.raises(UserError) as e:
-        replay_mod.ReplaySystem(Cfg)
+        replay_mod.ReplaySystem(Cfg.system)
     assert message in str(e.value) and ":2" in str(e.value)
 
 
@@ -118,9 +118,9 @@ def test_large_replay_files_are_indexed_and_read_per_case(tmp_path, monkeypatch)
             pass
 
     Cfg.system.path = str(path)
-    kept = replay_mod.ReplaySystem(Cfg)
+    kept = replay_mod.ReplaySystem(Cfg.system)
     monkeypatch.setattr(replay_mod, "KEEP_PARSED_BYTES", 0)
-    indexed = replay_mod.ReplaySystem(Cfg)
+    indexed = replay_mod.ReplaySystem(Cfg.system)
     assert indexed.index and not indexed.outputs and kept.outputs and not kept.index
     for o in LINES:
         req = SystemRequest(o["case_id"], "q", {}, None)
@@ -190,7 +190,7 @@ def _replayed(tmp_path, text: str):
             pass
 
     Cfg.system.path = str(path)
-    system = replay_mod.ReplaySystem(Cfg)
+    system = replay_mod.ReplaySystem(Cfg.system)
     return lambda cid: system.answer(SystemRequest(cid, "q", {}, None))
 
 

@@ -118,8 +118,8 @@ def test_the_run_s_process_takes_less_so_that_every_process_ends_together():
 
 
 def test_a_file_read_in_parts_is_the_file_read_whole(tmp_path, data):
-    whole = ReplaySystem(_cfg(data["outputs"]))
-    pieces = [ReplaySystem(_cfg(data["outputs"]), part=p) for p in parts(data["outputs"], 3)]
+    whole = ReplaySystem(_cfg(data["outputs"]).system)
+    pieces = [ReplaySystem(_cfg(data["outputs"]).system, part=p) for p in parts(data["outputs"], 3)]
     merged = {}
     for p in pieces:
         assert not set(p.outputs) & set(merged)
@@ -138,10 +138,10 @@ def test_a_bad_line_in_a_later_part_is_named_by_its_line_in_the_file(tmp_path, d
     path = tmp_path / "bad.jsonl"
     path.write_text("".join(rows), encoding="utf-8")
     with pytest.raises(UserError) as whole:
-        ReplaySystem(_cfg(path))
+        ReplaySystem(_cfg(path).system)
     last = parts(path, 2)[1]
     with pytest.raises(UserError) as part:
-        ReplaySystem(_cfg(path), part=last)
+        ReplaySystem(_cfg(path).system, part=last)
     assert str(part.value) == str(whole.value)
     assert f"bad.jsonl:{len(rows) - 2} " in str(part.value)
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field
 
+from raglab.components import Embedder
 from raglab.data.schema import Strict
 from raglab.registry import register
 
@@ -28,6 +29,16 @@ def _tokenize(texts: list[str]) -> list[list[str]]:
 
 
 @register("embedder", "bm25", config=Bm25Cfg)
+class Bm25Embedder(Embedder):
+    """Builds and loads :class:`Bm25Index`."""
+
+    def build(self, path: Path, texts: list[str]) -> None:
+        Bm25Index.build(self.cfg, path, texts)
+
+    def load(self, path: Path) -> Bm25Index:
+        return Bm25Index.load(self.cfg, path)
+
+
 class Bm25Index:
     ARTIFACT = "bm25"
 
@@ -44,7 +55,7 @@ class Bm25Index:
         bm.save(str(path / cls.ARTIFACT), show_progress=False)
 
     @classmethod
-    def load(cls, cfg, path: Path) -> "Bm25Index":
+    def load(cls, cfg, path: Path) -> Bm25Index:
         import bm25s
 
         return cls(bm25s.BM25.load(str(path / cls.ARTIFACT), show_progress=False))

@@ -9,6 +9,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
+from raglab.components import Embedder
 from raglab.data.schema import Strict
 from raglab.registry import register
 
@@ -20,18 +21,28 @@ class DenseCfg(Strict):
 
 
 @register("embedder", "dense", config=DenseCfg)
+class DenseEmbedder(Embedder):
+    """Builds and loads :class:`DenseIndex`."""
+
+    @classmethod
+    def preflight(cls, run_cfg) -> None:
+        from raglab.systems.embeddings import check_available
+
+        check_available()
+
+    def build(self, path: Path, texts: list[str]) -> None:
+        DenseIndex.build(self.cfg, path, texts)
+
+    def load(self, path: Path) -> DenseIndex:
+        return DenseIndex.load(self.cfg, path)
+
+
 class DenseIndex:
     ARTIFACT = "vectors.npy"
 
     def __init__(self, cfg, vectors: np.ndarray):
         self.cfg = cfg
         self.vectors = vectors
-
-    @staticmethod
-    def preflight(run_cfg) -> None:
-        from raglab.systems.embeddings import check_available
-
-        check_available()
 
     @classmethod
     def build(cls, cfg, path: Path, texts: list[str]) -> None:
@@ -40,7 +51,7 @@ class DenseIndex:
         np.save(path / cls.ARTIFACT, embed(texts, cfg.model, cfg.batch_size))
 
     @classmethod
-    def load(cls, cfg, path: Path) -> "DenseIndex":
+    def load(cls, cfg, path: Path) -> DenseIndex:
         return cls(cfg, np.load(path / cls.ARTIFACT))
 
     def scores(self, query: str) -> np.ndarray:

@@ -13,7 +13,7 @@ from pydantic import Field
 from raglab.data.schema import Strict
 from raglab.registry import register
 from raglab.systems.index.bm25 import Bm25Cfg, Bm25Index
-from raglab.systems.index.dense import DenseCfg, DenseIndex
+from raglab.systems.index.dense import DenseCfg, DenseEmbedder, DenseIndex
 from raglab.systems.index.store import ranked
 
 
@@ -32,9 +32,17 @@ def _parts(cfg: HybridCfg) -> tuple[Bm25Cfg, DenseCfg]:
 
 
 @register("embedder", "hybrid", config=HybridCfg)
-class HybridIndex:
-    preflight = staticmethod(DenseIndex.preflight)
+class HybridEmbedder(DenseEmbedder):
+    """Builds and loads :class:`HybridIndex` (needs what the dense embedder needs)."""
 
+    def build(self, path: Path, texts: list[str]) -> None:
+        HybridIndex.build(self.cfg, path, texts)
+
+    def load(self, path: Path) -> HybridIndex:
+        return HybridIndex.load(self.cfg, path)
+
+
+class HybridIndex:
     def __init__(self, cfg: HybridCfg, bm25: Bm25Index, dense: DenseIndex):
         self.cfg = cfg
         self.bm25 = bm25
@@ -47,7 +55,7 @@ class HybridIndex:
         DenseIndex.build(d, path, texts)
 
     @classmethod
-    def load(cls, cfg, path: Path) -> "HybridIndex":
+    def load(cls, cfg, path: Path) -> HybridIndex:
         b, d = _parts(cfg)
         return cls(cfg, Bm25Index.load(b, path), DenseIndex.load(d, path))
 

@@ -1,11 +1,11 @@
 """Chunk indexes, built once per corpus x chunker x embedder and cached on disk; retrieval
 honours the case's metadata filters and, optionally, its user's ACL.
 
-An index kind (``embedder`` group, one module each beside this one) is a class registered
-with :func:`raglab.registry.register` that provides::
+An index kind (``embedder`` group, one module each beside this one) is a
+:class:`raglab.components.Embedder` registered with :func:`raglab.registry.register`::
 
-    @classmethod build(cls, cfg, path, texts) -> None  # write its artifacts into ``path``
-    @classmethod load(cls, cfg, path) -> instance       # read them back
+    build(self, path, texts) -> None  # write its artifacts into ``path``
+    load(self, path) -> index         # read them back; the index has
     rank(self, query, mask) -> (scores, keep)  # one score per chunk, and which of the
                                                # allowed chunks (``mask``) it returns
 """
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from raglab.cache import StageCache, content_key
 from raglab.data.schema import Document, User, matches_filters, may_see
-from raglab.registry import entry
+from raglab.registry import build
 from raglab.systems.chunkers import Chunk, chunk_document
 
 INDEX_VERSION = 1
@@ -69,7 +69,7 @@ def index_key(corpus_hash: str, chunker: Any, embedder: Any) -> str:
 def build_or_load_index(docs: dict[str, Document], corpus_hash: str, chunker: Any, embedder: Any,
                         cache: StageCache, work: Any) -> ChunkIndex:
     """The index for this corpus, chunker and embedder: from the cache, or built once."""
-    kind = entry("embedder", embedder.name).factory
+    kind = build("embedder", embedder)
     key = index_key(corpus_hash, chunker, embedder)
     with cache.directory("index", key) as (path, complete):
         if complete:
@@ -86,7 +86,7 @@ def build_or_load_index(docs: dict[str, Document], corpus_hash: str, chunker: An
         with open(path / "chunks.jsonl", "w", encoding="utf-8") as fh:
             for c, di in zip(chunks, doc_index):
                 fh.write(json.dumps({"doc_id": c.doc_id, "start": c.start, "end": c.end}) + "\n")
-        kind.build(embedder, path, texts)
+        kind.build(path, texts)
         work.add("index_builds")
     return _load(path, key, docs, embedder, kind)
 
@@ -104,4 +104,4 @@ def _load(path, key: str, docs: dict[str, Document], embedder: Any, kind: Any) -
             chunks.append(Chunk(r["doc_id"], r["start"], r["end"], text[r["start"]:r["end"]]))
             doc_index.append(pos[r["doc_id"]])
     return ChunkIndex(key, chunks, np.asarray(doc_index, dtype=np.int64), doc_ids, embedder,
-                      kind.load(embedder, path))
+                      kind.load(path))

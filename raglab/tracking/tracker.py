@@ -1,4 +1,5 @@
-"""Glue between a run and its tracking backend (MLflow lives in raglab.tracking only)."""
+"""The ``tracking`` group: ``none`` (the run directory is the only record) and ``mlflow``
+(mlflow is imported lazily, by :mod:`raglab.tracking.mlflow_store` only)."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ import subprocess
 from pathlib import Path
 from typing import Any, Literal
 
-from raglab import __version__
 from pydantic import Field
 
+from raglab import __version__
+from raglab.components import NO_CONTEXT, BuildContext, Tracker
 from raglab.data.schema import Strict
 from raglab.registry import register
 
@@ -43,48 +45,29 @@ def git_commit(cwd: Path) -> str | None:
 
 
 @register("tracking", "none", config=NoTrackingCfg)
-class NoTracker:
-    """``tracking=none``: the run directory is the only record."""
-
-    def __init__(self, cfg: Any, resolved: dict[str, Any], run_name: str,
-                 sweep_dir: str | None):
-        self.cfg = cfg
-        self.resolved = resolved
-        self.run_name = run_name
-        self.sweep_dir = sweep_dir
-        self.diffs: list = []  # config differences from the shipped defaults
-        self.run: Any = None
-        self.run_dir: Path | None = None  # set by the run: where the MLflow run id is kept
-
-    def check(self) -> None:
-        """Fail before any work when the tracking backend is unusable."""
-
-    def started(self, dataset: Any, versions: dict[str, str], self_graded: bool = False) -> None:
-        """The run started (its dataset is loaded and its metric versions known)."""
-
-    def finished(self, run_dir: Path) -> None:
-        """The run finished and wrote ``run_dir``."""
-
-    def killed(self) -> None:
-        """The run was interrupted."""
-
-    def failed(self, message: str) -> None:
-        """The run failed with ``message``."""
-
-    def where(self) -> str | None:
-        """Where to look at the tracked run, for the summary (None: nowhere)."""
-        return None
+class NoTracker(Tracker):
+    """``tracking=none``: the run directory is the only record (every method of
+    :class:`raglab.components.Tracker` does nothing)."""
 
 
 @register("tracking", "mlflow", config=MlflowTrackingCfg)
-class MlflowTracker(NoTracker):
+class MlflowTracker(Tracker):
     """Creates the MLflow run when the run starts, fills it when the run ends."""
+
+    tracks = True
+
+    def __init__(self, cfg: MlflowTrackingCfg, ctx: BuildContext = NO_CONTEXT):
+        super().__init__(cfg, ctx)
+        self.resolved = ctx.resolved
+        self.run_name = ctx.run_name
+        self.sweep_dir = ctx.sweep_dir
+        self.run: Any = None
 
     def check(self) -> None:
         from raglab.tracking.mlflow_store import bound_waits, check_tracking
 
-        bound_waits(self.cfg.tracking.timeout_s)
-        check_tracking(self.cfg.tracking.uri)
+        bound_waits(self.cfg.timeout_s)
+        check_tracking(self.cfg.uri)
 
     def started(self, dataset: Any, versions: dict[str, str], self_graded: bool = False) -> None:
         from raglab.tracking.keys import flatten_config
@@ -93,7 +76,7 @@ class MlflowTracker(NoTracker):
         tags = {f"raglab.metric_version.{k}": v for k, v in versions.items()}
         tags.update({
             "raglab.version": __version__,
-            "raglab.dataset": self.cfg.dataset.name,
+            "raglab.dataset": self.ctx.run.dataset.name,
             "raglab.dataset.corpus_sha256": dataset.corpus_hash,
             "raglab.dataset.cases_sha256": dataset.cases_hash,
             "raglab.quarantined": str(len(dataset.quarantined)),
@@ -104,17 +87,14 @@ class MlflowTracker(NoTracker):
         if commit:
             tags["raglab.git_commit"] = commit
         previous = None  # a resumed run continues its own MLflow run (no orphan RUNNING)
-        if self.run_dir is not None:
-            from raglab.runner.identity import read_identity
-
-            previous = read_identity(self.run_dir).get("mlflow")
         remember = None
-        if self.run_dir is not None:
-            from raglab.runner.identity import update_identity
+        files = self.ctx.run_files
+        if self.run_dir is not None and files is not None:
+            previous = files.tracked_identity(self.run_dir)
 
             def remember(identity: dict) -> None:  # before the run exists, then its id
-                update_identity(self.run_dir, mlflow=identity)
-        self.run = MlflowRun.start(self.cfg.tracking.uri, self.cfg.tracking.experiment,
+                files.remember_identity(self.run_dir, identity)
+        self.run = MlflowRun.start(self.cfg.uri, self.cfg.experiment,
                                    self.run_name, flatten_config(self.resolved), tags,
                                    sweep_dir=self.sweep_dir, resume=previous,
                                    remember=remember)
@@ -123,14 +103,14 @@ class MlflowTracker(NoTracker):
         if self.run is None:
             return
         from raglab.data.io import read_run_metrics
-        from raglab.report.run_report import report_files
-        from raglab.report.summary import run_description
 
+        files = self.ctx.run_files
         metrics = read_run_metrics(run_dir)
-        self.run.finish(run_dir, slice_metrics=self.cfg.tracking.slice_metrics,
-                        report=report_files(run_dir),
-                        describe=lambda link: run_description(self.run_name, metrics,
-                                                              self.resolved, self.diffs, link))
+        self.run.finish(run_dir, slice_metrics=self.cfg.slice_metrics,
+                        report=files.report_files(run_dir) if files is not None else [],
+                        describe=lambda link: files.description(
+                            self.run_name, metrics, self.resolved, self.diffs, link)
+                        if files is not None else "")
 
     def killed(self) -> None:
         if self.run is not None:
@@ -147,7 +127,7 @@ class MlflowTracker(NoTracker):
         from raglab.tracking.mlflow_ui import run_url
 
         return (f"MLflow run {self.run.run_id} {self.run_name!r} (experiment "
-                f"{self.cfg.tracking.experiment!r}); view it with:\n"
-                f"  {ui_command(self.cfg.tracking.uri)}\n"
+                f"{self.cfg.experiment!r}); view it with:\n"
+                f"  {ui_command(self.cfg.uri)}\n"
                 "  then open "
-                f"{run_url(self.cfg.tracking.uri, self.run.experiment_id, self.run.run_id)}")
+                f"{run_url(self.cfg.uri, self.run.experiment_id, self.run.run_id)}")
