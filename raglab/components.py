@@ -75,6 +75,8 @@ class Component(Protocol):
 
     #: calls a model through the run's one LLM client
     uses_llm: ClassVar[bool] = False
+    cfg: Any  #: the component's own config section
+    ctx: BuildContext
 
     def __init__(self, cfg: Any, ctx: BuildContext = NO_CONTEXT) -> None:
         self.cfg = cfg
@@ -177,8 +179,9 @@ class Grader(Component, Protocol):
         ...
 
     async def verify(self, claims: list[str], passages: list[str],
-                     family: str) -> Sequence[Sequence[str | None]]:
-        """``[label, evidence or None]`` per claim, a ClaimLabel against the passages."""
+                     family: str) -> Sequence[Sequence[Any]]:
+        """``[label, evidence or None, passage index or None]`` per claim, a ClaimLabel
+        against the passages."""
         ...
 
     async def nuggets(self, question: str, answer: str,
@@ -200,12 +203,14 @@ class Tracker(Component, Protocol):
 
     #: logs runs to a tracking store (False: the run directory is the only record)
     tracks: ClassVar[bool] = False
+    diffs: list  #: config differences from the shipped defaults (the command's)
+    run_dir: Any  #: set by the run: where the tracked run's id is kept
 
     def __init__(self, cfg: Any, ctx: BuildContext = NO_CONTEXT) -> None:
         self.cfg = cfg
         self.ctx = ctx
-        self.diffs: list = []  # config differences from the shipped defaults (the command's)
-        self.run_dir: Any = None  # set by the run: where the tracked run's id is kept
+        self.diffs = []
+        self.run_dir = None
 
     def check(self) -> None:
         """Fail before any work when the tracking backend is unusable."""

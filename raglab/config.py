@@ -9,7 +9,7 @@ are discriminated unions on ``name``, so a typo fails with the valid choices.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt, ValidationError, create_model, model_validator
 
@@ -122,7 +122,7 @@ def _choice_type(group: str) -> Any:
     cfgs = [e.config for _, e in sorted(registry.entries(group).items())]
     if len(cfgs) == 1:
         return cfgs[0]
-    return Annotated[Union[tuple(cfgs)], Field(discriminator="name")]
+    return Annotated[tuple(cfgs), Field(discriminator="name")]
 
 
 def run_model() -> type[RunCfg]:

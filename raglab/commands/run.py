@@ -117,8 +117,14 @@ def run_task(job, resolve, kept=None) -> None:
     from raglab.runner.components import build_tracker
     from raglab.runner.naming import override_key, run_name
     from raglab.runner.run import Run, error_rate_exceeded, print_summary
-    from raglab.secrets import (redact, register, scrub, scrub_obj, scrub_output_streams,
-                                secret_values)
+    from raglab.secrets import (
+        redact,
+        register,
+        scrub,
+        scrub_obj,
+        scrub_output_streams,
+        secret_values,
+    )
     from raglab.tracking.errors import TrackingError, tracking_failed
 
     run_dir = Path(job.output_dir).resolve()

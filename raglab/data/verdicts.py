@@ -7,7 +7,6 @@ schema and the metrics all read them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, Literal
 

@@ -19,9 +19,8 @@ from typing import Any
 
 from raglab.cache import StageCache, content_key
 from raglab.components import Grader
-from raglab.data.verdicts import Verdict
-from raglab.graders.grouped import (answer_job, context_job, detached, groups_of,
-                                    start_references)
+from raglab.data.verdicts import Verdict, VerdictKind
+from raglab.graders.grouped import answer_job, context_job, detached, groups_of, start_references
 from raglab.graders.spec import FAMILY_PROMPTS, family_prompt_texts
 from raglab.llm.client import LLMCallError
 from raglab.llm.cost import current_meter, metering
@@ -47,6 +46,7 @@ class Grading:
         self.versions = versions
         self.cache = cache
         self.work = work
+        self.llm: Any = None  # the LLM client the grader calls through (closed with it)
         prompts = grader.prompt_texts()
         self.groups = groups_of(grader)  # grouped calls (raglab.graders.grouped)
         self.fresh: set[str] = set()  # judgments this run cached before the cases asked
@@ -131,13 +131,13 @@ class Grading:
             case_meter.add(meter.total())
         return value
 
-    def _verdict(self, family: str, kind: str, **fields: Any) -> dict[str, Any]:
+    def _verdict(self, family: str, kind: VerdictKind, **fields: Any) -> dict[str, Any]:
         """A :class:`~raglab.data.verdicts.Verdict`, in its stored (JSON) form."""
         return Verdict(family=family, kind=kind, grader=self.name,
                        version=self.versions[family], prompt_hash=self.prompt_hashes[family],
                        error=fields.pop("error", None), **fields).to_json()
 
-    async def _family(self, family: str, kind: str, coro, build) -> list[dict[str, Any]]:
+    async def _family(self, family: str, kind: VerdictKind, coro, build) -> list[dict[str, Any]]:
         try:
             result = await coro
         except GraderCallError as e:
@@ -192,7 +192,7 @@ class Grading:
                                 for i, (c, r) in enumerate(zip(items, res))]
 
         # The judgments below are independent: ask for them together (one batch round).
-        jobs = [None if "context" in self.groups else self._family(
+        jobs: list[Any] = [None if "context" in self.groups else self._family(
             "faithfulness", "claim", self._cached("faithfulness", "verify", claims, context,
                                                   "faithfulness"),
             claim_verdicts("faithfulness", claims))]

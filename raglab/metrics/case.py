@@ -6,11 +6,11 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
-from raglab.text.normalize import count_tokens
 from raglab.metrics import generation as gen
 from raglab.metrics.catalog import METRICS, STAGES, stage_metric_names
 from raglab.metrics.retrieval import context_metrics, graded_context_precision, ranked_list_metrics
 from raglab.text.answers import citations_of, factual_sentences
+from raglab.text.normalize import count_tokens
 
 
 def stage_cutoffs(cutoffs: Sequence[int], depth: int) -> list[int]:

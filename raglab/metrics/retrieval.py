@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections.abc import Sequence
 from functools import lru_cache
 from itertools import compress
-from collections.abc import Sequence
 
 _LOG2 = [1.0 / math.log2(r + 2) for r in range(1024)]
 

@@ -50,10 +50,9 @@ def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
 
     results = asyncio.run(go())
     windows = window_table(results, seconds)
-    base_scores = None
+    base_scores: list[float] | None = None
     if baseline is not None:
-        base_scores = [ln.top1_score() for _, ln in baseline.lines]
-        base_scores = [s for s in base_scores if s is not None]
+        base_scores = [s for _, ln in baseline.lines if (s := ln.top1_score()) is not None]
     alerts = find_alerts(windows, base_scores, max_contradicted=mon.max_contradicted,
                          drift_p=mon.drift_p, drift_min_effect=mon.drift_min_effect,
                          min_lines=mon.min_lines)

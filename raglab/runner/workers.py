@@ -32,8 +32,9 @@ import struct
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from raglab.errors import UserError
 
@@ -88,7 +89,7 @@ class Worker:
     #: the parent's ends of the connections of the workers alive (a new worker closes them)
     _parent_ends: list[Any] = []
 
-    def __init__(self, index: int, target: Callable[["Worker"], None]):
+    def __init__(self, index: int, target: Callable[[Worker], None]):
         from multiprocessing.connection import Pipe  # pickled messages over a socket pair
 
         self.index = index

@@ -37,7 +37,7 @@ class SystemRequest:
     config: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_case(cls, case: Case, config: dict[str, Any]) -> "SystemRequest":
+    def from_case(cls, case: Case, config: dict[str, Any]) -> SystemRequest:
         return cls(case.id, case.question, dict(case.filters), case.user, config)
 
     def as_json(self) -> dict[str, Any]:

@@ -52,7 +52,8 @@ class Chunk:
 
 def token_spans(text: str, start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
     end = len(text) if end is None else end
-    return [(start + m.start(), start + m.end()) for m in WHITESPACE_TOKEN.finditer(text[start:end])]
+    return [(start + m.start(), start + m.end())
+            for m in WHITESPACE_TOKEN.finditer(text[start:end])]
 
 
 def _windows(spans: list[tuple[int, int]], size: int, overlap: int) -> Iterable[tuple[int, int]]:
@@ -98,7 +99,8 @@ def _paragraphs(text: str, s: int, e: int) -> list[tuple[int, int]]:
     return out
 
 
-def _split_to_size(text: str, span: tuple[int, int], size: int, level: int) -> list[tuple[int, int]]:
+def _split_to_size(text: str, span: tuple[int, int], size: int,
+                   level: int) -> list[tuple[int, int]]:
     s, e = span
     n = len(token_spans(text, s, e))
     if n <= size:

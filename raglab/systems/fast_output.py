@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic_core import SchemaValidator, core_schema as cs
+from pydantic_core import SchemaValidator
+from pydantic_core import core_schema as cs
 
 from raglab.data.schema import Citation, Hit, SystemOutput
 

@@ -1,7 +1,8 @@
 """Generators of the reference pipeline (``generator`` group): ``extractive`` (offline) and
 ``anthropic`` (Claude). A generator (:class:`raglab.components.Generator`) is made from its
-config and the build context (the run's prompt config, its LLM client or None) and has ``generate(question, context_texts) -> dict`` with ``answer``,
-``citations``, ``usage`` (and optionally ``latency_ms``, ``cached``)."""
+config and the build context (the run's prompt config, its LLM client or None) and has
+``generate(question, context_texts) -> dict`` with ``answer``, ``citations``, ``usage``
+(and optionally ``latency_ms``, ``cached``)."""
 
 from __future__ import annotations
 
@@ -56,7 +57,12 @@ def generate_extractive(question: str, context_texts: list[str], cfg: Any) -> di
     scored.sort(key=lambda r: (-r[0], r[1], r[2]))
     picked = [r for r in scored[: cfg.max_sentences] if r[0] >= cfg.min_score and r[0] > 0]
     seen: set[str] = set()
-    picked = [r for r in picked if not (r[3] in seen or seen.add(r[3]))]
+    unique = []
+    for r in picked:  # the first of each repeated sentence text
+        if r[3] not in seen:
+            seen.add(r[3])
+            unique.append(r)
+    picked = unique
     if not picked:
         return {"answer": cfg.refusal, "citations": [], "usage": {"cost_usd": 0.0}}
     picked.sort(key=lambda r: (r[1], r[2]))

@@ -2,7 +2,8 @@
 
 Request body (application/json)::
 
-    {"case_id": "...", "question": "...", "filters": {...}, "user": {"id": ..., "groups": [...]} | null,
+    {"case_id": "...", "question": "...", "filters": {...},
+     "user": {"id": ..., "groups": [...]} | null,
      "config": {"chunker": {...}, "embedder": {...}, "reranker": {...}, "k": 5,
                 "candidate_depth": 50, "context_token_budget": 1500, "prompt": {...},
                 "generator": {...}}}

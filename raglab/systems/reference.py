@@ -34,7 +34,7 @@ def context_within_budget(reranked: list[tuple[int, float, str]], k: int,
                           budget: int) -> list[tuple[int, float, str]]:
     """The first ``k`` reranked candidates that fit the context token budget, in order; a
     candidate too long for what is left is skipped (a shorter later one may still fit)."""
-    out = []
+    out: list[Any] = []
     for cand in reranked:
         if len(out) >= k:
             break
@@ -133,9 +133,10 @@ class ReferenceSystem(System):
                       for ci, s in r["ranked"]]
         stages = {"retrieve": round(r["ms"], 3), "rerank": round(rerank_ms, 3),
                   "generate": round(gen["latency_ms"], 3)}
-        out = SystemOutput(
-            case_id=req.case_id, candidates=candidates, context=context, answer=gen["answer"],
-            citations=gen.get("citations", []), latency_ms=stages, usage=gen.get("usage", {}))
+        out = SystemOutput.model_validate({
+            "case_id": req.case_id, "candidates": candidates, "context": context,
+            "answer": gen["answer"], "citations": gen.get("citations", []),
+            "latency_ms": stages, "usage": gen.get("usage", {})})
         # outside the stages: context assembly, and building the output
         other_ms = ((t_gen - t_retrieved) + (time.perf_counter() - t_generated)) * 1000 \
             - rerank_ms

@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from raglab.components import Embedder
+from raglab.components import Embedder, Ranker
 from raglab.data.schema import Strict
 from raglab.registry import register
 
@@ -33,7 +33,7 @@ class DenseEmbedder(Embedder):
     def build(self, path: Path, texts: list[str]) -> None:
         DenseIndex.build(self.cfg, path, texts)
 
-    def load(self, path: Path) -> DenseIndex:
+    def load(self, path: Path) -> Ranker:
         return DenseIndex.load(self.cfg, path)
 
 

@@ -81,10 +81,10 @@ def build_or_load_index(docs: dict[str, Document], corpus_hash: str, chunker: An
             for ch in chunk_document(doc_id, docs[doc_id].text, chunker):
                 chunks.append(ch)
                 doc_index.append(di)
-        texts = [(docs[c.doc_id].title + "\n" if docs[c.doc_id].title else "") + c.text
+        texts = [(f"{title}\n" if (title := docs[c.doc_id].title) else "") + c.text
                  for c in chunks]
         with open(path / "chunks.jsonl", "w", encoding="utf-8") as fh:
-            for c, di in zip(chunks, doc_index):
+            for c in chunks:
                 fh.write(json.dumps({"doc_id": c.doc_id, "start": c.start, "end": c.end}) + "\n")
         kind.build(path, texts)
         work.add("index_builds")
