@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from raglab.errors import UserError
-from raglab.tracking.batching import gc_paused, log_batches
+from raglab.tracking.batching import log_batches
 from raglab.tracking.keys import (MAX_PARAM_VALUE_LENGTH, flatten_config, is_legal_key,
                                   is_secret_key, metric_key, metrics_from_summary)
 from raglab.tracking.uris import (DB_SCHEMES, check_tracking, normalize_uri, scheme_of,
@@ -257,11 +257,9 @@ class MlflowRun:
         self.end("FINISHED")
 
     def end(self, status: str = "FINISHED") -> None:
-        """Set the run's status (FINISHED, KILLED or FAILED) and the sweep parent's (MLflow
-        reads the whole run back, every metric included, hence the paused collector)."""
-        with gc_paused():
-            _set_terminated(self._client, self._run_id, status)
-            _set_terminated(self._client, self.parent_run_id, status)
+        """Set the run's status (FINISHED, KILLED or FAILED) and the sweep parent's."""
+        _set_terminated(self._client, self._run_id, status)
+        _set_terminated(self._client, self.parent_run_id, status)
 
     def log_metrics(self, metrics: Mapping[str, float],
                     tags: Mapping[str, str] | None = None) -> None:
