@@ -79,6 +79,7 @@ class RecordWriter:
         self._fh = None
         self._synced = 0.0
         self._syncing: Any = None  # a background fsync (close(background=True))
+        self._end = 0  # the size of the file once this writer's lines are written
         self._sync_error: OSError | None = None
 
     def load(self, retry_errors: bool = True) -> list[CaseRecord]:
@@ -102,9 +103,11 @@ class RecordWriter:
             if self._fh is None:
                 self._fh = open(self.path, "ab")
                 self._synced = time.monotonic()
-            start = self._fh.tell()
+                self._end = self._fh.tell()  # then counted: no seek per line
+            start = self._end
             self._fh.write(line)
             self._fh.flush()
+            self._end = start + len(line)
             now = time.monotonic()
             if now - self._synced >= self.fsync_interval_s:
                 os.fsync(self._fh.fileno())
