@@ -65,7 +65,7 @@ class ReplaySystem:
                 if not raw or raw.isspace():  # (no copy of a long line, as strip() makes)
                     continue
                 out = self._parse(raw, lineno)
-                cid = out["case_id"] if isinstance(out, dict) else out.case_id
+                cid = out.case_id
                 if cid in seen:
                     raise UserError("duplicate case_id in replay file", file=self.path,
                                     line=lineno, case_id=cid)
@@ -73,8 +73,8 @@ class ReplaySystem:
                 if isinstance(out, _Bad):
                     self.bad[cid] = f"{self.path}:{lineno}: {out.message}"
                 elif keep:
-                    self.outputs[cid] = out
-                else:
+                    self.outputs[cid] = out.model_dump()
+                else:  # checked; parsed again when its case is scored
                     self.index[cid] = (start, len(raw))
         self._fh = None if keep else open(p, "rb")
         if not seen:
@@ -88,20 +88,20 @@ class ReplaySystem:
                     f"{self.path}: {len(extra)} replayed output(s) for cases not in the case "
                     f"set, ignored ({shown}{', ...' if len(extra) > 3 else ''})")
 
-    def _parse(self, raw: bytes, lineno: int) -> dict[str, Any] | _Bad:
+    def _parse(self, raw: bytes, lineno: int) -> SystemOutput | _Bad:
+        """The line's output, or _Bad (a value that fails its case)."""
         # pydantic's JSON reader accepts lone surrogates (and NaN in a hit's free-form
         # metadata), so a line that may hold one goes the slow way, which finds them
         if not may_escape_surrogate(raw):
             try:
-                out = SystemOutput.model_validate_json(raw).model_dump()
+                out = SystemOutput.model_validate_json(raw)
             except Exception:  # the slow path names the problem (or accepts the line)
                 pass
             else:
                 try:  # a hit's free-form metadata is the one place nesting is unbounded
-                    for stage in ("candidates", "context"):
-                        for h in out[stage]:
-                            if h["metadata"]:
-                                check_finite(h["metadata"])
+                    for h in (*out.candidates, *out.context):
+                        if h.metadata:
+                            check_finite(h.metadata)
                     return out
                 except NotFiniteError:
                     pass
@@ -140,7 +140,7 @@ class _Bad:
         self.case_id, self.message = case_id, message
 
 
-def _slow_parse(raw: bytes, path: str, lineno: int) -> dict[str, Any] | _Bad:
+def _slow_parse(raw: bytes, path: str, lineno: int) -> SystemOutput | _Bad:
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -160,4 +160,4 @@ def _slow_parse(raw: bytes, path: str, lineno: int) -> dict[str, Any] | _Bad:
     if not isinstance(obj, dict):
         raise UserError(f"expected a JSON object, got {type(obj).__name__}", file=path,
                         line=lineno)
-    return parse_model(SystemOutput, obj, file=path, line=lineno).model_dump()
+    return parse_model(SystemOutput, obj, file=path, line=lineno)
