@@ -10,7 +10,6 @@ and the swept keys that name each job.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 from raglab.commands.common import conf_dir

@@ -202,7 +202,7 @@ def _sigterm_as_interrupt() -> None:
 
 def main(argv: list[str]) -> None:
     from raglab.commands.compose import split_argv
-    from raglab.errors import ConfigError, UserError
+    from raglab.errors import ConfigError
 
     multirun, overrides, plain = split_argv(argv)
     from raglab.secrets import override_secrets, register, scrub_output_streams

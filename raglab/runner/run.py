@@ -41,7 +41,6 @@ from raglab.cache import StageCache, content_key
 from raglab.runner.components import (build_grader, build_system, grader_uses_llm, llm_client,
                                       model_prices, preflight, system_model_section)
 from raglab.systems.base import SystemRequest, ValidatedOutput, WorkCounter
-from raglab import registry
 
 CASE_TIMEOUT_S = 600.0
 #: runs with more cases than this, not tracked, draw their report's plots on demand

@@ -148,7 +148,8 @@ def test_ctrl_c_in_a_terminal_stops_the_run_and_a_resume_finishes_it(tmp_path, b
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     proc = subprocess.Popen([sys.executable, "-m", "raglab.cli", *args], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True, preexec_fn=default_sigint)
+                            start_new_session=True,
+                            preexec_fn=default_sigint)  # noqa: PLW1509 - a signal disposition only
     _first_records(run_dir, proc)
     stopped_at = time.monotonic()
     os.killpg(proc.pid, signal.SIGINT)
