@@ -16,6 +16,8 @@ import json
 from collections.abc import Iterator
 from typing import Any, Literal
 
+from pydantic import ValidationError
+
 from raglab.data.dataset import resolve_path
 from raglab.data.finite import (may_escape_surrogate, NotFiniteError, check as check_finite,
                                  loads as finite_loads)
@@ -160,4 +162,26 @@ def _slow_parse(raw: bytes, path: str, lineno: int) -> SystemOutput | _Bad:
     if not isinstance(obj, dict):
         raise UserError(f"expected a JSON object, got {type(obj).__name__}", file=path,
                         line=lineno)
-    return parse_model(SystemOutput, obj, file=path, line=lineno)
+    try:
+        return SystemOutput.model_validate(obj)
+    except ValidationError as e:
+        reversed_span = _reversed_span(obj, e)
+        if reversed_span is not None:  # a value that fails its case, as a system's would
+            return _Bad(obj["case_id"], reversed_span)
+    return parse_model(SystemOutput, obj, file=path, line=lineno)  # the one line
+
+
+def _reversed_span(obj: dict[str, Any], e: ValidationError) -> str | None:
+    """The message for a line whose only problems are reversed hit spans (the hit model's
+    one value check), else None."""
+    errors = e.errors()
+    if not all(err["type"] == "value_error" and len(err["loc"]) == 2
+               and err["loc"][0] in ("candidates", "context") for err in errors):
+        return None
+    cid = obj.get("case_id")
+    if not isinstance(cid, str) or not cid:
+        return None
+    stage, i = errors[0]["loc"]
+    hit = obj[stage][i]
+    return (f"{stage} hit {i + 1} ({hit['doc_id']}): span {hit['start']}-{hit['end']} is "
+            "not a forward range")

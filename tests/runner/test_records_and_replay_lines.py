@@ -243,3 +243,19 @@ def test_span_check_refuses_exactly_the_hits_the_rule_refuses(candidates, contex
     else:
         with pytest.raises(ValueError, match=f"^{first_bad} hit"):
             check_spans(out, DS)
+
+
+def test_a_reversed_replayed_span_fails_its_case_and_a_bad_index_the_file(tmp_path):
+    """A reversed hit span is a value that fails its own case (README "Odd input"); a line
+    the output schema refuses for anything else is refused with one line."""
+    ok = json.dumps({"case_id": "ok"})
+    rev = json.dumps({"case_id": "rev", "candidates": [{"doc_id": "d", "start": 9, "end": 3}]})
+    answer = _replayed(tmp_path, ok + "\n" + rev + "\n")
+    assert answer("ok")["case_id"] == "ok"
+    with pytest.raises(replay_mod.ReplayedValueError,
+                       match=r"out.jsonl:2: candidates hit 1 \(d\): span 9-3 is not a forward"):
+        answer("rev")
+    both = json.dumps({"case_id": "both", "candidates": [{"doc_id": "d", "start": 9, "end": 3}],
+                       "citations": [{"sentence": 0, "context": [-1]}]})
+    with pytest.raises(UserError, match="out.jsonl:2"):
+        _replayed(tmp_path, ok + "\n" + both + "\n")
