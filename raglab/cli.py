@@ -46,14 +46,6 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> None:
-    import atexit
-    import gc
-
-    # what is still alive when the interpreter exits lives to the end: the collector's last
-    # walk over all of it (a tenth of the time of scoring 2,000 replayed cases) would find
-    # nothing to free (the last exit handler, after those registered later, e.g. MLflow's)
-    atexit.unregister(gc.freeze)
-    atexit.register(gc.freeze)
     try:
         _main(argv)
     except BrokenPipeError:  # output piped into a command that stopped reading (e.g. head)
@@ -79,11 +71,7 @@ def _main(argv: list[str] | None) -> None:
         fail(f"unknown command {cmd!r} (commands: {', '.join(COMMANDS)}; see raglab --help)", 2)
     import importlib
 
-    from raglab.gc_pause import gc_paused
-
-    with gc_paused():  # imports make no garbage for the collector to find, only objects
-        command = importlib.import_module(module)
-    command.main(rest)
+    importlib.import_module(module).main(rest)
 
 
 if __name__ == "__main__":

@@ -85,7 +85,8 @@ class RunCfg(Strict):
     candidate_depth: StrictInt = Field(gt=0)
     context_token_budget: StrictInt = Field(1500, gt=0)
     cache_dir: str = Field(".raglab-cache", min_length=1)
-    concurrency: StrictInt = Field(4, ge=1)
+    concurrency: StrictInt = Field(4, ge=1, description=(
+        "the number of concurrent system calls (cases answered at once, for every system)"))
     # exit 1 when more than this share of cases failed (README "Reliability")
     max_error_rate: float = Field(0.5, ge=0, le=1)
     run_name: str | None = None

@@ -70,23 +70,15 @@ def test_compare_config_validates():
     assert CompareCfg.model_validate(data).adjust == "holm"
 
 
-def test_shipped_defaults_are_kept_in_the_cache_dir_and_equal_a_fresh_composition(
-        tmp_path, monkeypatch):
+def test_shipped_defaults_equal_a_fresh_composition_and_are_composed_once(monkeypatch):
     from raglab.commands import compose
 
     monkeypatch.setattr(compose, "_DEFAULTS", None)
-    fresh = compose.shipped_defaults(tmp_path)
+    fresh = compose.shipped_defaults()
     assert fresh == compose.compose_config([])
-    kept = list((tmp_path / "defaults").glob("config-*.json"))
-    assert len(kept) == 1
 
     def no_compose(overrides):
         raise AssertionError("composed again")
 
-    monkeypatch.setattr(compose, "_DEFAULTS", None)
     monkeypatch.setattr(compose, "compose_config", no_compose)
-    assert compose.shipped_defaults(tmp_path) == fresh  # read back, not composed
-    kept[0].write_text("{not json")
-    monkeypatch.setattr(compose, "_DEFAULTS", None)
-    with pytest.raises(AssertionError, match="composed again"):
-        compose.shipped_defaults(tmp_path)  # a broken file is composed again
+    assert compose.shipped_defaults() == fresh  # once per process

@@ -10,7 +10,6 @@ and the swept keys that name each job.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 from raglab.commands.common import conf_dir
@@ -198,31 +197,13 @@ def launch_single_run(hydra: Any, cfg: Any, task_function: Any) -> None:
 _DEFAULTS: dict[str, Any] | None = None
 
 
-def shipped_defaults(cache_dir: str | Path | None = None) -> dict[str, Any] | None:
-    """The configuration of ``raglab run`` with no override (None if it does not compose).
-
-    Composing it costs a tenth of a second or more, so with ``cache_dir`` it is kept there,
-    keyed by a hash of the config files and versions it comes from (any change composes it
-    again); a cache that cannot be read or written only means composing it."""
-    from raglab.commands.composed import conf_key, read_kept, write_kept
-
+def shipped_defaults() -> dict[str, Any] | None:
+    """The configuration of ``raglab run`` with no override (None if it does not compose),
+    composed once per process."""
     global _DEFAULTS
-    if _DEFAULTS is not None:
-        return _DEFAULTS
-    path = None
-    if cache_dir is not None:
+    if _DEFAULTS is None:
         try:
-            path = Path(cache_dir).expanduser() / "defaults" / f"config-{conf_key()}.json"
-        except RuntimeError:  # ~user of no known home: not kept
-            path = None
-        cached = read_kept(path) if path is not None else None
-        if isinstance(cached, dict):
-            _DEFAULTS = cached
-            return _DEFAULTS
-    try:
-        _DEFAULTS = compose_config([])
-    except ComposeError:
-        return None
-    if path is not None:
-        write_kept(path, _DEFAULTS)
+            _DEFAULTS = compose_config([])
+        except ComposeError:
+            return None
     return _DEFAULTS

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from raglab.commands.common import fail
@@ -41,6 +42,18 @@ def _remove_if_empty(run_dir: Path) -> None:
         pass
 
 
+@dataclass
+class JobInfo:
+    """What a run takes from Hydra's job configuration."""
+
+    output_dir: str
+    task_overrides: list[str]
+    choices: dict
+    multirun: bool = False
+    sweep_dir: str | None = None
+    num: int = 0
+
+
 def sweep_context() -> dict:
     try:
         ctx = json.loads(os.environ.get(SWEEP_ENV) or "{}")
@@ -56,7 +69,6 @@ def task(dict_cfg) -> None:
     from omegaconf import OmegaConf
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-    from raglab.commands.composed import JobInfo
     from raglab.errors import ConfigError
 
     hc = HydraConfig.get()
@@ -76,40 +88,14 @@ def task(dict_cfg) -> None:
         except OmegaConfBaseException as e:
             raise ConfigError(" ".join(str(e).split())) from None
 
-    def kept(resolved: dict, unresolved: dict, public: dict, yaml_text: str) -> None:
-        if _KEEP is None:  # only a single run from the command line is kept
-            return
-        from raglab.commands.composed import keep, keepable
-
-        hydra = OmegaConf.to_container(hc, resolve=False, enum_to_str=True)
-        if keepable(_KEEP, unresolved, hydra, job.choices):
-            keep(_KEEP, resolved, hydra["run"]["dir"], job, public, yaml_text)
-
-    run_task(job, resolve, kept)
+    run_task(job, resolve)
 
 
-#: the overrides of a single run from the command line (its composition may be kept)
-_KEEP: list[str] | None = None
-
-
-def _yaml(job, resolved: dict, public: dict) -> str:
-    """config.yaml's text: OmegaConf's, or from a kept composition (without OmegaConf) its
-    kept text when nothing was redacted or scrubbed since (``public == resolved``)."""
-    if job.kept:
-        from raglab.commands.composed import yaml_text
-
-        if job.kept_yaml is not None and public == resolved:
-            return job.kept_yaml
-        return yaml_text(public)
+def run_task(job: JobInfo, resolve) -> None:
+    """One run (a single run, or one job of a sweep): ``resolve()`` gives the resolved and
+    the unresolved configuration, or raises ConfigError."""
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_yaml(OmegaConf.create(public))
-
-
-def run_task(job, resolve, kept=None) -> None:
-    """One run (a single run, or one job of a sweep): ``resolve()`` gives the resolved and
-    the unresolved configuration, or raises ConfigError; ``kept`` is told the configuration
-    and its YAML text once they are known to be valid."""
     from raglab.commands.compose import shipped_defaults
     from raglab.config import parse_run_config
     from raglab.errors import ConfigError, UserError
@@ -140,15 +126,13 @@ def run_task(job, resolve, kept=None) -> None:
         public = scrub_obj(redact(resolved))
         keys = ctx.get("keys") or [override_key(o) for o in job.task_overrides]
         name = scrub(cfg.run_name or run_name(public, keys, dict(job.choices)))
-        defaults = shipped_defaults(cfg.cache_dir)
+        defaults = shipped_defaults()
         diffs = config_diff(redact(defaults), public) if defaults else []
         sweep_dir = str(Path(job.sweep_dir).resolve()) if multirun else None
         tracker = build_tracker(cfg, public, name, sweep_dir)
         tracker.diffs = diffs
-        yaml_text = _yaml(job, resolved, public)
+        yaml_text = OmegaConf.to_yaml(OmegaConf.create(public))
         run = Run(cfg, run_dir, yaml_text, name=name, diffs=diffs, config=public)
-        if kept is not None:
-            kept(resolved, unresolved, public, yaml_text)
         tracker.check()
         metrics = run.execute(tracker)
         try:
@@ -223,31 +207,16 @@ def _sigterm_as_interrupt() -> None:
 
 
 def main(argv: list[str]) -> None:
-    global _KEEP
     from raglab.commands.compose import split_argv
-    from raglab.errors import ConfigError, UserError
+    from raglab.errors import ConfigError
 
     multirun, overrides, plain = split_argv(argv)
     from raglab.secrets import override_secrets, register, scrub_output_streams
 
     register(override_secrets(overrides))  # before any message could name an override
     scrub_output_streams()
-    single = kept = None
-    if plain and not multirun:  # the same command before: its composition, without Hydra
-        from raglab.commands.composed import lookup
-
-        try:
-            kept = lookup(overrides)
-        except Exception:  # noqa: BLE001 - only a shortcut: Hydra's path names any problem
-            kept = None
-        if kept is not None:
-            try:
-                from raglab.config import parse_run_config
-
-                parse_run_config(kept.config)  # fails as composing would, before any directory
-            except UserError as e:
-                fail(str(e), 2)
-    if plain and kept is None:  # compose and validate every job before Hydra makes anything
+    single = None
+    if plain:  # compose and validate every job before Hydra makes anything
         from raglab.commands.compose import compose_single_run, validate_jobs
         from raglab.runner.naming import swept_keys
 
@@ -260,15 +229,10 @@ def main(argv: list[str]) -> None:
                 single = compose_single_run(overrides)
                 if single is None:
                     validate_jobs(overrides, multirun)
-                else:
-                    _KEEP = list(overrides)
         except ConfigError as e:
             fail(str(e), 2)
     sys.argv = ["raglab run", *argv]
-    if kept is not None:
-        def app() -> None:
-            _run_kept(kept)
-    elif single is not None:
+    if single is not None:
         from raglab.commands.compose import launch_single_run
 
         def app() -> None:
@@ -300,17 +264,6 @@ def main(argv: list[str]) -> None:
     if OVER_ERROR_RATE and multirun:
         fail(f"{len(OVER_ERROR_RATE)} job(s) exceeded max_error_rate: "
              + ", ".join(str(p) for p in OVER_ERROR_RATE), 1)
-
-
-def _run_kept(kept) -> None:
-    """A single run from a kept composition, as Hydra's single run would do it with this
-    configuration: the run directory made (``${now:...}`` formatted now), then the task."""
-    from raglab.commands.composed import JobInfo, run_dir_of
-
-    run_dir = run_dir_of(kept.run_dir)
-    Path(run_dir).mkdir(parents=True, exist_ok=True)
-    job = JobInfo(output_dir=os.path.abspath(run_dir), **kept.job_args)
-    run_task(job, lambda: (kept.config, kept.config))
 
 
 def _calibration(cfg, versions: dict[str, str]) -> dict[str, str]:

@@ -17,7 +17,6 @@ from pathlib import Path
 from raglab.data.io import read_models
 from raglab.data.schema import Case, Document, HumanLabel, matches_filters, may_see
 from raglab.errors import UserError
-from raglab.gc_pause import gc_paused
 from raglab.text.normalize import Location, fact_changes, locate_quote
 
 PKG_PREFIX = "pkg://"
@@ -191,8 +190,7 @@ def _case_warnings(case: Case, corpus: dict[str, Document]) -> list[str]:
 def load_dataset(corpus: str | Path, cases: str | Path, labels: str | Path | None = None,
                  fuzzy_threshold: float = 90.0) -> Dataset:
     """Load and validate a dataset. Raises UserError on schema errors; quarantines the rest."""
-    with gc_paused():  # models and dicts that make no reference cycles: nothing to collect
-        return _load_dataset(corpus, cases, labels, fuzzy_threshold)
+    return _load_dataset(corpus, cases, labels, fuzzy_threshold)
 
 
 def _load_dataset(corpus: str | Path, cases: str | Path, labels: str | Path | None,

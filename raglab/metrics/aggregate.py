@@ -33,7 +33,7 @@ def mean_metrics(records: Sequence[dict[str, Any]], names: Iterable[str]) -> dic
 class Aggregation:
     """:func:`aggregate` of records given in chunks, in case order: each mean's running sum
     goes on from one chunk to the next, so the result is that of all the records at once,
-    to the last bit (a run aggregates the cases it scored itself while its workers end)."""
+    to the last bit."""
 
     def __init__(self, names: Iterable[str], slices: bool = True):
         self.base = list(dict.fromkeys(names))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import time
@@ -80,64 +79,20 @@ class RecordWriter:
         self._fh = None
         self._synced = 0.0
         self._syncing: Any = None  # a background fsync (close(background=True))
-        self._absorbed: list[Path] = []  # part files appended, deleted once durable
+        self._end = 0  # the size of the file once this writer's lines are written
         self._sync_error: OSError | None = None
 
     def load(self, retry_errors: bool = True) -> list[CaseRecord]:
         """The records to keep. With ``retry_errors`` the records of cases that failed (the
-        system's or a grader's error) are dropped, so a resume runs those cases again. The
-        records of worker part files a stopped run left (``raglab.runner.workers``) are
-        taken in, after this file's."""
-        from raglab.runner.workers import part_files
-
-        parts = part_files(self.path.parent)
+        system's or a grader's error) are dropped, so a resume runs those cases again."""
         rows = read_records(self.path)
-        for part in parts:
-            rows += read_records(part)
         kept = [r for r in rows if not (retry_errors and r.error)]
         # the last record of a case wins (a healed case may follow its old error)
         by_id = {r.case_id: r for r in kept}
         kept = [r for r in kept if by_id[r.case_id] is r]
-        if parts or (self.path.exists() and (len(kept) != len(rows) or _torn(self.path))):
+        if self.path.exists() and (len(kept) != len(rows) or _torn(self.path)):
             write_jsonl(self.path, [r.to_json() for r in kept])
-            for part in parts:
-                part.unlink(missing_ok=True)
         return kept
-
-    def absorb(self, part: Path) -> None:
-        """Append the complete lines of a worker's part file (a torn last line, left by a
-        kill, is dropped); the part file is deleted once they are durable, by
-        :meth:`close`'s fsync. The kernel copies the bytes (``copy_file_range``) where it
-        can. A part already appended is not appended again."""
-        if part in self._absorbed:
-            return
-        try:
-            src = os.open(part, os.O_RDONLY)
-        except FileNotFoundError:
-            return
-        except OSError as e:
-            raise storage_error(e, "records.jsonl", part) from None
-        start = None
-        try:
-            size = _complete_size(src)
-            if self._fh is None:  # (close() fsyncs through it)
-                self._fh = open(self.path, "ab")
-                self._synced = time.monotonic()
-            self._fh.flush()
-            dst = os.open(self.path, os.O_WRONLY)
-            try:
-                start = os.lseek(dst, 0, os.SEEK_END)
-                _copy(src, dst, size)
-            finally:
-                os.close(dst)
-            self._absorbed.append(part)
-        except BaseException as e:  # a storage error, or Ctrl-C/SIGTERM in the middle
-            self._drop_partial(start)  # no half-copied part stays in records.jsonl
-            if isinstance(e, OSError):
-                raise storage_error(e, "records.jsonl", self.path) from None
-            raise
-        finally:
-            os.close(src)
 
     def append(self, record: CaseRecord | None, line: bytes | None = None) -> None:
         """Append ``record`` (``line``: its ``record_line``, when already serialised; the
@@ -148,9 +103,11 @@ class RecordWriter:
             if self._fh is None:
                 self._fh = open(self.path, "ab")
                 self._synced = time.monotonic()
-            start = self._fh.tell()
+                self._end = self._fh.tell()  # then counted: no seek per line
+            start = self._end
             self._fh.write(line)
             self._fh.flush()
+            self._end = start + len(line)
             now = time.monotonic()
             if now - self._synced >= self.fsync_interval_s:
                 os.fsync(self._fh.fileno())
@@ -175,11 +132,10 @@ class RecordWriter:
         except OSError:
             pass  # a torn last line is dropped by the next load anyway
 
-    def close(self, background: bool = False, durable: bool = True) -> None:
+    def close(self, background: bool = False) -> None:
         """Flush, fsync and close. ``background``: the fsync runs in a thread (it waits for
         the disk, not the interpreter), so the caller can go on; :meth:`wait` then waits
-        for it, and raises StorageError if it failed. ``durable=False``: no fsync (a
-        worker's part file, which the run's process appends to records.jsonl and fsyncs)."""
+        for it, and raises StorageError if it failed."""
         if self._fh is None:
             return
         fh, self._fh = self._fh, None
@@ -188,12 +144,6 @@ class RecordWriter:
         except OSError as e:
             fh.close()
             raise storage_error(e, "records.jsonl", self.path) from None
-        if not durable:
-            try:
-                fh.close()
-            except OSError as e:
-                raise storage_error(e, "records.jsonl", self.path) from None
-            return
         if not background:
             self._sync_and_close(fh)
             self.wait()
@@ -207,9 +157,6 @@ class RecordWriter:
     def _sync_and_close(self, fh: Any) -> None:
         try:
             os.fsync(fh.fileno())
-            absorbed, self._absorbed = self._absorbed, []
-            for part in absorbed:  # their lines are durable in this file now
-                part.unlink(missing_ok=True)
         except OSError as e:
             self._sync_error = e
         finally:
@@ -243,41 +190,6 @@ def record_line(record: CaseRecord, finite: bool = False) -> bytes:
         return (json.dumps(SCRUBBER.scrub_obj(record.to_json()), ensure_ascii=False,
                            allow_nan=False) + "\n").encode("utf-8")
     return line + b"\n"
-
-
-def _complete_size(fd: int) -> int:
-    """The size of an open file up to the end of its last complete line."""
-    size = os.fstat(fd).st_size
-    while size > 0:
-        back = min(size, 1 << 16)
-        block = os.pread(fd, back, size - back)
-        nl = block.rfind(b"\n")
-        if nl >= 0:
-            return size - back + nl + 1
-        size -= back
-    return 0
-
-
-def _copy(src: int, dst: int, size: int) -> None:
-    """Copy ``size`` bytes from the start of ``src`` to ``dst``'s position."""
-    done = 0
-    try:
-        while done < size:
-            n = os.copy_file_range(src, dst, size - done, done)
-            if n == 0:
-                break
-            done += n
-    except (AttributeError, OSError) as e:  # no copy_file_range here (or across devices)
-        if isinstance(e, OSError) and e.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL,
-                                                      errno.EOPNOTSUPP, errno.EBADF):
-            raise
-    while done < size:
-        chunk = os.pread(src, min(size - done, 1 << 24), done)
-        if not chunk:
-            break
-        done += os.write(dst, chunk)
-    if done < size:
-        raise OSError(errno.EIO, "part file shrank while copied")
 
 
 def _torn(path: Path) -> bool:

@@ -4,64 +4,42 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import gc
 import itertools
+from collections import deque
 import json
 import math
 import sys
 import time
-from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from pydantic_core import PydanticSerializationError
 
-from raglab import registry
-from raglab.cache import StageCache, content_key
 from raglab.config import RunCfg
 from raglab.data.dataset import Dataset, load_dataset
-from raglab.data.finite import check as check_finite
-from raglab.data.finite import plain_finite
 from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
 from raglab.data.record import CaseRecord
 from raglab.data.schema import SystemOutput
+from raglab.data.finite import check as check_finite, plain_finite
 from raglab.errors import NegativeOutcome, StorageError, UserError
 from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import diagnosis_version, family_versions
-from raglab.llm.cost import metering
-from raglab.metrics.aggregate import Aggregation, diagnosis_counts
+from raglab.metrics.aggregate import aggregate, diagnosis_counts
 from raglab.metrics.case import case_metrics, metric_names
+from raglab.llm.cost import metering
 from raglab.metrics.catalog import HEADLINE
 from raglab.metrics.diagnosis import diagnose
 from raglab.metrics.repeats import combine_repeats
 from raglab.report.format import fmt
-from raglab.runner.components import (
-    build_context,
-    build_grader,
-    build_system,
-    grader_uses_llm,
-    llm_client,
-    model_prices,
-    preflight,
-    system_model_section,
-    tracks,
-)
+from raglab.runner.progress import Progress
 from raglab.runner.identity import check_dataset, check_resume, write_identity
 from raglab.runner.lock import RunDirLock
-from raglab.runner.progress import Progress
-from raglab.runner.records import RecordWriter, gold_summary, judge_output, record_line
-from raglab.runner.workers import (
-    AHEAD_BYTES,
-    Worker,
-    drive,
-    first_share,
-    pack_records,
-    part_path,
-    process_count,
-    unpack_records,
-)
+from raglab.runner.records import RecordWriter, record_line, gold_summary, judge_output
 from raglab.secrets import clip
+from raglab.cache import StageCache, content_key
+from raglab.runner.components import (build_grader, build_system, grader_uses_llm, llm_client,
+                                      model_prices, preflight, system_model_section, tracks)
 from raglab.systems.base import SystemRequest, ValidatedOutput, WorkCounter
 
 CASE_TIMEOUT_S = 600.0
@@ -93,7 +71,6 @@ class Run:
         self.versions: dict[str, str] = {}
         self.warnings: list[str] = []
         self.lock = RunDirLock(run_dir)
-        self.processes = 1  # processes that scored the cases (raglab.runner.workers)
 
     # -- before any work ------------------------------------------------------------------
     def preflight(self) -> dict[str, str]:
@@ -179,77 +156,23 @@ class Run:
         kept = {r.case_id: slim_record(r) for r in writer.load()}  # what aggregation reads
         todo = [c for c in ds.cases if c.id not in kept]
         sections = cfg.system_sections()
-        factory = registry.entry("system", cfg.system.name).factory
-        workers: list[Worker] = []
-        if grading is None and getattr(factory, "in_parts", False):
-            self.processes = process_count(cfg.concurrency, len(todo))
-        if self.processes > 1:  # workers score parts of the file beside this process
-            system, workers = self._start_workers(factory, ds, todo, sections)
-        else:
-            system = build_system(cfg, ds, self.cache, self.work, self.llm)
-
-        def warn(system: Any) -> None:
-            for w in getattr(system, "warnings", None) or []:  # e.g. replayed ids not in the set
-                print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
-                self.warnings.append(w)
-
-        if not workers:
-            warn(system)
+        system = build_system(cfg, ds, self.cache, self.work, self.llm)
+        for w in getattr(system, "warnings", None) or []:  # e.g. replayed ids not in the set
+            print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
+            self.warnings.append(w)
         loop = asyncio.get_running_loop()
         pool = ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="raglab-sut")
         slots = asyncio.Semaphore(cfg.concurrency)
         progress = Progress(len(ds.cases), len(kept), cfg.progress)
 
-        async def one(case) -> tuple[CaseRecord, bytes]:
-            return await self._case(case, sections, system, grading, ds, loop, pool, slots)
-
-        def held(slim: dict[str, Any], failed: bool, line: bytes) -> None:
-            """Write a scored case's record (its line), keep its slim copy."""
-            writer.append(None, line)
-            kept[slim["case_id"]] = slim
-            progress.add(1, failed)
-            for w in workers:
-                progress.add(*w.progress())
-
-        def done(rec: CaseRecord, line: bytes) -> None:
-            held(slim_record(rec), rec.error is not None, line)
+        def start(case) -> asyncio.Task:
+            return asyncio.create_task(
+                self._case(case, sections, system, grading, ds, loop, pool, slots))
 
         tasks: deque[asyncio.Task] = deque()
         completed = False  # every case recorded: the last fsync may run in the background
-        summed = None  # the first records aggregated, if any (see _finish)
         shared = None  # work shared by the cases (grouped calls): started, not waited for
-        # the dataset, the system's data (a replay file's outputs) and the records kept live
-        # for the whole run: the collector leaves them out of its walks until it ends
-        gc.freeze()
         try:
-            if workers:
-                # cases of this process's part scored while the workers read theirs, held
-                # here (the slim record, whether it failed, its line): no record is written
-                # before the whole file has been checked
-                ahead: list[tuple[dict[str, Any], bool, bytes]] = []
-                size = 0
-                for case in todo:
-                    if case.id not in system.lines or size > AHEAD_BYTES or all(
-                            w.wait_ready(0) for w in workers):
-                        break
-                    rec, line = await one(case)
-                    ahead.append((slim_record(rec), rec.error is not None, line))
-                    size += len(line)
-                    if len(ahead) % 64 == 0:
-                        await asyncio.sleep(0)  # lets Ctrl-C in
-                todo = self._check_workers(system, workers, ds, todo)
-                warn(system)
-                await asyncio.sleep(0)  # a Ctrl-C during the checks stops the run here
-                for w in workers:  # they write only now (a run stopped before: nothing)
-                    try:
-                        w.send("go")
-                    except OSError:  # it ended after reading its part: its error, or lost
-                        w.result()
-                        raise
-                for slim, failed, line in ahead:
-                    held(slim, failed, line)
-                todo = todo[len(ahead):]  # (the first cases of todo, none a worker's)
-                del ahead
             if grading is not None:
                 shared = grading.start(todo)
             # a bounded window of cases in flight keeps memory flat whatever the set's size
@@ -257,38 +180,16 @@ class Run:
             window = len(todo) if getattr(cfg.grader, "mode", "online") == "batch" \
                 else max(CASES_IN_FLIGHT, 4 * cfg.concurrency)
             queued = iter(todo)
-            if grading is None and getattr(system, "inline", False):
-                # nothing to wait for (answers from memory, no grader): one case after the
-                # other, without a task each
-                for n, case in enumerate(queued, start=1):
-                    done(*await one(case))
-                    if n % 64 == 0:
-                        await asyncio.sleep(0)  # lets Ctrl-C (a cancel of this task) in
-                if workers:  # while they end: the metrics of the cases up to the first not
-                    # recorded yet (all of this process's, for a file in case order)
-                    summed = Aggregation(self.metric_names())
-                    summed.add(list(itertools.takewhile(lambda r: r is not None,
-                                                        (kept.get(c.id) for c in ds.cases))))
-                for w in workers:  # then each worker's records, in part order
-                    while not w.wait_ready(0.2):
-                        progress.add(*w.progress())
-                        await asyncio.sleep(0)
-                    _, packed, work = w.result()
-                    records = unpack_records(packed)
-                    w.join()
-                    writer.absorb(part_path(self.run_dir, w.index))
-                    progress.add(*w.progress())
-                    kept.update((r["case_id"], r) for r in records)
-                    for name, count in work.items():
-                        self.work.add(name, count)
-            tasks = deque(asyncio.create_task(one(c)) for c in itertools.islice(queued, window))
+            tasks = deque(start(c) for c in itertools.islice(queued, window))
             while tasks:  # records are written in case order, each as soon as it is ready
                 nxt = next(queued, None)
                 if nxt is not None:
-                    tasks.append(asyncio.create_task(one(nxt)))
-                finished = await tasks[0]
+                    tasks.append(start(nxt))
+                rec, line = await tasks[0]
                 tasks.popleft()  # a finished task holds its record: let it go
-                done(*finished)
+                writer.append(None, line)
+                kept[rec.case_id] = slim_record(rec)
+                progress.add(1, rec.error is not None)
             if shared is not None:
                 await shared  # what no case waited for (its cases had no answer) is cached too
             completed = True
@@ -301,13 +202,6 @@ class Run:
                                     category=RuntimeWarning)
             raise
         finally:
-            gc.unfreeze()
-            for w in workers:  # a stopped run: what the workers flushed is kept
-                w.stop()
-                try:
-                    writer.absorb(part_path(self.run_dir, w.index))  # (if still there)
-                except StorageError:
-                    pass  # the part file stays: the next run takes it in
             for t in tasks:
                 t.cancel()
             if shared is not None:
@@ -320,109 +214,7 @@ class Run:
                 await self.llm.aclose()
             if grader is not None:
                 await grader.aclose()
-        return self._finish(ds, versions, kept, writer, summed)
-
-    def _context(self, ds: Dataset | None) -> Any:
-        return build_context(self.cfg, ds, self.cache, self.work, self.llm)
-
-    def _start_workers(self, factory: Any, ds: Dataset, todo: list, sections: Any
-                       ) -> tuple[Any, list[Worker]]:
-        """Fork a worker per part of the file after the first and read the first here: the
-        system for the first part and the workers (reading theirs; see
-        :meth:`_check_workers`)."""
-        cfg = self.cfg
-        parts = factory.split(cfg, self.processes, first_share(self.processes))
-        workers: list[Worker] = []
-        try:
-            for i, part in enumerate(parts[1:], start=1):
-                workers.append(Worker(i, lambda w, part=part: self._work_part(
-                    w, factory, part, ds, todo, sections)))
-            system = factory(cfg.system, self._context(None), part=parts[0])
-        except BaseException:
-            for w in workers:  # none has written anything
-                w.stop()
-            raise
-        self.processes = len(parts)
-        if not workers:  # the file gave one part: its checks, as when it is read whole
-            factory.check_split(system.path, [(system.first, system.lines)], ds,
-                                system.warnings)
-        return system, workers
-
-    def _check_workers(self, system: Any, workers: list[Worker], ds: Dataset,
-                       todo: list) -> list:
-        """Wait until every worker has read its part, then check the parts together (the
-        checks of the file read whole); the cases left to this process, those whose
-        outputs the workers do not hold. The workers are stopped if the file is refused."""
-        factory = type(system)
-        try:
-            lines, refused = [(system.first, system.lines)], None
-            for w in workers:
-                try:
-                    lines.append(w.result()[1])
-                except UserError as e:  # a bad line in that part
-                    refused = e
-                    break
-            if refused is not None:  # the file's first problem, as one process finds it
-                factory(self.cfg.system, self._context(ds))
-                raise refused
-            factory.check_split(system.path, lines, ds, system.warnings)
-        except BaseException:
-            for w in workers:  # none has written anything yet
-                w.stop()
-            raise
-        theirs = set().union(*(ids for _, ids in lines[1:]))
-        return [c for c in todo if c.id not in theirs]
-
-    def _work_part(self, worker: Worker, factory: Any, part: tuple[int, int], ds: Dataset,
-                   todo: list, sections: Any) -> None:
-        """In a worker: read its part, report its case ids, score its cases (held in
-        memory until the parent says go: no record is written before the whole file has
-        been checked), then into its part file; last, report their slim records."""
-        system = factory(self.cfg.system, self._context(None), part=part)
-        worker.send(("read", (system.first, system.lines)))
-        before = self.work.as_dict()
-        gc.freeze()  # as in the parent: the data read lives as long as the worker
-        writer = None
-        ahead: list[tuple[bool, bytes]] = []  # (failed, line) of the cases scored before go
-        size = 0
-        records = []
-
-        def go() -> bool:
-            nonlocal writer
-            if worker.recv() != "go":  # (the parent sends only "go"; it stops with SIGKILL)
-                return False
-            writer = RecordWriter(part_path(self.run_dir, worker.index))
-            for failed, line in ahead:
-                writer.append(None, line)
-                worker.tick(failed)
-            ahead.clear()
-            return True
-
-        try:
-            for case in todo:
-                if case.id not in system.lines:
-                    continue
-                if writer is None and (size > AHEAD_BYTES or worker.wait_ready(0)) \
-                        and not go():
-                    return
-                rec, line = drive(self._case(case, sections, system, None, ds, None, None,
-                                             None))
-                records.append(slim_record(rec))
-                if writer is None:
-                    ahead.append((rec.error is not None, line))
-                    size += len(line)
-                else:
-                    writer.append(None, line)
-                    worker.tick(rec.error)
-            if writer is None and not go():
-                return
-        finally:
-            if writer is not None:
-                # durable once the run's process has appended them to records.jsonl and
-                # fsynced it (until then, as any record, at most the last second is at risk)
-                writer.close(durable=False)
-        work = {k: v - before[k] for k, v in self.work.as_dict().items() if v != before[k]}
-        worker.send(("done", pack_records(records), work))
+        return self._finish(ds, versions, kept, writer)
 
     async def _case(self, case, sections, system, grading, ds, loop, pool,
                     slots) -> tuple[CaseRecord, bytes]:
@@ -441,19 +233,17 @@ class Run:
 
         raw = None
         try:
-            if getattr(system, "inline", False):  # answers from memory: no worker thread
-                raw, total_ms = timed()
-            else:
-                async with slots:
-                    raw, total_ms = await asyncio.wait_for(loop.run_in_executor(pool, timed),
-                                                           CASE_TIMEOUT_S)
+            # (asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel, Ctrl-C,
+            # that lands as the call ends, and the run would go on)
+            async with slots, asyncio.timeout(CASE_TIMEOUT_S):
+                raw, total_ms = await loop.run_in_executor(pool, timed)
             output = output_dict(raw)
             if output["case_id"] != case.id:
                 raise ValueError(f"output is for case {output['case_id']!r}")
             if not isinstance(raw, ValidatedOutput):  # a replayed line was checked as read
                 check_finite(output)  # NaN/Infinity or a lone surrogate: this case fails
             check_spans(output, ds)
-        except TimeoutError:
+        except asyncio.TimeoutError:
             record["error"] = f"system: timed out after {CASE_TIMEOUT_S:g} s"
         except StorageError:
             raise  # raglab's own storage failed: stop the run, not this case
@@ -535,16 +325,12 @@ class Run:
         return metric_names(cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
 
     def _finish(self, ds: Dataset, versions: dict[str, str],
-                kept: dict[str, dict[str, Any]], writer: RecordWriter,
-                summed: Aggregation | None = None) -> dict[str, Any]:
-        """Aggregate (``summed``: the first records, in case order, already added), then
-        (once the records are durable) write ``metrics.json`` and the report."""
+                kept: dict[str, dict[str, Any]], writer: RecordWriter) -> dict[str, Any]:
+        """Aggregate, then (once the records are durable) write ``metrics.json`` and the
+        report."""
         cfg = self.cfg
         records = [kept[c.id] for c in ds.cases if c.id in kept]
-        if summed is None:
-            summed = Aggregation(self.metric_names())
-        summed.add(records[len(summed.records):])
-        agg = summed.result()
+        agg = aggregate(records, self.metric_names())
         metrics = {
             "overall": agg["overall"], "slices": agg["slices"], "metric_versions": versions,
             "n_cases": len(records), "n_quarantined": len(ds.quarantined),
@@ -555,7 +341,6 @@ class Run:
                         "cases_sha256": ds.cases_hash},
             "config_hash": content_key(self.resolved_yaml, length=16),
             "warnings": list(self.warnings),
-            "processes": self.processes,
         }
         if self.llm is not None:
             metrics["model_usage"] = self.llm.summary()

@@ -1,14 +1,5 @@
 """Writing params, metrics and tags to MLflow in as few ``log_batch`` requests as its limits
-allow, with Python's cyclic garbage collector paused while they are written.
-
-Where the time goes (5,000 metrics to a local sqlite store, MLflow 3.17): MLflow's
-SQLAlchemy store builds two ORM rows per metric (the metric and its "latest value") and
-flushes them, 0.1 to 0.2 ms per metric. Those allocations trigger the cyclic collector every
-few hundred objects, and each full collection walks every long-lived object of the process
-(about 300,000 once mlflow is imported, 370,000 and more in a finished run): a fifth to a
-third of the logging time. Pausing the collector for the requests changes nothing that is
-written; reference counting still frees everything that is not a cycle, and the collector
-runs again as soon as the last request returns.
+allow.
 
 The limits are MLflow's own per request (``mlflow.utils.validation``), enforced by every store,
 sqlite included: at most 1,000 entities, of which at most 100 params and 100 tags.
@@ -18,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from typing import Any
-
-from raglab.gc_pause import gc_paused  # noqa: F401 - re-exported (mlflow_store, tests)
 
 METRICS_PER_BATCH = 1000   # MLflow's per-request limit for metrics
 PARAMS_PER_BATCH = 100     # MLflow's per-request limit for params (and for tags)
@@ -46,10 +35,9 @@ def log_batches(client, run_id: str, metrics: Sequence[Any] = (), params: Sequen
     """Log MLflow ``Metric``/``Param``/``RunTag`` entities to a run, synchronously, in the
     fewest requests; returns the number of requests made."""
     n = 0
-    with gc_paused():
-        for ms, ps, ts in batches(metrics, params, tags):
-            # synchronous even when MLFLOW_ENABLE_ASYNC_LOGGING is set: a run ends only
-            # after all of its data is stored
-            client.log_batch(run_id, metrics=ms, params=ps, tags=ts, synchronous=True)
-            n += 1
+    for ms, ps, ts in batches(metrics, params, tags):
+        # synchronous even when MLFLOW_ENABLE_ASYNC_LOGGING is set: a run ends only after
+        # all of its data is stored
+        client.log_batch(run_id, metrics=ms, params=ps, tags=ts, synchronous=True)
+        n += 1
     return n

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from raglab.errors import UserError
-from raglab.tracking.batching import gc_paused, log_batches
+from raglab.tracking.batching import log_batches
 from raglab.tracking.client import PARENT_FILE, PARENT_LOCK, _client, _locked
 from raglab.tracking.keys import (
     MAX_PARAM_VALUE_LENGTH,
@@ -210,11 +210,9 @@ class MlflowRun:
         self.end("FINISHED")
 
     def end(self, status: str = "FINISHED") -> None:
-        """Set the run's status (FINISHED, KILLED or FAILED) and the sweep parent's (MLflow
-        reads the whole run back, every metric included, hence the paused collector)."""
-        with gc_paused():
-            _set_terminated(self._client, self._run_id, status)
-            _set_terminated(self._client, self.parent_run_id, status)
+        """Set the run's status (FINISHED, KILLED or FAILED) and the sweep parent's."""
+        _set_terminated(self._client, self._run_id, status)
+        _set_terminated(self._client, self.parent_run_id, status)
 
     def log_metrics(self, metrics: Mapping[str, float],
                     tags: Mapping[str, str] | None = None) -> None:

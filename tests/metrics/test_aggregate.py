@@ -92,8 +92,8 @@ def test_column_means_equal_running_sums_to_the_last_bit(recs, names):
        names=st.lists(st.sampled_from(["m", "n", "x"]), max_size=4), data=st.data())
 def test_records_aggregated_in_chunks_give_the_whole_s_result_to_the_last_bit(recs, names,
                                                                                data):
-    """A run adds its own cases' records first, its workers' later: the running sums go
-    on across the chunks, so every mean (and its key order) is that of all at once."""
+    """Records added in chunks: the running sums go on across the chunks, so every mean
+    (and its key order) is that of all at once."""
     import json
 
     cuts = sorted(data.draw(st.lists(st.integers(0, len(recs)), max_size=3)))

@@ -1,21 +1,14 @@
-"""Batched logging: MLflow's per-request limits, the paused collector, and 5,000 slice
-metrics read back whole from a real sqlite store."""
+"""Batched logging: MLflow's per-request limits, and 5,000 slice metrics read back whole
+from a real sqlite store."""
 
 from __future__ import annotations
 
-import gc
 import sqlite3
-import threading
 
 import pytest
 
-from raglab.tracking.batching import (
-    ENTITIES_PER_BATCH,
-    PARAMS_PER_BATCH,
-    TAGS_PER_BATCH,
-    batches,
-    gc_paused,
-)
+from raglab.tracking.batching import (ENTITIES_PER_BATCH, PARAMS_PER_BATCH, TAGS_PER_BATCH,
+                                      batches)
 
 pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
@@ -43,45 +36,6 @@ def test_batches_keep_every_entity_once_in_order_within_the_limits(n_metrics, n_
     fewest = max(-(-total // ENTITIES_PER_BATCH), -(-n_params // PARAMS_PER_BATCH),
                  -(-n_tags // TAGS_PER_BATCH))
     assert len(out) == fewest
-
-
-def test_gc_paused_restores_the_collector_nested_threaded_and_on_errors():
-    assert gc.isenabled()
-    with gc_paused():
-        assert not gc.isenabled()
-        with gc_paused():
-            assert not gc.isenabled()
-        assert not gc.isenabled()  # the outer block still runs
-    assert gc.isenabled()
-    with pytest.raises(RuntimeError):
-        with gc_paused():
-            raise RuntimeError("store down")
-    assert gc.isenabled()
-
-    inside, release = threading.Event(), threading.Event()
-
-    def other():
-        with gc_paused():
-            inside.set()
-            release.wait(10)
-
-    th = threading.Thread(target=other)
-    th.start()
-    assert inside.wait(10)
-    with gc_paused():
-        pass
-    assert not gc.isenabled()  # the other thread's block has not ended
-    release.set()
-    th.join(10)
-    assert gc.isenabled()
-
-    gc.disable()  # a process that turned the collector off keeps it off
-    try:
-        with gc_paused():
-            pass
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
 
 
 def _slice_metrics(n: int) -> dict[str, float]:
@@ -112,7 +66,6 @@ def test_5000_slice_metrics_are_read_back_whole_with_their_values_and_step(tmp_p
     run = MlflowRun.start(uri, "bench", "five-thousand", params, {"raglab.system": "x"})
     run.log_metrics(metrics, tags)
     run.end()
-    assert gc.isenabled()
     assert sum(m for m, _, _ in requests) == 5000
     assert len([r for r in requests if r[0]]) == 6  # 5,012 entities: 6 requests, not 5,000
 

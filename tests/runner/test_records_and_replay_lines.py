@@ -1,6 +1,7 @@
-"""The fast paths of a run give what the plain ones gave: records written once a second
-still survive a SIGKILL, replay lines validated into dicts equal the model's dump, record
-lines equal ``json.dumps``, token counts are unchanged, large replay files are indexed."""
+"""Records and replayed lines: records written once a second still survive a SIGKILL,
+record lines equal ``json.dumps``, replayed lines are the output schema's dump (kept
+parsed, or indexed in a large file), bad replayed values fail their case, token counts,
+plots drawn on demand, metrics.json equal to the aggregation of the records."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from raglab.data.schema import SystemOutput
 from raglab.errors import UserError
 from raglab.runner.records import record_line
 from raglab.systems import replay as replay_mod
-from raglab.systems.fast_output import parse_output_line
 from raglab.text.normalize import count_tokens
 
 
@@ -78,13 +78,6 @@ LINES = [
      "latency_ms": {"retrieve": 2}, "usage": {"input_tokens": 5}},
     {"case_id": "c", "answer": None, "candidates": [{"end": 2, "doc_id": "z", "score": None}]},
 ]
-
-
-@pytest.mark.parametrize("obj", LINES)
-def test_fast_output_equals_the_models_dump(obj):
-    line = json.dumps(obj).encode()
-    assert parse_output_line(line) == SystemOutput.model_validate(obj).model_dump()
-    assert list(parse_output_line(line)) == list(SystemOutput.model_fields)
 
 
 @pytest.mark.parametrize("obj, message", [
@@ -252,58 +245,17 @@ def test_span_check_refuses_exactly_the_hits_the_rule_refuses(candidates, contex
             check_spans(out, DS)
 
 
-def test_replay_loading_and_a_run_leave_the_collector_as_they_found_it(tmp_path, tiny):
-    """Parsing a replay file pauses the collector and a run leaves its long-lived data out
-    of the collector's walks (frozen while its cases run): both are undone when they end
-    (the command freezes what is left as it exits)."""
-    import gc
-    import os
-
-    from tests.conftest import REPO, TINY_CASES, write_jsonl
-
-    answer = _replayed(tmp_path, json.dumps({"case_id": "a"}) + "\n")
-    assert gc.isenabled() and answer("a")["case_id"] == "a"
-    assert gc.get_freeze_count() == 0
-
-    corpus, cases = tiny
-    out = write_jsonl(tmp_path / "run_out.jsonl",
-                      [{"case_id": c["id"], "candidates": [{"doc_id": "kb/a"}]}
-                       for c in TINY_CASES])
-    probe = textwrap.dedent("""
-        import atexit, gc, sys
-        import raglab.runner.run as rr
-        seen = []
-        slim = rr.slim_record
-        def slim_record(rec):  # called as each case's record is written
-            seen.append(gc.get_freeze_count())
-            return slim(rec)
-        rr.slim_record = slim_record
-        after = []
-        execute = rr.Run.execute
-        def probed(self, *a, **k):  # the state the run leaves
-            try:
-                return execute(self, *a, **k)
-            finally:
-                after.extend([gc.get_freeze_count(), gc.isenabled()])
-        rr.Run.execute = probed
-        atexit.register(lambda: print("PROBE", seen, *after, gc.get_freeze_count() > 0,
-                                      file=sys.stderr))
-        sys.argv = ["raglab", *sys.argv[1:]]
-        import raglab.cli
-        raglab.cli.main()
-    """)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    p = subprocess.run([sys.executable, "-c", probe, "run", "system=replay",
-                        f"system.path={out}", f"dataset.corpus={corpus}",
-                        f"dataset.cases={cases}", "dataset.labels=null", "grader=none",
-                        "tracking=none", f"hydra.run.dir={tmp_path / 'run'}",
-                        f"cache_dir={tmp_path / 'cache'}", "progress=off"],
-                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    probe_line = next(line for line in p.stderr.splitlines() if line.startswith("PROBE"))
-    during, frozen_after, enabled, at_exit = probe_line.split(" ", 1)[1].rsplit(" ", 3)
-    during = json.loads(during)
-    assert len(during) == len(TINY_CASES) and min(during) > 0  # frozen while cases ran
-    assert frozen_after == "0" and enabled == "True"
-    # the command itself freezes what is left as it ends: no last walk over it at the exit
-    assert at_exit == "True"
+def test_a_reversed_replayed_span_fails_its_case_and_a_bad_index_the_file(tmp_path):
+    """A reversed hit span is a value that fails its own case (README "Odd input"); a line
+    the output schema refuses for anything else is refused with one line."""
+    ok = json.dumps({"case_id": "ok"})
+    rev = json.dumps({"case_id": "rev", "candidates": [{"doc_id": "d", "start": 9, "end": 3}]})
+    answer = _replayed(tmp_path, ok + "\n" + rev + "\n")
+    assert answer("ok")["case_id"] == "ok"
+    with pytest.raises(replay_mod.ReplayedValueError,
+                       match=r"out.jsonl:2: candidates hit 1 \(d\): span 9-3 is not a forward"):
+        answer("rev")
+    both = json.dumps({"case_id": "both", "candidates": [{"doc_id": "d", "start": 9, "end": 3}],
+                       "citations": [{"sentence": 0, "context": [-1]}]})
+    with pytest.raises(UserError, match="out.jsonl:2"):
+        _replayed(tmp_path, ok + "\n" + both + "\n")
