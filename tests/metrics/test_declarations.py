@@ -116,3 +116,38 @@ def test_the_catalog_imports_no_module_that_imports_it():
         tree = ast.parse(inspect.getsource(mod))
         imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
         assert catalog.__name__ not in imported, mod.__name__
+
+
+def _metric_reads(module) -> set[str]:
+    """The names a module reads out of a metrics dict ``m``: ``m.get("x")``, ``m["x"]``,
+    ``f(m, "x")``."""
+    import ast
+    import inspect
+    from itertools import pairwise
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if isinstance(node, ast.Call):
+            func, args = node.func, node.args
+            if isinstance(func, ast.Attribute) and func.attr == "get" and \
+                    isinstance(func.value, ast.Name) and func.value.id == "m":
+                args = [func.value, *args]
+            for a, b in pairwise(args):
+                if isinstance(a, ast.Name) and a.id == "m" and isinstance(b, ast.Constant) \
+                        and isinstance(b.value, str):
+                    names.add(b.value)
+        elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and \
+                node.value.id == "m" and isinstance(node.slice, ast.Constant):
+            names.add(node.slice.value)
+    return names
+
+
+def test_the_failure_checks_read_declared_metrics():
+    from raglab.cases import drafts
+    from raglab.metrics import diagnosis
+
+    for module in (diagnosis, drafts):
+        reads = _metric_reads(module)
+        assert reads and all(spec_of(n) is not None for n in reads), (module.__name__, reads)
+    # a draft's reasons cite only figures the diagnosis checks
+    assert _metric_reads(drafts) <= _metric_reads(diagnosis)
