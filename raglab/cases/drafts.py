@@ -32,8 +32,9 @@ def failure_reasons(record: dict[str, Any], cfg: DiagnosisCfg | None = None) -> 
     cfg = cfg or DiagnosisCfg()
     m = record.get("metrics") or {}
     out: list[str] = []
-    for cause in d["causes"]:
-        out += _REASONS[cause](record, m, cfg) or [cause.replace("_", " ")]
+    for cause in d.get("causes") or [d.get("primary")]:
+        reason = _REASONS.get(cause)  # a cause this version does not know: its name
+        out += (reason(record, m, cfg) if reason else []) or [str(cause).replace("_", " ")]
     return out
 
 
