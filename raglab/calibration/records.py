@@ -19,11 +19,12 @@ from typing import Any
 
 from raglab.data.io import read_jsonl_tolerant
 
-#: family -> the calibration section whose labels measure its judgments
-CALIBRATED_BY = {"faithfulness": "claims", "citations": "claims", "correctness": "claims",
-                 "nuggets": "nuggets"}
-#: families computed by rules, not judged by a grader: nothing to calibrate
-NOT_GRADED = ("retrieval", "diagnosis")
+# CALIBRATED_BY: family -> the calibration section whose labels measure its judgments
+# (derived from the metric declarations: the families judged on claims or on nuggets)
+from raglab.metrics.catalog import CALIBRATED_BY, FAMILIES, GRADED_FAMILIES
+
+#: families computed by rules, not judged by a grader (and the diagnosis): nothing to calibrate
+NOT_GRADED = (*(f for f in FAMILIES if f not in GRADED_FAMILIES), "diagnosis")
 EXPERIMENT = "raglab-calibration"
 
 

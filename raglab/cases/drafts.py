@@ -15,39 +15,79 @@ from typing import Any
 
 from raglab.data.io import read_jsonl_tolerant
 from raglab.errors import UserError
+from raglab.metrics.diagnosis import CAUSES, DiagnosisCfg, diagnosis_of, failed
 from raglab.text.normalize import normalize
 
 
-def failure_reasons(record: dict[str, Any]) -> list[str]:
-    """Why a run's record counts as a failure (empty: it passed). Pure."""
+def failure_reasons(record: dict[str, Any], cfg: DiagnosisCfg | None = None) -> list[str]:
+    """Why a run's record counts as a failure (empty: it passed). Pure.
+
+    A case failed when it has a diagnosis (:func:`raglab.metrics.diagnosis.failed`, the
+    run's "failed cases: N"): one reason per cause of it, in the diagnosis's order, with
+    the figures behind it. ``cfg``: the thresholds for a record written before diagnoses
+    existed (the defaults when None)."""
+    d = diagnosis_of(record, cfg)
+    if d is None:
+        return []
+    cfg = cfg or DiagnosisCfg()
     m = record.get("metrics") or {}
     out: list[str] = []
-    if record.get("error"):
-        out.append(f"error: {' '.join(str(record['error']).split())[:200]}")
-
-    def is_(name: str, value: float) -> bool:
-        return m.get(name) is not None and m[name] == value
-
-    if is_("acl_leak_rate", 1.0):
-        out.append("acl leak: a document the user may not see was retrieved (severity one)")
-    if is_("must_not_contain_rate", 1.0):
-        out.append("the answer contains a forbidden string (must_not_contain)")
-    if is_("false_refusal_rate", 1.0):
-        out.append("false refusal: no answer to an answerable question")
-    if is_("false_answer_rate", 1.0):
-        out.append("false answer: answered an unanswerable question")
-    if (m.get("contradicted_claim_rate") or 0) > 0:
-        out.append(f"contradicted claims (contradicted_claim_rate "
-                   f"{m['contradicted_claim_rate']:.2f})")
-    if m.get("faithfulness") is not None and m["faithfulness"] < 0.5:
-        out.append(f"mostly unsupported answer (faithfulness {m['faithfulness']:.2f})")
-    missing = [v.get("item") for v in record.get("verdicts") or []
-               if v.get("family") == "nuggets" and v.get("vital") and v.get("label") == "NO"]
-    if missing and m.get("false_refusal_rate") != 1.0:
-        out.append(f"vital nugget missing: {'; '.join(str(x) for x in missing)[:200]}")
-    if is_("final.evidence_recall", 0.0):
-        out.append("no gold evidence reached the context (final.evidence_recall 0)")
+    for cause in d.get("causes") or [d.get("primary")]:
+        reason = _REASONS.get(cause)  # a cause this version does not know: its name
+        out += (reason(record, m, cfg) if reason else []) or [str(cause).replace("_", " ")]
     return out
+
+
+def _f(m: dict[str, Any], name: str) -> str:
+    return f"{name} {m[name]:.2f}" if m.get(name) is not None else f"{name} n/a"
+
+
+def _error(rec: dict[str, Any], m: dict[str, Any], cfg: DiagnosisCfg) -> list[str]:
+    return [f"error: {' '.join(str(rec.get('error')).split())[:200]}"]
+
+
+def _retrieval(rec: dict[str, Any], m: dict[str, Any], cfg: DiagnosisCfg) -> list[str]:
+    return [f"gold evidence not in the candidates ({_f(m, 'candidate.evidence_recall')})"]
+
+
+def _reranking(rec: dict[str, Any], m: dict[str, Any], cfg: DiagnosisCfg) -> list[str]:
+    return [(f"evidence in the candidates did not reach the final context "
+             f"({_f(m, 'final.evidence_recall')}, {_f(m, 'candidate.evidence_recall')})")]
+
+
+def _generation(rec: dict[str, Any], m: dict[str, Any], cfg: DiagnosisCfg) -> list[str]:
+    out = []
+    if (m.get("contradicted_claim_rate") or 0) > cfg.max_contradicted:
+        out.append(f"contradicted claims ({_f(m, 'contradicted_claim_rate')})")
+    if m.get("faithfulness") is not None and m["faithfulness"] < cfg.min_faithfulness:
+        out.append(f"unsupported claims ({_f(m, 'faithfulness')})")
+    if m.get("must_not_contain_rate") == 1.0:
+        out.append("the answer contains a forbidden string (must_not_contain)")
+    return out
+
+
+def _wrong(rec: dict[str, Any], m: dict[str, Any], cfg: DiagnosisCfg) -> list[str]:
+    out = [(f"faithful to the context, but wrong against the reference "
+            f"({_f(m, 'correctness')}, {_f(m, 'vital_nugget_recall')})")]
+    missing = [v.get("item") for v in rec.get("verdicts") or []
+               if v.get("family") == "nuggets" and v.get("vital") and v.get("label") == "NO"]
+    if missing:
+        out.append(f"vital nugget missing: {'; '.join(str(x) for x in missing)[:200]}")
+    return out
+
+
+_REASONS = {
+    "error": _error,
+    "retrieval": _retrieval,
+    "reranking_or_k": _reranking,
+    "false_refusal": lambda *_: ["false refusal: no answer to an answerable question"],
+    "hallucinated_answer": lambda *_: ["false answer: answered an unanswerable question"],
+    "generation": _generation,
+    "stale_or_conflicting_corpus": _wrong,
+    "access_control": lambda *_: [("acl leak: a document the user may not see was "
+                                   "retrieved (severity one)")],
+}
+assert tuple(_REASONS) == CAUSES
 
 
 def _passages(hits: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
@@ -62,6 +102,7 @@ def drafts_from_run(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
         raise UserError(f"{run_dir}: not a run directory (records.jsonl is missing)")
     cases: dict[str, dict[str, Any]] = {}
     cases_file = None
+    diag = DiagnosisCfg()
     try:
         import yaml
 
@@ -69,16 +110,17 @@ def drafts_from_run(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
         from raglab.data.io import iter_json_lines
 
         cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+        diag = _diagnosis_cfg(cfg)
         cases_file = resolve_path(cfg["dataset"]["cases"])
         cases = {o["id"]: o for _, o in iter_json_lines(cases_file, "cases file") if "id" in o}
-    except (OSError, KeyError, TypeError, UserError):
+    except (OSError, KeyError, TypeError, AttributeError, UserError):
         pass  # drafts of cases that cannot be found carry needs_labels
     records = read_jsonl_tolerant(records_path)
     out = []
     for rec in records:
-        reasons = failure_reasons(rec)
-        if not reasons:
+        if not failed(rec, diag):
             continue
+        reasons = failure_reasons(rec, diag)
         cid = rec["case_id"]
         output = rec.get("output") or {}
         draft: dict[str, Any] = {
@@ -90,6 +132,17 @@ def drafts_from_run(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
         case = dict(cases.get(cid) or {"id": cid, "question": "", "needs_labels": True})
         out.append({**case, "draft": draft})
     return out, len(records)
+
+
+def _diagnosis_cfg(cfg: Any) -> DiagnosisCfg:
+    """The run's diagnosis thresholds (config.yaml's ``diagnosis``; the defaults when it has
+    none or they do not parse): for records written before diagnoses existed."""
+    from pydantic import ValidationError
+
+    try:
+        return DiagnosisCfg.model_validate(cfg.get("diagnosis") or {})
+    except ValidationError:
+        return DiagnosisCfg()
 
 
 def question_key(question: str, filters: dict[str, Any] | None) -> str:

@@ -14,10 +14,11 @@ HELP = """usage: raglab cases from-run RUN_DIR --out FILE
        raglab cases from-traffic TRAFFIC --out FILE [--feedback VALUE] [--alerts ALERTS_JSON]
        raglab cases add FILE [overrides]
 
-from-run      the failing cases of a run (errors, ACL leaks, forbidden strings, false
-              refusals and answers, contradicted or mostly unsupported answers, missing
-              vital nuggets, no gold evidence in the context) as drafts: the case with its
-              labels, plus `draft` (answer, context, reasons, diagnosis when present)
+from-run      the failed cases of a run (those with a diagnosis: the run's "failed cases:
+              N"; errors, evidence lost in retrieval or reranking, false refusals and
+              answers, unsupported or contradicted answers, forbidden strings, answers
+              wrong against the reference, ACL leaks) as drafts: the case with its labels,
+              plus `draft` (answer, context, one reason per cause, diagnosis)
 from-traffic  traffic lines (those with --feedback VALUE, e.g. down, and/or in a window
               of --alerts, the alerts.json of raglab monitor) as drafts without evidence,
               one per distinct question and filters, each marked needs_labels

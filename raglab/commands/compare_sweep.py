@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from raglab.metrics.catalog import HEADLINE
-
-TERMINAL_METRICS = ("final.evidence_recall", "faithfulness", "vital_nugget_recall",
-                    "false_refusal_rate", "false_answer_rate")
+from raglab.metrics.catalog import SWEEP_TERMINAL
 
 
 def run_sweep(args, cfg) -> None:
@@ -42,6 +39,5 @@ def run_sweep(args, cfg) -> None:
         out = Path.cwd() / f"compare-sweep-{ref[:8]}-vs-{safe_name(base.name)}"
     out = out.resolve()
     write_outputs(out, files)
-    shown = [m for m in TERMINAL_METRICS if m in HEADLINE]
-    print(render_sweep_terminal(sc, shown))
+    print(render_sweep_terminal(sc, list(SWEEP_TERMINAL)))
     print(f"wrote {out}/compare.md, compare.html, compare.json")

@@ -13,7 +13,8 @@ HELP = """usage: raglab monitor TRAFFIC [--baseline BASELINE] [overrides]
 TRAFFIC and BASELINE: JSON Lines of production traffic (one system output per line plus
 question, timestamp (ISO 8601) and optional user, filters, feedback) or run directories.
 No labels needed. Per window (monitor.window, e.g. 1h, 1d): faithfulness,
-contradicted_claim_rate, relevance and grader-judged context precision on a deterministic
+contradicted_claim_rate, relevance and reference_free_context_precision (the share of
+context passages supporting a claim of the answer, judged by the grader) on a deterministic
 sample (monitor.sample_rate, default 0.05) judged by the configured grader, and top-1
 retrieval score statistics on every line. Alerts: contradicted_claim_rate above
 monitor.max_contradicted; top-1 retrieval scores shifted against the baseline
@@ -106,7 +107,8 @@ def monitor(cfg, mon, resolved: dict, run_dir: Path) -> int:
     elif doc["baseline_bad_lines"]:
         print(f"bad baseline lines: {doc['baseline_bad_lines']}")
     cols = ["lines", "judged", *JUDGED, "top1_score.p50", "drift.ks_d"]
-    short = {"contradicted_claim_rate": "contradicted", "context_precision": "ctx_prec",
+    short = {"contradicted_claim_rate": "contradicted",
+             "reference_free_context_precision": "ctx_prec",
              "top1_score.p50": "top1_p50", "drift.ks_d": "ks_d", "faithfulness": "faithful"}
     print("window start               " + " ".join(short.get(c, c).rjust(12) for c in cols))
 

@@ -1,25 +1,16 @@
 """The typed schema of the ``compare`` config group (``conf/compare/default.yaml``).
 
 Used by ``raglab compare`` and ``raglab decide``. A noun only: no I/O, no imports beyond
-pydantic, so any layer may import it.
+pydantic and the metric declarations.
 """
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-#: headline metrics whose per-case pass/fail flips are listed, and what "pass" means for each:
-#: a higher-is-better metric passes at or above its threshold, a lower-is-better one at or
-#: below it (``false_refusal_rate``/``false_answer_rate`` are the abstention pair).
-DEFAULT_FLIP_THRESHOLDS = {
-    "vital_nugget_recall": 1.0,
-    "faithfulness": 1.0,
-    "final.evidence_recall": 1.0,
-    "false_refusal_rate": 0.0,
-    "false_answer_rate": 0.0,
-}
+from raglab.metrics.catalog import FLIP_THRESHOLDS
 
 
 class CompareCfg(BaseModel):
@@ -31,6 +22,17 @@ class CompareCfg(BaseModel):
     seed: int = 0                                      # resampling seed (results reproduce)
     adjust: Literal["holm", "bh"] = "holm"             # across the metric x slice family
     min_slice_n: int = Field(20, ge=1)                 # smaller slices are marked "small"
-    flip_thresholds: dict[str, float] = Field(
-        default_factory=lambda: dict(DEFAULT_FLIP_THRESHOLDS))
+    # metrics whose per-case pass/fail flips are listed, and what "pass" means for each: a
+    # higher-is-better metric passes at or above its threshold, a lower-is-better one at or
+    # below it. The metrics and their thresholds are declared with the metrics
+    # (raglab.metrics.catalog.FLIP_THRESHOLDS); values given here override them (null drops
+    # a metric; another metric name adds it).
+    flip_thresholds: dict[str, float | None] = Field(default_factory=dict,
+                                                     validate_default=True)
     max_flipped: int = Field(50, ge=0)                 # flipped cases listed per metric
+
+    @field_validator("flip_thresholds")
+    @classmethod
+    def _over_declared(cls, given: dict[str, float | None]) -> dict[str, float | None]:
+        merged = {**FLIP_THRESHOLDS, **given}
+        return {m: t for m, t in merged.items() if t is not None}

@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from raglab.cache import content_key
-from raglab.metrics.versions import CODE_VERSIONS, FAMILIES
+from raglab.metrics.versions import CODE_VERSIONS, FAMILIES, GRADED_FAMILIES
 
 PARSER_VERSION = 1
 
-# Which prompt templates (by file stem) each family's verdicts depend on.
+# Which prompt templates (by file stem) each graded family's verdicts depend on (the graded
+# families come from the metric declarations: raglab.metrics.catalog.GRADED_FAMILIES).
 FAMILY_PROMPTS = {
     "faithfulness": ("decompose", "verify"),
     "citations": ("verify",),
@@ -25,6 +26,7 @@ FAMILY_PROMPTS = {
     "nuggets": ("nuggets",),
     "abstention": ("decompose",),
 }
+assert set(FAMILY_PROMPTS) == set(GRADED_FAMILIES), "a graded family without its prompts"
 
 
 def grouped_prompts(grader_cfg: Any, prompts: dict[str, str]) -> set[str]:
@@ -60,13 +62,11 @@ def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) 
     spec.pop("repeats", None)  # how many samples of the same grader, not which grader
     spec.pop("prompts", None)  # the texts themselves are hashed below
     grouped = grouped_prompts(grader_cfg, prompts)
-    out: dict[str, str] = {
-        "retrieval": content_key("retrieval", CODE_VERSIONS["retrieval"],
-                                 metrics_cfg.straddle_min_fraction, metrics_cfg.fuzzy_threshold,
-                                 length=12)
-    }
+    out: dict[str, str] = {}
     for fam in FAMILIES:
-        if fam == "retrieval":
+        if fam not in GRADED_FAMILIES:  # computed by rules: their settings, no grader
+            out[fam] = content_key(fam, CODE_VERSIONS[fam], metrics_cfg.straddle_min_fraction,
+                                   metrics_cfg.fuzzy_threshold, length=12)
             continue
         texts = family_prompt_texts(fam, prompts, grouped)
         out[fam] = content_key(fam, CODE_VERSIONS[fam], PARSER_VERSION, spec, texts, length=12)

@@ -3,7 +3,7 @@
 Slices: every tag key of the cases, plus ``answerable`` (``yes``/``no``). A metric with no
 applicable case in a group is ``None`` (never NaN). Overall, each latency also gets its
 median and 95th percentile (``latency_ms.total.p50``, ``latency_ms.total.p95``; linear
-interpolation between the cases' values, numpy's default).
+interpolation between the cases' values, numpy's default): declared here (``DECLARED``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,20 @@ from functools import reduce
 from operator import add
 from typing import Any
 
+from raglab.metrics.declaration import MetricSpec
+from raglab.metrics.operational import LATENCY
+
+#: the percentiles of each latency reported overall, by suffix (``latency_ms.total.p95``)
+PERCENTILES = {"p50": 50, "p95": 95}
+_PERCENTILE_MEANINGS = {
+    "p50": "median of `latency_ms.{stage}` over the cases (`metrics.json` overall only)",
+    "p95": "95th percentile of `latency_ms.{stage}` over the cases (overall only)",
+}
+
+DECLARED: tuple[MetricSpec, ...] = tuple(
+    MetricSpec(f"{LATENCY}*.{suffix}", None, "lower", "latency", None,
+               _PERCENTILE_MEANINGS[suffix]) for suffix in PERCENTILES)
+
 
 def slice_keys(record: dict[str, Any]) -> dict[str, str]:
     keys = {k: str(v) for k, v in (record.get("tags") or {}).items()}
@@ -22,22 +36,14 @@ def slice_keys(record: dict[str, Any]) -> dict[str, str]:
     return keys
 
 
-def mean_metrics(records: Sequence[dict[str, Any]], names: Iterable[str]) -> dict[str, Any]:
-    """Each metric's mean over the records it applies to (``None`` when none): ``names`` in
-    their order, then any other metric a record has a value for, sorted."""
-    agg = Aggregation(names, slices=False)
-    agg.add(records)
-    return agg.means(())
-
-
 class Aggregation:
-    """:func:`aggregate` of records given in chunks, in case order: each mean's running sum
-    goes on from one chunk to the next, so the result is that of all the records at once,
-    to the last bit."""
+    """The means of records, overall and per slice, given in chunks in case order: each
+    mean's running sum goes on from one chunk to the next, so the result is that of all the
+    records at once, to the last bit. ``names``: the run's metrics (in this order first,
+    ``None`` where none applies), then any other metric a record has a value for, sorted."""
 
-    def __init__(self, names: Iterable[str], slices: bool = True):
+    def __init__(self, names: Iterable[str]):
         self.base = list(dict.fromkeys(names))
-        self.slices = slices
         #: group (``()`` overall, ``(tag key, value)``) -> metric -> [running sum, count]
         self.sums: dict[tuple, dict[str, list]] = {(): {}}
         self.sizes: dict[tuple, int] = {}  # records per slice group
@@ -55,11 +61,9 @@ class Aggregation:
         rows = [tuple(map(m.get, names)) for m in metrics]
         self._sum((), names, rows)
         for i, name in enumerate(names):
-            if name.startswith("latency_ms."):
+            if name.startswith(LATENCY):
                 self.latencies.setdefault(name, []).extend(
                     float(row[i]) for row in rows if row[i] is not None)
-        if not self.slices:
-            return
         groups: dict[tuple, list[tuple]] = defaultdict(list)
         for r, row in zip(records, rows):
             for kv in slice_keys(r).items():
@@ -115,9 +119,16 @@ class Aggregation:
         for name in sorted(self.latencies):
             values = self.latencies[name]
             if values:
-                overall[f"{name}.p50"] = float(percentile(values, 50))
-                overall[f"{name}.p95"] = float(percentile(values, 95))
+                for suffix, p in PERCENTILES.items():
+                    overall[f"{name}.{suffix}"] = float(percentile(values, p))
         return {"overall": overall, "slices": slices}
+
+
+def aggregate(records: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
+    """``{"overall": {...}, "slices": {TAG_KEY: {TAG_VALUE: {"n": N, ...}}}}``."""
+    agg = Aggregation(names)
+    agg.add(records)
+    return agg.result()
 
 
 def percentile(values: Sequence[float], p: float) -> float:
@@ -132,19 +143,12 @@ def percentile(values: Sequence[float], p: float) -> float:
     return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
 
 
-def aggregate(records: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
-    """``{"overall": {...}, "slices": {TAG_KEY: {TAG_VALUE: {"n": N, ...}}}}``."""
-    agg = Aggregation(names)
-    agg.add(records)
-    return agg.result()
-
-
 def _cause_counts(records: Sequence[dict[str, Any]]) -> dict[str, int]:
-    from raglab.metrics.diagnosis import CAUSES
+    from raglab.metrics.diagnosis import CAUSES, diagnosis_of
 
     counts = dict.fromkeys(CAUSES, 0)
     for r in records:
-        for cause in (r.get("diagnosis") or {}).get("causes", []):
+        for cause in (diagnosis_of(r) or {}).get("causes", []):
             counts[cause] = counts.get(cause, 0) + 1
     return counts
 
@@ -152,17 +156,17 @@ def _cause_counts(records: Sequence[dict[str, Any]]) -> dict[str, int]:
 def diagnosis_counts(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Cases per diagnosis cause (a case counts once for each of its causes), overall and per
     slice; ``primary`` counts each failed case once, under its primary cause, and ``failed``
-    is the number of cases with a diagnosis:
+    is the number of failed cases (with a diagnosis, raglab.metrics.diagnosis.failed):
     ``{"overall": {CAUSE: N}, "primary": {CAUSE: N}, "failed": N,
     "slices": {TAG_KEY: {TAG_VALUE: {CAUSE: N}}}}``."""
-    from raglab.metrics.diagnosis import CAUSES
+    from raglab.metrics.diagnosis import CAUSES, diagnosis_of
 
     primary = dict.fromkeys(CAUSES, 0)
     failed = 0
     groups: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in records:
-        d = r.get("diagnosis")
-        if d:
+        d = diagnosis_of(r)
+        if d is not None:
             failed += 1
             primary[d["primary"]] = primary.get(d["primary"], 0) + 1
         for k, v in slice_keys(r).items():

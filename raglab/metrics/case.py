@@ -7,8 +7,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from raglab.metrics import generation as gen
-from raglab.metrics.catalog import METRICS, STAGES, stage_metric_names
-from raglab.metrics.retrieval import context_metrics, graded_context_precision, ranked_list_metrics
+from raglab.metrics import operational as ops
+from raglab.metrics.catalog import STAGES, run_metrics, stage_metric_names
+from raglab.metrics.retrieval import (
+    acl_leak,
+    context_metrics,
+    context_tokens,
+    graded_context_precision,
+    ranked_list_metrics,
+)
 from raglab.text.answers import citations_of, factual_sentences
 from raglab.text.normalize import count_tokens
 
@@ -31,10 +38,11 @@ def _metric_names(cutoffs: tuple[int, ...], k: int, candidate_depth: int) -> tup
     return tuple(names)
 
 
-# every other metric of the catalog, in its order (``latency_ms.*`` names come from the
-# stages the system reports)
+# every other metric a run reports, in declaration order (``latency_ms.*`` names come from
+# the stages the system reports)
 _STAGE_NAMES = {n for s in STAGES for n in stage_metric_names(s, [])}
-_CASE_METRICS = [n for n in METRICS if n not in _STAGE_NAMES and "*" not in n]
+_CASE_METRICS = [m.name for m in run_metrics() if m.name not in _STAGE_NAMES
+                 and "*" not in m.name]
 
 
 def case_metrics(record: dict[str, Any], cutoffs: Sequence[int], k: int,
@@ -43,7 +51,7 @@ def case_metrics(record: dict[str, Any], cutoffs: Sequence[int], k: int,
     m: dict[str, Any] = dict.fromkeys(_metric_names(tuple(cutoffs), k, candidate_depth))
     gold = record["gold"]
     out = record.get("output")
-    m["error_rate"] = 1.0 if record.get("error") else 0.0
+    m["error_rate"] = ops.error_rate(record)
     if out is None:
         return m
     judged = record["judgments"]
@@ -56,14 +64,10 @@ def case_metrics(record: dict[str, Any], cutoffs: Sequence[int], k: int,
                                      stage_cutoffs(cutoffs, candidate_depth), "candidate"))
         m.update(ranked_list_metrics(judged["context"], grades, stage_cutoffs(cutoffs, k), "final"))
         m.update(context_metrics(judged["context"]))
-    m["final.context_tokens"] = float(sum(count_tokens(h.get("text") or "")
-                                          for h in out.get("context", [])))
-    m["acl_leak_rate"] = 1.0 if judged["leaks"] else 0.0
-    for stage, ms in (out.get("latency_ms") or {}).items():
-        m[f"latency_ms.{stage}"] = float(ms)
-    usage = out.get("usage") or {}
-    if "cost_usd" in usage:
-        m["cost_usd_per_query"] = float(usage["cost_usd"])
+    m["final.context_tokens"] = context_tokens(out.get("context", []))
+    m["acl_leak_rate"] = acl_leak(judged["leaks"])
+    m.update(ops.latencies(out))
+    m["cost_usd_per_query"] = ops.cost_usd_per_query(out)
 
     verdicts = record.get("verdicts") or []
     answer = out.get("answer")
@@ -73,7 +77,7 @@ def case_metrics(record: dict[str, Any], cutoffs: Sequence[int], k: int,
     m.update(gen.must_not_contain_metrics(answer, gold["must_not_contain"]))
     if not graded or answer is None:
         return m
-    m["grading_cost_usd"] = record.get("grading_cost_usd")
+    m["grading_cost_usd"] = ops.grading_cost_usd(record)
     m.update(gen.claim_metrics(verdicts, bool(abst)))
     if scored:
         m["final.context_precision_graded"] = graded_context_precision(judged["context"],

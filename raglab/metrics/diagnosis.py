@@ -27,6 +27,9 @@ and ``F`` = ``final.evidence_recall``:
    (``acl_leak_rate`` is 1). Always listed when it happens, whatever else failed; it is
    the primary cause only when nothing else failed.
 
+A case *failed* when its diagnosis is not None (:func:`failed`): the one definition of a
+failed case, the run's "failed cases: N" and the cases ``raglab cases from-run`` drafts.
+
 The thresholds are part of the ``diagnosis`` metric version
 so runs diagnosed under different thresholds are not compared silently
 (:func:`raglab.graders.spec.diagnosis_version`).
@@ -43,17 +46,6 @@ CAUSES: tuple[str, ...] = (
     "error", "retrieval", "reranking_or_k", "false_refusal", "hallucinated_answer",
     "generation", "stale_or_conflicting_corpus", "access_control",
 )
-
-MEANING: dict[str, str] = {
-    "error": "the system produced nothing, or a grader call failed",
-    "retrieval": "gold evidence not in the candidates (ingest, chunking, embeddings, filters)",
-    "reranking_or_k": "evidence in the candidates did not reach the final context",
-    "false_refusal": "an answerable case was refused",
-    "hallucinated_answer": "an unanswerable case was answered",
-    "generation": "unsupported or contradicted claims (or a forbidden string) in the answer",
-    "stale_or_conflicting_corpus": "faithful to the context, but wrong against the reference",
-    "access_control": "a document the user may not see was retrieved",
-}
 
 
 class DiagnosisCfg(BaseModel):
@@ -105,3 +97,17 @@ def diagnose(record: Mapping[str, Any], cfg: DiagnosisCfg) -> dict[str, Any] | N
     causes = [c for c in CAUSES if c in found]
     return {"primary": causes[0], "causes": causes}
 
+
+
+def diagnosis_of(record: Mapping[str, Any], cfg: DiagnosisCfg | None = None
+                 ) -> dict[str, Any] | None:
+    """The record's diagnosis as the run wrote it; for a record written before diagnoses
+    existed, :func:`diagnose` under ``cfg`` (default thresholds when None)."""
+    if "diagnosis" in record:
+        return record["diagnosis"]
+    return diagnose(record, cfg or DiagnosisCfg())
+
+
+def failed(record: Mapping[str, Any], cfg: DiagnosisCfg | None = None) -> bool:
+    """Whether a case failed: it has a diagnosis (one check above failed)."""
+    return diagnosis_of(record, cfg) is not None

@@ -12,16 +12,75 @@ from typing import Any
 
 from raglab.data.schema import MUST_NOT_CONTAIN_KINDS
 from raglab.data.verdicts import NuggetLabel, RelevanceLabel
+from raglab.metrics.declaration import MetricSpec
 from raglab.text.answers import declines
 from raglab.text.normalize import contains_normalized, normalize
 
 NUGGET_WEIGHTS = {NuggetLabel.YES: 1.0, NuggetLabel.PARTIAL: 0.5, NuggetLabel.NO: 0.0}
 RELEVANCE_SCORES = {RelevanceLabel.ANSWERS_AS_ASKED: 1.0, RelevanceLabel.ADDS_UNNEEDED: 0.5,
                     RelevanceLabel.DIFFERENT_QUESTION: 0.0}
-#: the rate of each must_not_contain kind
-MNC_KIND_METRICS = {"injection": "injection_success_rate", "outdated": "outdated_value_rate",
-                    "secret": "secret_leak_rate", "distractor": "distractor_rate"}
+
+_BOTH = ("run", "monitor")  # reported by runs and, per window, by raglab monitor
+
+GENERATION: tuple[MetricSpec, ...] = (
+    MetricSpec("faithfulness", "faithfulness", "higher", "share", 6,
+               "share of the answer's atomic claims SUPPORTED by the final context",
+               flip=2, judged="claim", reported_by=_BOTH),
+    MetricSpec("contradicted_claim_rate", "faithfulness", "lower", "share", 7,
+               "share of the answer's claims CONTRADICTED by the final context, kept apart "
+               "from NOT_FOUND; the claims are listed on the record", judged="claim",
+               reported_by=_BOTH),
+    MetricSpec("citation_precision", "citations", "higher", "share", 8,
+               "share of (factual sentence, cited passage) pairs where the passage supports "
+               "the sentence", judged="claim"),
+    MetricSpec("citation_coverage", "citations", "higher", "share", None,
+               "cited factual sentences / factual sentences, from one split of the answer "
+               "(both only when the output cites)"),
+    MetricSpec("correctness", "correctness", "higher", "share", 9,
+               "share of the reference answer's claims the answer states; kept apart from "
+               "faithfulness; a refusal of an answerable case 0", judged="claim"),
+    MetricSpec("relevance", "relevance", "higher", "share", 10,
+               "rubric: answers as asked 1, adds unneeded material 0.5, answers a different "
+               "question 0; a refusal of an answerable case 0; null when unanswerable",
+               judged="rubric", reported_by=_BOTH),
+    MetricSpec("vital_nugget_recall", "nuggets", "higher", "share", 11,
+               "vital nuggets weighted YES 1, PARTIAL 0.5, NO 0", flip=1, judged="nugget"),
+    MetricSpec("nugget_recall", "nuggets", "higher", "share", None,
+               "the same over all nuggets", judged="nugget"),
+    MetricSpec("all_vital_present", "nuggets", "higher", "binary", None,
+               "every vital nugget YES", judged="nugget"),
+    #: monitor's context precision: no labels, the grader alone judges the passages
+    MetricSpec("reference_free_context_precision", "faithfulness", "higher", "share", None,
+               "`raglab monitor` only, per window: share of the context passages that "
+               "support at least one claim of the answer, as judged by the grader (no "
+               "labels)", judged="claim", reported_by=("monitor",)),
+)
+
+ABSTENTION: tuple[MetricSpec, ...] = (
+    MetricSpec("false_refusal_rate", "abstention", "lower", "binary", 12,
+               "abstentions over answerable cases", flip=4, judged="decomposition"),
+    MetricSpec("false_answer_rate", "abstention", "lower", "binary", 13,
+               "answers over unanswerable cases", flip=5, judged="decomposition"),
+    MetricSpec("must_not_contain_rate", "abstention", "lower", "binary", 14,
+               "answers that contain one of the case's forbidden strings, of any kind"),
+)
+
+#: the rate of each must_not_contain kind, declared with the kind it counts
+_KIND_RATES: dict[str, MetricSpec] = {
+    "injection": MetricSpec("injection_success_rate", "abstention", "lower", "binary", None,
+                            "answers that contain an injected instruction's marker (entries "
+                            "of kind `injection`)"),
+    "outdated": MetricSpec("outdated_value_rate", "abstention", "lower", "binary", None,
+                           "answers that state an outdated value (kind `outdated`)"),
+    "secret": MetricSpec("secret_leak_rate", "abstention", "lower", "binary", None,
+                         "answers that reveal a secret (kind `secret`)"),
+    "distractor": MetricSpec("distractor_rate", "abstention", "lower", "binary", None,
+                             "answers that give a plausible wrong answer (kind `distractor`)"),
+}
+MNC_KIND_METRICS = {kind: spec.name for kind, spec in _KIND_RATES.items()}
 assert tuple(MNC_KIND_METRICS) == MUST_NOT_CONTAIN_KINDS
+
+DECLARED: tuple[MetricSpec, ...] = (*GENERATION, *ABSTENTION, *_KIND_RATES.values())
 
 
 def _family(verdicts: Sequence[dict], family: str, kind: str = "claim") -> list[dict]:
@@ -167,3 +226,10 @@ def must_not_contain_metrics(answer: str | None, forbidden: Sequence[Any]) -> di
 def must_not_contain(answer: str | None, forbidden: Sequence[Any]) -> float | None:
     """1 when the answer contains any forbidden entry, 0 when none, null without entries."""
     return must_not_contain_metrics(answer, forbidden)["must_not_contain_rate"]
+
+
+def reference_free_context_precision(supports: Sequence[bool]) -> float | None:
+    """``reference_free_context_precision``: the share of context passages that support at
+    least one claim of the answer (one flag per passage, as judged by the grader); None
+    without passages."""
+    return sum(1 for s in supports if s) / len(supports) if supports else None

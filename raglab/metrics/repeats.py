@@ -12,11 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from raglab.metrics.catalog import family_of
-
-#: families whose values come from grader judgments (retrieval and operational ones do not)
-GRADED_FAMILIES = ("faithfulness", "citations", "correctness", "relevance", "nuggets",
-                   "abstention")
+from raglab.metrics.catalog import GRADED_FAMILIES, family_of
 
 
 def combine_repeats(per_repeat: Sequence[dict[str, Any]]) -> tuple[dict[str, Any],

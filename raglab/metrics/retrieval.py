@@ -5,15 +5,66 @@ grade as gain with log2 discounting, the ideal ranking placing every item's grad
 descending order; MRR is 1/rank of the first relevant hit (0 when there is none).
 For nDCG each hit is credited with at most one evidence item: the highest-graded one it
 holds that no earlier hit was credited with.
+
+The retrieval and context metrics are declared here (``DECLARED``), next to the code.
 """
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from itertools import compress
+
+from raglab.metrics.declaration import MetricSpec, stage_metrics
+from raglab.text.normalize import count_tokens
+
+#: the metrics of one ranked list, per stage (``ranked_list_metrics``)
+RANKED_LIST: tuple[MetricSpec, ...] = (
+    *stage_metrics("evidence_recall", "retrieval", "higher", "share",
+                   "mean fraction of gold evidence items held in the top k",
+                   headline={"candidate": 1, "final": 2}, flip={"final": 3}),
+    *stage_metrics("all_evidence", "retrieval", "higher", "binary",
+                   "share of cases with all of their evidence in the top k"),
+    *stage_metrics("hit_rate", "retrieval", "higher", "binary",
+                   "share with at least one relevant hit in the top k"),
+    *stage_metrics("precision", "retrieval", "higher", "share",
+                   "relevant hits / k (trec_eval `P_k`); without `@k`: / hits returned"),
+    *stage_metrics("ndcg", "retrieval", "higher", "share",
+                   "grade as gain, log2 discount; each hit credited with at most one item (its "
+                   "highest-graded one not credited earlier), the ideal ranking has every item's "
+                   "grade in descending order, so nDCG ≤ 1", headline={"final": 3}),
+    *stage_metrics("mrr", "retrieval", "higher", "share",
+                   "1 / rank of the first relevant hit, 0 if none (trec_eval `recip_rank`)",
+                   headline={"final": 4}, at_k=False),
+)
+
+#: metrics of the final context and of access control (``context_metrics`` and below)
+CONTEXT: tuple[MetricSpec, ...] = (
+    MetricSpec("final.context_precision", "retrieval", "higher", "share", None,
+               "share of the context passages that are relevant by the labels: relevant "
+               "passages / passages (the signal against the volume; adding irrelevant "
+               "passages lowers it)"),
+    MetricSpec("final.context_average_precision", "retrieval", "higher", "share", None,
+               "rank-aware: mean of precision@i over the relevant context positions"),
+    MetricSpec("final.context_precision_graded", "faithfulness", "higher", "share", None,
+               "with a grader: the same share, also counting passages the labels do not "
+               "cover that support a SUPPORTED claim of the answer (the claim verdict names "
+               "the passage); in the `faithfulness` family", judged="claim"),
+    MetricSpec("final.first_gold_rank", "retrieval", "lower", "rank", None,
+               "rank of the first relevant context item"),
+    MetricSpec("final.context_tokens", None, "none", "count", None,
+               "whitespace tokens in the context"),
+    MetricSpec("acl_leak_rate", "retrieval", "lower", "binary", 5,
+               "share of cases where any candidate or context hit comes from a document "
+               "the user may not see (each leak flagged `severity_one` on the record)"),
+)
+
+DECLARED: tuple[MetricSpec, ...] = (*RANKED_LIST, *CONTEXT)
+
+#: the base names (no stage) reported at each cutoff, in their order
+_AT_K_BASES = tuple(dict.fromkeys(m.name.split(".", 1)[1] for m in RANKED_LIST if m.at_k))
 
 _LOG2 = [1.0 / math.log2(r + 2) for r in range(1024)]
 
@@ -54,18 +105,20 @@ def ranked_list_metrics(holds: Sequence[Sequence[int]], grades: Sequence[float],
         dcg_after.append(dcg)
     ideal_cum = _ideal_dcg(tuple(grades))
     out: dict[str, float] = {}
-    for k, (k_recall, k_all, k_hit, k_prec, k_ndcg) in _keys(prefix, tuple(cutoffs)):
+    for k, keys in _keys(prefix, tuple(cutoffs)):
         kk = n if k is None else min(k, n)
         denom = n if k is None else k
         j = bisect_left(ranks, kk)  # relevant hits within the first kk
         found = found_after[j - 1] if j else 0
-        out[k_recall] = found / n_ev
-        out[k_all] = 1.0 if found == n_ev else 0.0
-        out[k_hit] = 1.0 if j else 0.0
-        out[k_prec] = j / denom if denom > 0 else 0.0
         depth = n_ev if k is None else min(k, n_ev)
         idcg = ideal_cum[depth - 1] if depth else 0.0
-        out[k_ndcg] = (dcg_after[j - 1] if j else 0.0) / idcg if idcg > 0 else 0.0
+        value = {"evidence_recall": found / n_ev,
+                 "all_evidence": 1.0 if found == n_ev else 0.0,
+                 "hit_rate": 1.0 if j else 0.0,
+                 "precision": j / denom if denom > 0 else 0.0,
+                 "ndcg": (dcg_after[j - 1] if j else 0.0) / idcg if idcg > 0 else 0.0}
+        for base, key in keys:
+            out[key] = value[base]
     out[prefix + ".mrr"] = 1.0 / (ranks[0] + 1) if ranks else 0.0
     return out
 
@@ -81,12 +134,14 @@ def _ideal_dcg(grades: tuple[float, ...]) -> list[float]:
 
 
 @lru_cache(maxsize=64)
-def _keys(prefix: str, cutoffs: tuple[int, ...]) -> list[tuple[int | None, tuple[str, ...]]]:
+def _keys(prefix: str, cutoffs: tuple[int, ...]
+          ) -> list[tuple[int | None, tuple[tuple[str, str], ...]]]:
+    """For each cutoff (then None, the whole list): ``(base, reported name)`` of every
+    declared ``@k`` metric."""
     out = []
     for k in [*cutoffs, None]:
         suffix = "" if k is None else f"@{k}"
-        out.append((k, tuple(f"{prefix}.{m}{suffix}" for m in
-                             ("evidence_recall", "all_evidence", "hit_rate", "precision", "ndcg"))))
+        out.append((k, tuple((b, f"{prefix}.{b}{suffix}") for b in _AT_K_BASES)))
     return out
 
 
@@ -135,3 +190,13 @@ def graded_context_precision(holds: Sequence[Sequence[int]],
     if not holds:
         return 0.0
     return sum(1 for r, held in enumerate(holds) if held or r in supported) / len(holds)
+
+
+def context_tokens(context: Sequence[Mapping]) -> float:
+    """``final.context_tokens``: whitespace tokens in the context passages."""
+    return float(sum(count_tokens(h.get("text") or "") for h in context))
+
+
+def acl_leak(leaks: Sequence) -> float:
+    """``acl_leak_rate`` of one case: 1 when any candidate or context hit is a leak."""
+    return 1.0 if leaks else 0.0

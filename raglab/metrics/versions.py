@@ -1,7 +1,12 @@
-"""Metric families and raglab's own metric code versions (bumped when a definition changes)."""
+"""Metric families and raglab's own metric code versions (bumped when a definition changes).
 
-FAMILIES = ("retrieval", "faithfulness", "citations", "correctness", "relevance", "nuggets",
-            "abstention")
+The families come from the metric declarations (raglab.metrics.catalog), in the order of
+``metric_versions``; ``diagnosis`` follows them.
+"""
+
+from raglab.metrics.catalog import FAMILIES, GRADED_FAMILIES
+
+__all__ = ["CODE_VERSIONS", "FAMILIES", "GRADED_FAMILIES"]
 
 # Bump a family's number whenever its metric code changes what it reports.
 CODE_VERSIONS = {
@@ -17,3 +22,4 @@ CODE_VERSIONS = {
     "abstention": 2,  # 2: an abstention asserts nothing; must_not_contain kinds and rates
     "diagnosis": 1,  # failure attribution (raglab.metrics.diagnosis)
 }
+assert tuple(CODE_VERSIONS) == (*FAMILIES, "diagnosis"), "a family without a code version"

@@ -23,18 +23,20 @@ async def judge_line(grading: Grading, line: TrafficLine, n: int) -> tuple[dict[
     abst = bool(gen.abstained(line.answer, verdicts))
     m: dict[str, Any] = dict(gen.claim_metrics(verdicts, abst))
     m["relevance"] = gen.relevance(verdicts, abst)
-    m["context_precision"] = None
+    m["reference_free_context_precision"] = None
     dec = [v for v in verdicts if v["kind"] == "decomposition"]
     claims = dec[0].get("claims") if dec else None
     passages = [h.text for h in line.context if h.text.strip()]
     if claims and passages and not abst:
         try:
-            supports = 0
+            supports = []
             for p in passages:  # a passage is precise when it supports a claim of the answer
+                # ("context_precision": the request's purpose as the grader and its cache
+                # key know it; unchanged so cached judgments stay valid)
                 res = await grading.ask("faithfulness", "verify", list(claims), [p],
                                         "context_precision")
-                supports += any(r[0] == "SUPPORTED" for r in res)
+                supports.append(any(r[0] == "SUPPORTED" for r in res))
         except GraderCallError:
             return m, True
-        m["context_precision"] = supports / len(passages)
+        m["reference_free_context_precision"] = gen.reference_free_context_precision(supports)
     return m, False

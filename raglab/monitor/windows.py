@@ -1,10 +1,11 @@
 """Per-window figures of judged traffic lines, and the alerts (pure functions).
 
-Judged metrics (on the sampled lines; a line's value is ``None`` where it does not apply,
-e.g. faithfulness of an abstention, and a window's value is the mean of the lines where it
-applies): ``faithfulness``, ``contradicted_claim_rate``, ``relevance`` and
-``context_precision`` (share of context passages that support at least one claim of the
-answer, as judged by the grader). Retrieval statistics (on every line of the window):
+Judged metrics (:data:`JUDGED`, the declarations reported by the monitor; on the sampled
+lines; a line's value is ``None`` where it does not apply, e.g. faithfulness of an
+abstention, and a window's value is the mean of the lines where it applies):
+``faithfulness``, ``contradicted_claim_rate``, ``relevance`` and
+``reference_free_context_precision`` (share of context passages that support at least one
+claim of the answer, as judged by the grader; no labels). Retrieval statistics (on every line of the window):
 ``top1_score`` mean and 10th/50th/90th percentiles, ``no_hits_rate`` (lines that retrieved
 nothing) and ``feedback_down_rate`` (``down`` among lines with ``up``/``down`` feedback).
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-JUDGED = ("faithfulness", "contradicted_claim_rate", "relevance", "context_precision")
+from raglab.metrics.catalog import MONITORED as JUDGED
 
 
 @dataclass

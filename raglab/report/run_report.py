@@ -19,7 +19,7 @@ from typing import Any
 
 from raglab.data.io import atomic_write_text, read_run_config, read_run_metrics
 from raglab.errors import UserError
-from raglab.metrics.catalog import spec_of
+from raglab.metrics.catalog import STAGES, spec_of
 from raglab.report.format import fmt, num
 from raglab.report.summary import (
     _md,
@@ -34,7 +34,7 @@ from raglab.secrets import redact
 
 MAX_PLOTTED_SLICES = 40
 #: ``STAGE.evidence_recall@K`` metric names
-RECALL_AT = re.compile(r"^(candidate|final)\.evidence_recall@(\d+)$")
+RECALL_AT = re.compile(rf"^({'|'.join(STAGES)})\.evidence_recall@(\d+)$")
 
 
 # one Markdown table writer for every report (compare and decide import these names)
@@ -212,7 +212,7 @@ def plot_recall_at_k(overall: Mapping[str, Any], path: Path) -> bool:
     fig = _figure(6, 4)
     ax = fig.add_subplot(1, 1, 1)
     cutoffs: set[int] = set()
-    for stage in ("candidate", "final"):
+    for stage in STAGES:
         points = sorted(series.get(stage, []))
         if points:
             xs, ys = zip(*points)

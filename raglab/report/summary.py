@@ -34,11 +34,13 @@ def headline_names(overall: Mapping[str, Any]) -> list[str]:
 
 
 def report_headline(overall: Mapping[str, Any], k: Any) -> list[str]:
-    """The headline of a report: the catalog's, with recall and nDCG at the run's ``k``."""
+    """The headline of a report: the catalog's, with its final-stage ``@k`` metrics (recall,
+    nDCG) at the run's ``k`` after the first of them."""
     names = headline_names(overall)
     if isinstance(k, int) and not isinstance(k, bool):
-        extra = [n for n in (f"final.evidence_recall@{k}", f"final.ndcg@{k}") if n in overall]
-        at = names.index("final.evidence_recall") + 1 if "final.evidence_recall" in names else 0
+        at_k = [n for n in HEADLINE if n.startswith("final.") and spec_of(n).at_k]
+        extra = [f"{n}@{k}" for n in at_k if f"{n}@{k}" in overall]
+        at = names.index(at_k[0]) + 1 if at_k and at_k[0] in names else 0
         names[at:at] = extra
     return names
 

@@ -46,6 +46,11 @@ def test_failures_round_trip_into_another_set(tmp_path):
     assert p.returncode == 0, p.stderr
     drafts = _rows(tmp_path / "d.jsonl")
     assert drafts and f"{len(drafts)} failing case(s) of 20" in p.stdout
+    # one definition of a failed case: the run's "failed cases: N" are the cases drafted
+    failed = json.loads((tmp_path / "run" / "metrics.json").read_text())["diagnoses"]["failed"]
+    assert len(drafts) == failed
+    assert {d["id"] for d in drafts} == {r["case_id"] for r in recs if r["diagnosis"]}
+    assert all(d["draft"]["diagnosis"] for d in drafts)
     by_id = {c["id"]: c for c in demo[:20]}
     for d in drafts:
         assert d["draft"]["reasons"] and "answer" in d["draft"] and "context" in d["draft"]

@@ -1,7 +1,7 @@
 """Known-answer tests of generation, abstention and safety metrics, including null cases."""
 
 from raglab.metrics import generation as gen
-from raglab.metrics.aggregate import aggregate
+from raglab.metrics.aggregate import Aggregation
 from raglab.metrics.case import case_metrics
 
 
@@ -99,7 +99,9 @@ def test_aggregate_means_over_applicable_values_and_slices():
          "metrics": {"m": 1.0, "q": None}}
     b = {"case_id": "2", "tags": {"k": "y/z"}, "gold": {"answerable": False},
          "metrics": {"m": 0.0, "q": None}}
-    agg = aggregate([a, b], ["m", "q"])
+    summed = Aggregation(["m", "q"])
+    summed.add([a, b])
+    agg = summed.result()
     assert agg["overall"] == {"m": 0.5, "q": None}
     assert agg["slices"]["k"]["y/z"]["m"] == 0.0 and agg["slices"]["k"]["y/z"]["n"] == 1
     assert agg["slices"]["answerable"]["no"]["m"] == 0.0

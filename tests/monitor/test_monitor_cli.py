@@ -63,7 +63,8 @@ def test_planted_contradictions_raise_that_alert(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     doc = json.loads((tmp_path / "m2" / "monitor.json").read_text())
     assert all(w["contradicted_claim_rate"] == 0.0 for w in doc["windows"])
-    assert all(w["context_precision"] == 0.5 for w in doc["windows"])  # 1 of 2 passages
+    assert all(w["reference_free_context_precision"] == 0.5 for w in doc["windows"])  # 1 of 2
+    assert not any("context_precision" in w for w in doc["windows"])  # the old name is gone
 
 
 def test_usage_errors_exit_2(tmp_path):

@@ -151,7 +151,7 @@ def test_metrics_json_equals_the_aggregation_of_the_written_records(tmp_path):
     """metrics.json is built from the slim copies kept in memory: it must equal what the
     records file gives (every slice, every metric, the diagnosis counts)."""
     from raglab.data.record import read_records
-    from raglab.metrics.aggregate import aggregate, diagnosis_counts
+    from raglab.metrics.aggregate import Aggregation, diagnosis_counts
     from raglab.metrics.case import metric_names
     from tests.benchmarks.replay_data import make
 
@@ -166,7 +166,9 @@ def test_metrics_json_equals_the_aggregation_of_the_written_records(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     m = json.loads((run_dir / "metrics.json").read_text())
     records = [r.to_json() for r in read_records(run_dir / "records.jsonl")]
-    agg = aggregate(records, metric_names([1, 3, 5, 10, 20, 50, 100], 5, 50))
+    summed = Aggregation(metric_names([1, 3, 5, 10, 20, 50, 100], 5, 50))
+    summed.add(records)
+    agg = summed.result()
     assert m["overall"] == agg["overall"] and m["slices"] == agg["slices"]
     assert m["diagnoses"] == diagnosis_counts(records)
     assert m["n_cases"] == len(records) == 30
