@@ -7,7 +7,7 @@ import sys
 
 USAGE = """usage: raglab COMMAND [ARGS]
 
-Evaluate retrieval-augmented generation systems (see README.md).
+Evaluate retrieval-augmented generation systems (the manual: docs/ in the source tree).
 
 commands:
   run [overrides]        run one configuration; `run -m a=1,2 b=x,y` sweeps (Hydra multirun)

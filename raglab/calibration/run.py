@@ -35,7 +35,7 @@ def calibrate(cfg: Any, resolved: dict[str, Any], run_dir: Path, *, seed: int,
     content (plus ``store``, where the record went, and ``mlflow_run_id``). Bad labels
     raise UserError before anything is written."""
     if not cfg.dataset.labels:
-        raise ConfigError("dataset.labels is not set (a labels file: README \"The data\")")
+        raise ConfigError("dataset.labels is not set (a labels file: docs/data.md)")
     labels_path = resolve_path(cfg.dataset.labels)
     cases, _ = load_cases(resolve_path(cfg.dataset.cases))
     questions = {c.id: c.question for c in cases}

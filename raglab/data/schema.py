@@ -1,4 +1,4 @@
-"""The data contract (README "The data") as pydantic v2 models.
+"""The data contract (docs/data.md) as pydantic v2 models.
 
 Unknown fields are errors: they are almost always typos.
 """

@@ -1,6 +1,6 @@
 """The offline, deterministic grader (no model, no key).
 
-What it does, and its limits (also in the README):
+What it does, and its limits (also in docs/graders.md):
 - claims: raglab.text.answers.claims_of: the answer's sentences (and ';'-separated
   clauses), headings, citation markers, greetings, hedges and refusal clauses dropped (the
   facts beside a refusal are kept; "Yes." is a claim). Pronouns are NOT resolved.

@@ -51,7 +51,7 @@ def family_prompt_texts(family: str, prompts: dict[str, str],
 
 
 def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) -> dict[str, str]:
-    """``{family: version}`` for every metric family (README "Graders")."""
+    """``{family: version}`` for every metric family (docs/graders.md)."""
     spec = grader_cfg.model_dump()
     spec.pop("concurrency", None)  # how fast, not what: never part of a version
     spec.pop("timeout_s", None)

@@ -3,7 +3,7 @@ computes it (``DECLARED`` of raglab.metrics.retrieval, generation, operational a
 aggregate; :class:`MetricSpec` says what a declaration holds), and every list of metric
 names derived from them: the headline set, the families and their order, the flip
 metrics, the metrics the monitor judges. The run summary, the run report, the MLflow
-headline set, the README's metric tables (checked by a test), compare/decide, calibration
+headline set, the manual's metric tables (generated from it), compare/decide, calibration
 and the monitor all read these.
 """
 

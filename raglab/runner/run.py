@@ -5,41 +5,50 @@ from __future__ import annotations
 import asyncio
 import errno
 import itertools
-from collections import deque
 import json
 import math
 import sys
 import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from pydantic_core import PydanticSerializationError
 
+from raglab.cache import StageCache, content_key
 from raglab.config import RunCfg
 from raglab.data.dataset import Dataset, load_dataset
+from raglab.data.finite import check as check_finite
+from raglab.data.finite import plain_finite
 from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
 from raglab.data.record import CaseRecord
 from raglab.data.schema import SystemOutput
-from raglab.data.finite import check as check_finite, plain_finite
 from raglab.errors import NegativeOutcome, StorageError, UserError
 from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import diagnosis_version, family_versions
+from raglab.llm.cost import metering
 from raglab.metrics.aggregate import aggregate, diagnosis_counts
 from raglab.metrics.case import case_metrics, metric_names
-from raglab.llm.cost import metering
 from raglab.metrics.catalog import HEADLINE
 from raglab.metrics.diagnosis import diagnose
 from raglab.metrics.repeats import combine_repeats
 from raglab.report.format import fmt
-from raglab.runner.progress import Progress
+from raglab.runner.components import (
+    build_grader,
+    build_system,
+    grader_uses_llm,
+    llm_client,
+    model_prices,
+    preflight,
+    system_model_section,
+    tracks,
+)
 from raglab.runner.identity import check_dataset, check_resume, write_identity
 from raglab.runner.lock import RunDirLock
-from raglab.runner.records import RecordWriter, record_line, gold_summary, judge_output
+from raglab.runner.progress import Progress
+from raglab.runner.records import RecordWriter, gold_summary, judge_output, record_line
 from raglab.secrets import clip
-from raglab.cache import StageCache, content_key
-from raglab.runner.components import (build_grader, build_system, grader_uses_llm, llm_client,
-                                      model_prices, preflight, system_model_section, tracks)
 from raglab.systems.base import SystemRequest, ValidatedOutput, WorkCounter
 
 CASE_TIMEOUT_S = 600.0
@@ -243,7 +252,7 @@ class Run:
             if not isinstance(raw, ValidatedOutput):  # a replayed line was checked as read
                 check_finite(output)  # NaN/Infinity or a lone surrogate: this case fails
             check_spans(output, ds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             record["error"] = f"system: timed out after {CASE_TIMEOUT_S:g} s"
         except StorageError:
             raise  # raglab's own storage failed: stop the run, not this case

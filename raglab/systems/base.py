@@ -4,7 +4,7 @@ Adapters (``system`` group) are registered with :func:`raglab.registry.register`
 from ``(run config, dataset, stage cache, work counter, LLM client or None)``.
 
 A system receives one case (question, filters, user) plus the run's configuration sections
-and returns a :class:`~raglab.data.schema.SystemOutput`. Example (README "Adapters")::
+and returns a :class:`~raglab.data.schema.SystemOutput`. Example (docs/adapters.md)::
 
     from raglab.data.schema import SystemOutput
 

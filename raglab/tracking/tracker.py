@@ -80,7 +80,7 @@ class MlflowTracker(Tracker):
             "raglab.dataset.corpus_sha256": dataset.corpus_hash,
             "raglab.dataset.cases_sha256": dataset.cases_hash,
             "raglab.quarantined": str(len(dataset.quarantined)),
-            # the grader's model is the generator's (self-preference bias; README "Graders")
+            # the grader's model is the generator's (self-preference bias; docs/graders.md)
             "raglab.self_graded": "true" if self_graded else "false",
         })
         commit = git_commit(Path.cwd())

@@ -13,7 +13,8 @@ import sys
 import textwrap
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from raglab.data.record import CaseRecord
 from raglab.data.schema import SystemOutput
