@@ -94,31 +94,40 @@ def test_a_registered_plugin_joins_the_config_union(tmp_path, monkeypatch):
     sys.modules.pop("my_chunkers", None)  # (the README's example module has this name too)
 
 
-def test_a_plugin_found_through_an_entry_point_is_a_choice_of_the_config(tmp_path,
-                                                                         monkeypatch):
-    """A distribution on sys.path whose entry point (group raglab.plugins) names a module
-    that registers a chunker: the choice is usable from config, with no ``plugins``."""
-    (tmp_path / "ep_chunkers_test.py").write_text(
-        "from typing import Literal\n"
-        "from raglab.components import Chunker\n"
-        "from raglab.data.schema import Strict\n"
-        "from raglab.registry import register\n"
-        "from raglab.systems.chunkers import Chunk\n"
-        "class WholeCfg(Strict):\n"
-        "    name: Literal['ep_whole_test']\n"
-        "@register('chunker', 'ep_whole_test', config=WholeCfg)\n"
-        "class Whole(Chunker):\n"
-        "    def chunk(self, doc_id, text): return [Chunk(doc_id, 0, len(text), text)]\n")
-    info = tmp_path / "ep_chunkers_test-0.1.dist-info"
+_PLUGIN_HEAD = ("from typing import Literal\n"
+                "from raglab.components import Chunker\n"
+                "from raglab.data.schema import Strict\n"
+                "from raglab.registry import register\n"
+                "from raglab.systems.chunkers import Chunk\n")
+
+
+def _installed_plugin(tmp_path, monkeypatch, module: str, entry: str, body: str) -> None:
+    """A distribution on sys.path whose entry point ``entry`` (group raglab.plugins) names
+    ``module``, holding ``body``; the registry as if nothing had been looked up yet."""
+    (tmp_path / f"{module}.py").write_text(_PLUGIN_HEAD + body)
+    info = tmp_path / f"{module}-0.1.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ep-chunkers-test\n"
-                                   "Version: 0.1\n")
-    (info / "entry_points.txt").write_text("[raglab.plugins]\nwhole = ep_chunkers_test\n")
+    dist = module.replace("_", "-")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[raglab.plugins]\n{entry} = {module}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(registry._ENTRIES, "chunker", dict(registry.entries("chunker")))
     monkeypatch.setattr(registry, "_LOADED", set())
     monkeypatch.setattr(registry, "_ENTRY_POINTS_LOADED", False)
-    monkeypatch.delitem(sys.modules, "ep_chunkers_test", raising=False)
+    monkeypatch.delitem(sys.modules, module, raising=False)
+
+
+def test_a_plugin_found_through_an_entry_point_is_a_choice_of_the_config(tmp_path,
+                                                                         monkeypatch):
+    """A distribution on sys.path whose entry point (group raglab.plugins) names a module
+    that registers a chunker: the choice is usable from config, with no ``plugins``."""
+    _installed_plugin(tmp_path, monkeypatch, "ep_chunkers_test", "whole",
+                      "class WholeCfg(Strict):\n"
+                      "    name: Literal['ep_whole_test']\n"
+                      "@register('chunker', 'ep_whole_test', config=WholeCfg)\n"
+                      "class Whole(Chunker):\n"
+                      "    def chunk(self, doc_id, text): "
+                      "return [Chunk(doc_id, 0, len(text), text)]\n")
     try:
         assert "ep_whole_test" in registry.choices("chunker")
         cfg = _compose(["chunker.name=ep_whole_test", "~chunker.size", "~chunker.overlap"])
@@ -130,22 +139,10 @@ def test_a_plugin_found_through_an_entry_point_is_a_choice_of_the_config(tmp_pat
 
 
 def test_an_entry_point_plugin_cannot_take_a_built_in_name(tmp_path, monkeypatch):
-    (tmp_path / "ep_shadow_test.py").write_text(
-        "from typing import Literal\n"
-        "from raglab.components import Chunker\n"
-        "from raglab.data.schema import Strict\n"
-        "from raglab.registry import register\n"
-        "class C(Strict):\n    name: Literal['fixed']\n"
-        "@register('chunker', 'fixed', config=C)\nclass Shadow(Chunker):\n    pass\n")
-    info = tmp_path / "ep_shadow_test-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ep-shadow-test\n"
-                                   "Version: 0.1\n")
-    (info / "entry_points.txt").write_text("[raglab.plugins]\nshadow = ep_shadow_test\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(registry._ENTRIES, "chunker", dict(registry.entries("chunker")))
-    monkeypatch.setattr(registry, "_LOADED", set())
-    monkeypatch.setattr(registry, "_ENTRY_POINTS_LOADED", False)
+    _installed_plugin(tmp_path, monkeypatch, "ep_shadow_test", "shadow",
+                      "class C(Strict):\n    name: Literal['fixed']\n"
+                      "@register('chunker', 'fixed', config=C)\nclass Shadow(Chunker):\n"
+                      "    pass\n")
     try:
         with pytest.raises(ConfigError, match="entry point raglab.plugins 'shadow': "
                            "'ep_shadow_test' registers chunker 'fixed', a name raglab"):

@@ -15,8 +15,11 @@ from raglab.data.schema import Strict
 from raglab.registry import register
 
 
-class MlflowTrackingCfg(Strict):
-    name: Literal["mlflow"]
+class _TrackingSettings(Strict):
+    """The settings every tracking choice takes (so ``tracking=none`` keeps a run's
+    overrides of them valid)."""
+
+    name: str  # each choice narrows it to its own name
     uri: str | None = None
     experiment: str | None = None
     # the longest a run waits for an MLflow server that stopped answering (all retries of
@@ -27,12 +30,12 @@ class MlflowTrackingCfg(Strict):
     slice_metrics: Literal["all", "headline"] = "all"
 
 
-class NoTrackingCfg(Strict):
+class MlflowTrackingCfg(_TrackingSettings):
+    name: Literal["mlflow"]
+
+
+class NoTrackingCfg(_TrackingSettings):
     name: Literal["none"]
-    uri: str | None = None
-    experiment: str | None = None
-    timeout_s: float = Field(30.0, gt=0)
-    slice_metrics: Literal["all", "headline"] = "all"
 
 
 def git_commit(cwd: Path) -> str | None:
