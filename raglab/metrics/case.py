@@ -17,7 +17,6 @@ from raglab.metrics.retrieval import (
     ranked_list_metrics,
 )
 from raglab.text.answers import citations_of, factual_sentences
-from raglab.text.normalize import count_tokens
 
 
 def stage_cutoffs(cutoffs: Sequence[int], depth: int) -> list[int]:

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from raglab.components import BuildContext
 from raglab.cache import StageCache
+from raglab.components import BuildContext
 from raglab.config import MetricsCfg
 from raglab.graders.claude import (
     CLAIM_LABELS,

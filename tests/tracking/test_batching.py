@@ -7,8 +7,7 @@ import sqlite3
 
 import pytest
 
-from raglab.tracking.batching import (ENTITIES_PER_BATCH, PARAMS_PER_BATCH, TAGS_PER_BATCH,
-                                      batches)
+from raglab.tracking.batching import ENTITIES_PER_BATCH, PARAMS_PER_BATCH, TAGS_PER_BATCH, batches
 
 pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
