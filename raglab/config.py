@@ -98,7 +98,8 @@ class RunCfg(Strict):
     @model_validator(mode="after")
     def _k_within_depth(self):
         if self.k > self.candidate_depth:
-            raise ValueError(f"k ({self.k}) must not exceed candidate_depth ({self.candidate_depth})")
+            raise ValueError(f"k ({self.k}) must not exceed "
+                             f"candidate_depth ({self.candidate_depth})")
         return self
 
     def system_sections(self) -> dict[str, Any]:
@@ -133,7 +134,9 @@ def run_model() -> type[RunCfg]:
         registry.entries(group)  # import the group's modules (they register themselves)
     gen = registry.generation()
     if _MODEL is None or _MODEL[0] != gen:
-        fields = {g: (_choice_type(g), ...) for g in COMPONENT_GROUPS}
+        # Any: unpacked into create_model's **field_definitions; a narrower value type
+        # would also be checked against its __config__, __doc__, ... keywords
+        fields: dict[str, Any] = {g: (_choice_type(g), ...) for g in COMPONENT_GROUPS}
         _MODEL = (gen, create_model("RunCfg", __base__=RunCfg, **fields))
     return _MODEL[1]
 
@@ -148,7 +151,8 @@ def chosen_model(choices: dict[str, str]) -> type[RunCfg]:
     key = (registry.generation(), tuple(sorted(choices.items())))
     model = _CHOSEN.get(key)
     if model is None:
-        fields = {g: (registry.entry(g, choices[g]).config, ...) for g in COMPONENT_GROUPS}
+        fields: dict[str, Any] = {g: (registry.entry(g, choices[g]).config, ...)
+                                  for g in COMPONENT_GROUPS}  # Any: as in run_model
         key = (registry.generation(), key[1])  # the lookups may have registered modules
         model = _CHOSEN[key] = create_model("RunCfg", __base__=RunCfg, **fields)
     return model

@@ -7,6 +7,7 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any, cast
 
 from raglab.commands.common import fail
 
@@ -120,7 +121,8 @@ def _add(argv: list[str]) -> None:
     try:
         dcfg = DatasetCfg.model_validate(data)
     except ValidationError as e:
-        fail(str(config_error(e, data, "dataset")), 2)
+        section = cast(dict[str, Any], data) if isinstance(data, dict) else {}
+        fail(str(config_error(e, section, "dataset")), 2)
     if str(dcfg.cases).startswith(PKG_PREFIX):
         fail(f"dataset.cases is the shipped set ({dcfg.cases}), which is read-only: "
              "set dataset.cases=PATH (and dataset.corpus=PATH)", 2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 from raglab.commands.common import conf_dir, fail
 
@@ -76,7 +77,9 @@ def task(dict_cfg) -> None:
 
     run_dir = Path(HydraConfig.get().runtime.output_dir).resolve()
     try:
-        resolved = OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True)
+        container = OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True)
+        assert isinstance(container, dict)  # Hydra's task gets a DictConfig
+        resolved = cast(dict[str, Any], container)
         mon_data = resolved.pop("monitor", {}) or {}
         try:
             mon = MonitorCfg.model_validate(mon_data)

@@ -14,6 +14,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from raglab.commands.common import fail
 
@@ -78,10 +79,12 @@ def task(dict_cfg) -> None:
                   sweep_dir=str(hc.sweep.dir) if multirun else None,
                   num=hc.job.num if multirun else 0)
 
-    def resolve() -> tuple[dict, dict]:
+    def resolve() -> tuple[dict[str, Any], dict[str, Any]]:
         try:
-            return (OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True),
-                    OmegaConf.to_container(dict_cfg, resolve=False))
+            resolved = OmegaConf.to_container(dict_cfg, resolve=True, throw_on_missing=True)
+            unresolved = OmegaConf.to_container(dict_cfg, resolve=False)
+            assert isinstance(resolved, dict) and isinstance(unresolved, dict)  # a DictConfig
+            return cast(dict[str, Any], resolved), cast(dict[str, Any], unresolved)
         except MissingMandatoryValue as e:
             raise ConfigError(f"config {e.full_key}: missing value "
                               f"(set it with {e.full_key}=...)") from None
@@ -128,7 +131,10 @@ def run_task(job: JobInfo, resolve) -> None:
         name = scrub(cfg.run_name or run_name(public, keys, dict(job.choices)))
         defaults = shipped_defaults()
         diffs = config_diff(redact(defaults), public) if defaults else []
-        sweep_dir = str(Path(job.sweep_dir).resolve()) if multirun else None
+        sweep_dir = None
+        if multirun:
+            assert job.sweep_dir is not None  # task() sets it for every sweep job
+            sweep_dir = str(Path(job.sweep_dir).resolve())
         tracker = build_tracker(cfg, public, name, sweep_dir)
         tracker.diffs = diffs
         yaml_text = OmegaConf.to_yaml(OmegaConf.create(public))
@@ -178,6 +184,7 @@ def run_task(job: JobInfo, resolve) -> None:
             print(f"raglab: error: job {job.num}: {over}", file=sys.stderr, flush=True)
         return
     print_summary(metrics, run_dir, _calibration(cfg, metrics["metric_versions"]))
+    assert tracker is not None  # built in the try above; every way out of it exits
     where = tracker.where()
     if where:
         print(where)

@@ -292,6 +292,7 @@ def flipped_cases(b: RunSource, c: RunSource, ids: list[str], cfg: CompareCfg) -
     bid, cid = b.by_id(), c.by_id()
     found: dict[str, dict[str, list[str]]] = {}
     for metric, t in cfg.flip_thresholds.items():
+        assert t is not None  # CompareCfg's validator drops null thresholds
         flips: dict[str, list[str]] = {"pass_to_fail": [], "fail_to_pass": []}
         for case in ids:
             vb, vc = bid[case]["metrics"].get(metric), cid[case]["metrics"].get(metric)

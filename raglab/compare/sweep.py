@@ -145,6 +145,7 @@ def always_failing(jobs: list[Job], cfg: CompareCfg) -> list[dict]:
     for cid in ids:
         failed = []
         for metric, t in cfg.flip_thresholds.items():
+            assert t is not None  # CompareCfg's validator drops null thresholds
             vals = [j.source.by_id()[cid]["metrics"].get(metric) for j in jobs]
             if all(v is not None for v in vals) and not any(passes(metric, v, t) for v in vals):
                 failed.append(metric)

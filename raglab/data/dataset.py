@@ -152,7 +152,7 @@ def _locate_case(case: Case, corpus: dict[str, Document],
         if loc is None:
             return [], _Problem("quote_not_found", (
                 f"evidence {i}: quote not found in document '{ev.doc_id}' "
-                f"(exact or fuzzy >= {threshold:g}): {ev.quote[:60]!r}"))
+                f"(exact or fuzzy >= {threshold:g}): {(ev.quote or '')[:60]!r}"))
         if loc.method == "fuzzy":
             changes = fact_changes(ev.quote or "", doc.text[loc.start:loc.end])
             matched = " ".join(doc.text[loc.start:loc.end].replace("\u00ad", "").split())

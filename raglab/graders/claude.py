@@ -6,7 +6,8 @@ Prompt templates (``grader.prompts``: ``decompose.txt``, ``verify.txt``, ``nugge
 prompt (above) and the user message (below); without it the whole template is the user
 message. Placeholders ``{question}``, ``{answer}``, ``{claims}``, ``{passages}``,
 ``{nuggets}``, ``{max_claims}``, ``{cited}`` and ``{items}`` are substituted in one pass
-(a value that itself contains a placeholder is left as it is); templates are never formatted or evaluated.
+(a value that itself contains a placeholder is left as it is); templates are never formatted
+or evaluated.
 
 The passages go in the system prompt with ``cache_control``, so the calls of
 ``verification: per_claim`` (one call per claim, same system prompt) reuse the cached

@@ -12,7 +12,7 @@ from typing import Any
 
 from raglab.data.schema import MUST_NOT_CONTAIN_KINDS
 from raglab.data.verdicts import NuggetLabel, RelevanceLabel
-from raglab.metrics.declaration import MetricSpec
+from raglab.metrics.declaration import MetricSpec, Reporter
 from raglab.text.answers import declines
 from raglab.text.normalize import contains_normalized, normalize
 
@@ -20,7 +20,8 @@ NUGGET_WEIGHTS = {NuggetLabel.YES: 1.0, NuggetLabel.PARTIAL: 0.5, NuggetLabel.NO
 RELEVANCE_SCORES = {RelevanceLabel.ANSWERS_AS_ASKED: 1.0, RelevanceLabel.ADDS_UNNEEDED: 0.5,
                     RelevanceLabel.DIFFERENT_QUESTION: 0.0}
 
-_BOTH = ("run", "monitor")  # reported by runs and, per window, by raglab monitor
+# reported by runs and, per window, by raglab monitor
+_BOTH: tuple[Reporter, ...] = ("run", "monitor")
 
 GENERATION: tuple[MetricSpec, ...] = (
     MetricSpec("faithfulness", "faithfulness", "higher", "share", 6,

@@ -5,7 +5,8 @@ lines; a line's value is ``None`` where it does not apply, e.g. faithfulness of 
 abstention, and a window's value is the mean of the lines where it applies):
 ``faithfulness``, ``contradicted_claim_rate``, ``relevance`` and
 ``reference_free_context_precision`` (share of context passages that support at least one
-claim of the answer, as judged by the grader; no labels). Retrieval statistics (on every line of the window):
+claim of the answer, as judged by the grader; no labels). Retrieval statistics (on every
+line of the window):
 ``top1_score`` mean and 10th/50th/90th percentiles, ``no_hits_rate`` (lines that retrieved
 nothing) and ``feedback_down_rate`` (``down`` among lines with ``up``/``down`` feedback).
 """
@@ -53,7 +54,7 @@ def window_table(results: Sequence[LineResult], seconds: int) -> list[dict[str, 
             "lines": len(rs), "sampled": sum(r.sampled for r in rs), "judged": len(judged),
             "grader_errors": sum(r.grader_error for r in rs)}
         for name in JUDGED:
-            vals = [r.metrics[name] for r in judged if r.metrics.get(name) is not None]
+            vals = [v for r in judged if (v := r.metrics.get(name)) is not None]
             w[name] = _mean(vals)
             w[f"{name}.n"] = len(vals)
         w["top1_score.n"] = len(scores)

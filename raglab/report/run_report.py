@@ -90,7 +90,8 @@ def _slice_rows(slices: Mapping[str, Any]) -> list[tuple[str, str, Mapping[str, 
 def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
               plots: list[Path], name: str | None = None, diffs: list | None = None) -> str:
     overall = m.get("overall") or {}
-    ds = cfg.get("dataset") if isinstance(cfg.get("dataset"), Mapping) else {}
+    ds_cfg = cfg.get("dataset")
+    ds = ds_cfg if isinstance(ds_cfg, Mapping) else {}
     title = run_title(run_dir, cfg, name)
     lines = [f"# raglab run report: {_md_escape(title)}", ""]
     outline, changed = config_rows(cfg, diffs)

@@ -38,7 +38,8 @@ def report_headline(overall: Mapping[str, Any], k: Any) -> list[str]:
     nDCG) at the run's ``k`` after the first of them."""
     names = headline_names(overall)
     if isinstance(k, int) and not isinstance(k, bool):
-        at_k = [n for n in HEADLINE if n.startswith("final.") and spec_of(n).at_k]
+        at_k = [n for n in HEADLINE
+                if n.startswith("final.") and (s := spec_of(n)) is not None and s.at_k]
         extra = [f"{n}@{k}" for n in at_k if f"{n}@{k}" in overall]
         at = names.index(at_k[0]) + 1 if at_k and at_k[0] in names else 0
         names[at:at] = extra
@@ -125,7 +126,8 @@ def run_description(name: str, metrics: Mapping[str, Any], cfg: Mapping[str, Any
                     diffs: Sequence[tuple[str, Any, Any]], report_link: str | None) -> str:
     """The markdown shown at the top of a run's MLflow page."""
     overall = metrics.get("overall") or {}
-    ds = cfg.get("dataset") if isinstance(cfg.get("dataset"), Mapping) else {}
+    ds_cfg = cfg.get("dataset")
+    ds = ds_cfg if isinstance(ds_cfg, Mapping) else {}
     lines = [f"**{_md(name)}**: dataset {_md(ds.get('name', 'n/a'))}, "
              f"{fmt(metrics.get('n_cases'))} cases, {fmt(metrics.get('n_quarantined'))} "
              f"quarantined, {fmt(metrics.get('errors'))} with errors", ""]
@@ -159,7 +161,7 @@ def sweep_columns(jobs: Sequence[Mapping[str, Any]]) -> list[str]:
             if any(num((j.get("overall") or {}).get(n)) is not None for j in jobs)]
 
 
-def job_line(num_: int, total: int, label: str, overall: Mapping[str, Any]) -> str:
+def job_line(num_: int, total: int | str, label: str, overall: Mapping[str, Any]) -> str:
     """One line per finished job: its swept values and its headline figures."""
     figs = " ".join(f"{n}={fmt(overall.get(n))}" for n in HEADLINE
                     if num(overall.get(n)) is not None)
@@ -220,8 +222,8 @@ def best_job_line(jobs: Sequence[Mapping[str, Any]], keys: Sequence[str],
     labels = labels or {}
     for col in sweep_columns(jobs):
         spec = spec_of(col)
-        vals = [(num((j.get("overall") or {}).get(col)), j) for j in jobs]
-        vals = [(v, j) for v, j in vals if v is not None]
+        given = [(num((j.get("overall") or {}).get(col)), j) for j in jobs]
+        vals = [(v, j) for v, j in given if v is not None]
         if not spec or spec.direction not in ("higher", "lower") or \
                 len({v for v, _ in vals}) < 2:
             continue

@@ -97,6 +97,10 @@ def _set_terminated(client, run_id: str | None, status: str) -> None:
 class MlflowRun:
     """One raglab run in MLflow (a child of the sweep's parent run when in a sweep)."""
 
+    # set by start(), not by the constructor (identity() reads them with getattr)
+    token: str | None
+    uri: str
+
     def __init__(self, client, run_id: str, parent_run_id: str | None = None,
                  tags: Mapping[str, str] | None = None, experiment_id: str | None = None):
         self._client = client
@@ -244,7 +248,8 @@ class MlflowRun:
 
     def _log_dataset(self, run_dir: Path) -> None:
         cfg = _read_config(run_dir)
-        ds_cfg = cfg.get("dataset") if isinstance(cfg.get("dataset"), Mapping) else {}
+        given = cfg.get("dataset")
+        ds_cfg = given if isinstance(given, Mapping) else {}
         cases = ds_cfg.get("cases")
         if not cases:
             return
@@ -304,6 +309,13 @@ def _dataset_entity(name: str, cases: str, digest: str):
     """An MLflow dataset entity for the cases file (a MetaDataset: metadata only)."""
     from mlflow.data.meta_dataset import MetaDataset
 
+    class CasesDataset(MetaDataset):
+        # mlflow's Dataset declares ``profile`` abstract (not enforced: it is no ABC) and
+        # MetaDataset leaves it out; a metadata-only dataset has no profile
+        @property
+        def profile(self) -> None:
+            return None
+
     source_uri = cases
     if "://" not in cases:
         source_uri = str(Path(cases).expanduser().absolute())
@@ -315,7 +327,7 @@ def _dataset_entity(name: str, cases: str, digest: str):
         except Exception:  # noqa: BLE001 - e.g. pkg:// has no registered source
             from mlflow.data.code_dataset_source import CodeDatasetSource
             source = CodeDatasetSource({"uri": source_uri})
-        return MetaDataset(source, name=name[:500], digest=digest)._to_mlflow_entity()
+        return CasesDataset(source, name=name[:500], digest=digest)._to_mlflow_entity()
 
 
 def _cases_hash(cases: str) -> str | None:

@@ -40,7 +40,8 @@ def test_flushed_records_survive_a_sigkill_between_fsyncs(tmp_path):
         from raglab.runner.records import RecordWriter
         w = RecordWriter(Path({str(path)!r}), fsync_interval_s=3600)  # no fsync before the kill
         for i in range(50):
-            w.append(CaseRecord.model_validate({{"case_id": f"c{{i}}", "gold": {{"answerable": True}}}}))
+            rec = {{"case_id": f"c{{i}}", "gold": {{"answerable": True}}}}
+            w.append(CaseRecord.model_validate(rec))
         print("written", flush=True)
         time.sleep(60)
     """)
@@ -118,7 +119,8 @@ def test_large_replay_files_are_indexed_and_read_per_case(tmp_path, monkeypatch)
     assert indexed.index and not indexed.outputs and kept.outputs and not kept.index
     for o in LINES:
         req = SystemRequest(o["case_id"], "q", {}, None)
-        assert indexed.answer(req) == kept.answer(req) == SystemOutput.model_validate(o).model_dump()
+        want = SystemOutput.model_validate(o).model_dump()
+        assert indexed.answer(req) == kept.answer(req) == want
     with pytest.raises(LookupError):
         indexed.answer(SystemRequest("nope", "q", {}, None))
 
@@ -193,7 +195,7 @@ def _replayed(tmp_path, text: str):
 @pytest.mark.parametrize("key", ['"metadata"', '"\\u006detadata"', '"meta\\u0064ata"'])
 def test_nan_in_replayed_metadata_fails_its_case_however_the_key_is_spelled(tmp_path, key):
     ok = json.dumps({"case_id": "ok", "candidates": [{"doc_id": "d"}]})
-    bad = '{"case_id": "bad", "candidates": [{"doc_id": "d", %s: {"x": [NaN]}}]}' % key
+    bad = '{"case_id": "bad", "candidates": [{"doc_id": "d", ' + key + ': {"x": [NaN]}}]}'
     answer = _replayed(tmp_path, ok + "\n   \n" + bad + "\n\t\n")
     assert answer("ok")["candidates"][0]["metadata"] is None
     with pytest.raises(replay_mod.ReplayedValueError, match="NaN"):
@@ -202,7 +204,7 @@ def test_nan_in_replayed_metadata_fails_its_case_however_the_key_is_spelled(tmp_
 
 def test_deep_replayed_metadata_fails_its_case(tmp_path):
     deep = "[" * 150 + "]" * 150
-    line = '{"case_id": "deep", "candidates": [{"doc_id": "d", "metadata": {"x": %s}}]}' % deep
+    line = '{"case_id": "deep", "candidates": [{"doc_id": "d", "metadata": {"x": ' + deep + "}}]}"
     answer = _replayed(tmp_path, line + "\n")
     with pytest.raises(replay_mod.ReplayedValueError, match="deeper"):
         answer("deep")
