@@ -80,7 +80,7 @@ class Gate(_C):
     @classmethod
     def _known(cls, metric: str) -> str:
         if spec_of(metric) is None:
-            raise ValueError(f"unknown metric {metric!r} (the metrics are listed in docs/metrics.md)")
+            raise ValueError(f"unknown metric {metric!r} (see docs/metrics.md)")
         return metric
 
     @model_validator(mode="after")

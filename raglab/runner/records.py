@@ -6,7 +6,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from raglab.data.dataset import Dataset
 from raglab.data.io import write_jsonl
@@ -76,7 +76,7 @@ class RecordWriter:
         self.path = path
         self.fsync_interval_s = FSYNC_INTERVAL_S if fsync_interval_s is None \
             else fsync_interval_s
-        self._fh = None
+        self._fh: BinaryIO | None = None
         self._synced = 0.0
         self._syncing: Any = None  # a background fsync (close(background=True))
         self._end = 0  # the size of the file once this writer's lines are written
@@ -97,20 +97,23 @@ class RecordWriter:
     def append(self, record: CaseRecord | None, line: bytes | None = None) -> None:
         """Append ``record`` (``line``: its ``record_line``, when already serialised; the
         record is then not needed)."""
-        line = record_line(record) if line is None else line
+        if line is None:
+            assert record is not None, "append needs a record or its line"
+            line = record_line(record)
         start = None
         try:
-            if self._fh is None:
-                self._fh = open(self.path, "ab")
+            fh = self._fh
+            if fh is None:
+                fh = self._fh = open(self.path, "ab")
                 self._synced = time.monotonic()
-                self._end = self._fh.tell()  # then counted: no seek per line
+                self._end = fh.tell()  # then counted: no seek per line
             start = self._end
-            self._fh.write(line)
-            self._fh.flush()
+            fh.write(line)
+            fh.flush()
             self._end = start + len(line)
             now = time.monotonic()
             if now - self._synced >= self.fsync_interval_s:
-                os.fsync(self._fh.fileno())
+                os.fsync(fh.fileno())
                 self._synced = now
         except OSError as e:
             self._drop_partial(start)

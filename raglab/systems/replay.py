@@ -120,6 +120,7 @@ class ReplaySystem(System):
         out = self.outputs.pop(req.case_id, None)
         if out is None and req.case_id in self.index:
             start, size = self.index[req.case_id]
+            assert self._fh is not None  # an indexed file is kept open
             self._fh.seek(start)
             out = SystemOutput.model_validate_json(self._fh.read(size)).model_dump()
         if out is None:
@@ -185,7 +186,7 @@ def _reversed_span(obj: dict[str, Any], e: ValidationError) -> str | None:
     cid = obj.get("case_id")
     if not isinstance(cid, str) or not cid:
         return None
-    stage, i = errors[0]["loc"]
+    stage, i = str(errors[0]["loc"][0]), int(errors[0]["loc"][1])
     hit = obj[stage][i]
     return (f"{stage} hit {i + 1} ({hit['doc_id']}): span {hit['start']}-{hit['end']} is "
             "not a forward range")
