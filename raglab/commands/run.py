@@ -268,9 +268,15 @@ def main(argv: list[str]) -> None:
     finally:
         if not full:
             os.environ.pop("HYDRA_FULL_ERROR", None)
-    if OVER_ERROR_RATE and multirun:
-        fail(f"{len(OVER_ERROR_RATE)} job(s) exceeded max_error_rate: "
-             + ", ".join(str(p) for p in OVER_ERROR_RATE), 1)
+    if multirun:
+        from raglab.runner import sweep
+
+        # the jobs of this process, and those of other processes read back at the sweep's end
+        over = list(dict.fromkeys(p.resolve() for p in (*OVER_ERROR_RATE,
+                                                         *sweep.OVER_ERROR_RATE)))
+        if over:
+            fail(f"{len(over)} job(s) exceeded max_error_rate: "
+                 + ", ".join(str(p) for p in over), 1)
 
 
 def _calibration(cfg, versions: dict[str, str]) -> dict[str, str]:

@@ -14,6 +14,12 @@ from pathlib import Path
 from typing import Any
 
 
+#: job directories of the last sweep whose error rate exceeded their ``max_error_rate``, read
+#: back from each job's metrics.json and config.yaml at the end of the sweep, so the jobs
+#: of any launcher count (``raglab run -m`` then exits 1)
+OVER_ERROR_RATE: list[Path] = []
+
+
 class SweepSummary:
     """A Hydra callback (Hydra calls each ``on_*`` hook by name; only the end of a sweep
     does anything)."""
@@ -34,11 +40,32 @@ class SweepSummary:
         pass
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
+        OVER_ERROR_RATE[:] = over_error_rate(Path(str(config.hydra.sweep.dir)).resolve())
         try:
             print(summarize(config), flush=True)
         except Exception as exc:  # noqa: BLE001 - the jobs are done; say why no table
             print(f"raglab: sweep summary not written: {type(exc).__name__}: {exc}",
                   file=sys.stderr)
+
+
+def over_error_rate(sweep_dir: Path) -> list[Path]:
+    """The finished jobs of a sweep whose error rate is above their ``max_error_rate``."""
+    from raglab.data.io import read_run_config, read_run_metrics
+    from raglab.errors import UserError
+    from raglab.runner.run import error_rate_exceeded
+
+    over = []
+    jobs = sorted((p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()),
+                  key=lambda p: int(p.name)) if sweep_dir.is_dir() else []
+    for run_dir in jobs:
+        try:
+            metrics, cfg = read_run_metrics(run_dir), read_run_config(run_dir)
+        except UserError:
+            continue  # not finished: the job said why when it stopped
+        limit = cfg.get("max_error_rate")
+        if isinstance(limit, int | float) and error_rate_exceeded(metrics, float(limit)):
+            over.append(run_dir)
+    return over
 
 
 def _job_values(run_dir: Path, keys: list[str], overrides: list[str],
@@ -79,6 +106,17 @@ def jobs_of(sweep_dir: Path, overrides: list[str], groups: set[str]
     return keys, jobs
 
 
+def _tracks(name: str) -> bool:
+    """Whether the sweep's tracking choice logs to a store (its class says so)."""
+    from raglab import registry
+    from raglab.errors import ConfigError
+
+    try:
+        return bool(registry.entry("tracking", name).factory.tracks)
+    except ConfigError:
+        return False
+
+
 def summarize(config: Any) -> str:
     from raglab.data.io import atomic_write_text
     from raglab.report.report_html import sweep_html
@@ -106,7 +144,7 @@ def summarize(config: Any) -> str:
     if best:
         lines.append(best)
     tracking = config.get("tracking") or {}
-    if tracking.get("name") == "mlflow":
+    if _tracks(str(tracking.get("name"))):
         from raglab.tracking.mlflow_store import ui_command
         from raglab.tracking.mlflow_ui import summarize_sweep
 

@@ -112,3 +112,22 @@ def test_parallel_sweep_with_joblib_builds_each_index_once(tmp_path, demo_subset
         "job 0/3 k=3", "job 1/3 k=5", "job 2/3 k=8"]
     assert any(x.split() == ["k", "3", "5", "8"] for x in lines)
     assert (sweep / "sweep.html").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", [[], ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]])
+def test_a_sweep_whose_jobs_exceed_max_error_rate_exits_1_with_any_launcher(tmp_path,
+                                                                           demo_subset,
+                                                                           launcher):
+    """Every case of both jobs fails (nothing listens on the system's port): the jobs run in
+    this process or in joblib's, and the sweep exits 1 naming both job directories."""
+    sweep = tmp_path / "sw"
+    proc = run_cli("run", "-m", *demo_subset, *launcher, "system=http",
+                   "system.url=http://127.0.0.1:9/rag", "system.retries=0",
+                   "system.connect_timeout_s=0.5", "tracking=none", "grader=none", "k=3,5",
+                   f"hydra.sweep.dir={sweep}", f"cache_dir={tmp_path / 'c'}", cwd=tmp_path,
+                   timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("raglab: error: 2 job(s) exceeded max_error_rate: "), last
+    assert str((sweep / "0").resolve()) in last and str((sweep / "1").resolve()) in last
