@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
 #: job directories of the last sweep whose error rate exceeded their ``max_error_rate``, read
 #: back from each job's metrics.json and config.yaml at the end of the sweep, so the jobs
 #: of any launcher count (``raglab run -m`` then exits 1)
