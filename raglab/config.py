@@ -111,7 +111,8 @@ class RunCfg(Strict):
     @model_validator(mode="after")
     def _k_within_depth(self):
         if self.k > self.candidate_depth:
-            raise ValueError(f"k ({self.k}) must not exceed candidate_depth ({self.candidate_depth})")
+            raise ValueError(f"k ({self.k}) must not exceed candidate_depth "
+                             f"({self.candidate_depth})")
         return self
 
     def system_sections(self) -> dict[str, Any]:
