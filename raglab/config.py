@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictInt, ValidationError, create_model, model_validator
+from pydantic import BaseModel, Field, StrictInt, ValidationError, create_model, model_validator
+from pydantic.config import JsonDict
 
 from raglab import registry
 from raglab.components import GROUPS
@@ -30,7 +31,8 @@ class DatasetCfg(Strict):
     corpus: str
     cases: str
     labels: str | None = None
-    fuzzy_threshold: float = Field(90.0, ge=0, le=100)
+    fuzzy_threshold: float = Field(90, ge=0, le=100, description=(
+        "rapidfuzz alignment score (0-100) accepted when a gold quote is not found exactly"))
 
 
 # ---- prompt ------------------------------------------------------------------------------
@@ -56,8 +58,11 @@ class DecompositionCfg(Strict):
 # ---- metrics -----------------------------------------------------------------------------
 class MetricsCfg(Strict):
     cutoffs: list[StrictInt] = Field(default_factory=lambda: [1, 3, 5, 10, 20, 50, 100])
-    straddle_min_fraction: float = Field(0.5, gt=0, le=1)
-    fuzzy_threshold: float = Field(90.0, ge=0, le=100)
+    straddle_min_fraction: float = Field(0.5, gt=0, le=1, description=(
+        "a quote is held by a hit that covers at least this fraction of its characters"))
+    fuzzy_threshold: float = Field(90, ge=0, le=100, description=(
+        "rapidfuzz score (0-100) for matching a quote in a hit that cannot be placed in its "
+        "document"))
 
     @model_validator(mode="after")
     def _positive_cutoffs(self):
@@ -83,17 +88,26 @@ class RunCfg(Strict):
     diagnosis: DiagnosisCfg = Field(default_factory=DiagnosisCfg)
     k: StrictInt = Field(gt=0)
     candidate_depth: StrictInt = Field(gt=0)
-    context_token_budget: StrictInt = Field(1500, gt=0)
-    cache_dir: str = Field(".raglab-cache", min_length=1)
+    context_token_budget: StrictInt = Field(1500, gt=0, description=(
+        "token budget of the final context (whitespace/punctuation word tokens)"))
+    cache_dir: str = Field(".raglab-cache", min_length=1, description=(
+        "on-disk stage cache (indexes, retrievals, generations, grader verdicts), shared "
+        "across runs"))
     concurrency: StrictInt = Field(4, ge=1, description=(
-        "the number of concurrent system calls (cases answered at once, for every system)"))
-    # exit 1 when more than this share of cases failed (README "Reliability")
-    max_error_rate: float = Field(0.5, ge=0, le=1)
-    run_name: str | None = None
+        "the number of concurrent system calls (cases answered at once, for every system, "
+        "replay included); the http adapter also has its own limit"))
+    max_error_rate: float = Field(0.5, ge=0, le=1, description=(
+        "exit 1 when more than this share of cases failed (system or grader errors); a run "
+        "in which every case failed always exits 1 (README \"Reliability\")"))
+    run_name: str | None = Field(None, description=(
+        "a name for the run; null: built from the overrides that differ from the defaults"))
     progress: Literal["auto", "bar", "plain", "off"] = "auto"
-    plugins: list[str] = Field(default_factory=list)
+    plugins: list[str] = Field(default_factory=list, description=(
+        "modules that register your own components (see README \"Extending raglab\")"))
     experiment: Any = None
-    fail_on_quarantine: bool = False
+    fail_on_quarantine: bool = Field(False, description=(
+        "true: any quarantined case stops the run before work (exit 1, the cases listed), "
+        "for CI"))
 
     @model_validator(mode="after")
     def _k_within_depth(self):
@@ -156,6 +170,72 @@ def chosen_model(choices: dict[str, str]) -> type[RunCfg]:
         key = (registry.generation(), key[1])  # the lookups may have registered modules
         model = _CHOSEN[key] = create_model("RunCfg", __base__=RunCfg, **fields)
     return model
+
+
+# ---- the schemas' defaults, as Hydra config nodes ------------------------------------------
+#: a field's ``json_schema_extra`` marker: left out of its schema's config node, so the
+#: composed configuration does not hold it (set it with ``+GROUP.FIELD=VALUE``)
+UNLISTED: JsonDict = {"conf": "unlisted"}
+#: the run's sections that are config groups of their own, by their schemas
+SECTIONS: dict[str, type[BaseModel]] = {"dataset": DatasetCfg, "prompt": PromptCfg,
+                                     "metrics": MetricsCfg, "diagnosis": DiagnosisCfg}
+#: RunCfg fields that are config groups (each its own node), not top-level keys
+_GROUP_FIELDS = (*COMPONENT_GROUPS, *SECTIONS, "experiment")
+
+
+def _plain(value: Any) -> Any:
+    """A default as a plain YAML-able value (nested models dumped)."""
+    from pydantic import BaseModel
+
+    if isinstance(value, BaseModel):
+        return _plain(value.model_dump(by_alias=True))
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    return value
+
+
+def schema_node(model: type[Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The config node of a schema: every field (by its alias) with its default, ``???``
+    (a value the YAML must give) for a field without one; ``name`` first, then the schema's
+    order. Fields in ``skip`` and those marked :data:`UNLISTED` are left out."""
+    fields = model.model_fields
+    node: dict[str, Any] = {}
+    for fname in sorted(fields, key=lambda f: f != "name"):  # stable: the schema's order
+        info = fields[fname]
+        if fname in skip or (isinstance(info.json_schema_extra, dict)
+                             and info.json_schema_extra.get("conf") == UNLISTED["conf"]):
+            continue
+        node[info.alias or fname] = ("???" if info.is_required()
+                                     else _plain(info.get_default(call_default_factory=True)))
+    return node
+
+
+def schema_nodes(extra: dict[str, type[Any]] | None = None) -> dict[str, dict[str, Any]]:
+    """``{"schema/GROUP/NAME": node}`` of every registered component, ``{"schema/SECTION":
+    node}`` of the run's sections (and of ``extra``'s), ``"schema/run"``: the top-level keys."""
+    nodes = {"schema/run": schema_node(RunCfg, skip=_GROUP_FIELDS)}
+    for section, model in {**SECTIONS, **(extra or {})}.items():
+        nodes[f"schema/{section}"] = schema_node(model)
+    for group in COMPONENT_GROUPS:
+        for name, e in sorted(registry.entries(group).items()):
+            nodes[f"schema/{group}/{name}"] = schema_node(e.config)
+    return nodes
+
+
+def register_schema_defaults(extra: dict[str, type[Any]] | None = None) -> None:
+    """Store every schema's defaults in Hydra's ConfigStore (:func:`schema_nodes`), where
+    each ``conf/`` file's defaults list pulls its own in (``/schema/chunker/fixed@_here_``):
+    the YAML holds only what differs. Call it before composing (idempotent; nothing is
+    stored at import). Components registered later (a run's ``plugins``) get no node: their
+    YAML files give every value."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    for path, node in schema_nodes(extra).items():
+        group, _, name = path.rpartition("/")
+        cs.store(group=group, name=name, node=node)
 
 
 def parse_run_config(data: dict[str, Any]) -> RunCfg:

@@ -7,6 +7,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from raglab.commands.common import conf_dir
+from raglab.commands.compose import register_schema_defaults
 from raglab.config import parse_run_config
 from raglab.errors import ConfigError
 
@@ -27,6 +28,7 @@ def _options():
 
 
 def _compose(overrides):
+    register_schema_defaults()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     return parse_run_config(OmegaConf.to_container(cfg, resolve=True))

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 from raglab import registry
 from raglab.cache import StageCache
 from raglab.commands.common import conf_dir
+from raglab.commands.compose import register_schema_defaults
 from raglab.components import BuildContext
 from raglab.config import COMPONENT_GROUPS, parse_run_config
 from raglab.data.dataset import load_dataset
@@ -172,6 +173,7 @@ def test_a_plugin_does_not_outlive_its_test():
 # ---- every choice of every group builds ----------------------------------------------------
 
 def _compose(overrides):
+    register_schema_defaults()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     return parse_run_config(OmegaConf.to_container(cfg, resolve=True))

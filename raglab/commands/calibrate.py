@@ -69,6 +69,9 @@ def main(argv: list[str]) -> None:
     if not any(a.startswith("hydra.run.dir=") for a in rest):
         rest.insert(0, "hydra.run.dir=outputs/calibrate/${now:%Y-%m-%d}/${now:%H-%M-%S}")
     sys.argv = ["raglab calibrate", *rest]
+    from raglab.commands.compose import register_schema_defaults
+
+    register_schema_defaults()
     app = hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)
     app()
 

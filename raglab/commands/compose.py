@@ -36,6 +36,32 @@ def split_argv(argv: list[str]) -> tuple[bool, list[str], bool]:
     return multirun, [a for a in argv if a not in MULTIRUN_FLAGS], plain
 
 
+def register_schema_defaults() -> None:
+    """Before anything composes: every schema's defaults in Hydra's ConfigStore (the
+    ``/schema/...`` nodes the files of ``conf/`` start from, :func:`raglab.config.
+    register_schema_defaults`), and the resolver of the help's list of config groups
+    (the ``schema`` nodes are no choice a user makes). Idempotent."""
+    from omegaconf import OmegaConf
+
+    from raglab.config import register_schema_defaults as store
+
+    store()
+    if not OmegaConf.has_resolver("raglab_config_groups"):
+        OmegaConf.register_new_resolver("raglab_config_groups", _config_groups)
+
+
+def _config_groups() -> str:
+    """``GROUP: CHOICE, ...`` lines of the folders of conf/ (Hydra's $APP_CONFIG_GROUPS
+    without the schema nodes)."""
+    root = conf_dir()
+    lines = []
+    for d in sorted(p for p in root.rglob("*") if p.is_dir()):
+        names = sorted(f.stem for f in d.glob("*.yaml"))
+        if names:
+            lines.append(f"{d.relative_to(root).as_posix()}: {', '.join(names)}")
+    return "\n".join(lines) + "\n"
+
+
 def _first_line(e: BaseException) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
@@ -44,6 +70,7 @@ def _compose(overrides: list[str]) -> Any:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    register_schema_defaults()
     if GlobalHydra.instance().is_initialized():
         return compose("config", overrides=overrides)
     with initialize_config_dir(str(conf_dir()), version_base="1.3"):
@@ -153,6 +180,7 @@ def compose_single_run(overrides: list[str]) -> tuple[Any, Any] | None:
     from raglab.config import parse_run_config
     from raglab.errors import UserError
 
+    register_schema_defaults()
     GlobalHydra.instance().clear()
     hydra = Hydra.create_main_hydra2(task_name="run",
                                      config_search_path=create_config_search_path(

@@ -238,6 +238,9 @@ def main(argv: list[str]) -> None:
                     validate_jobs(overrides, multirun)
         except ConfigError as e:
             fail(str(e), 2)
+    from raglab.commands.compose import register_schema_defaults
+
+    register_schema_defaults()  # before Hydra composes (launcher workers inherit the store)
     sys.argv = ["raglab run", *argv]
     if single is not None:
         from raglab.commands.compose import launch_single_run

@@ -73,14 +73,20 @@ class ClaudeGraderCfg(Strict):
     max_tokens: int = Field(2048, gt=0)
     prompts: str
     decomposition: DecompositionCfg = Field(default_factory=DecompositionCfg)
-    verification: Literal["batched", "per_claim"] = "batched"
+    verification: Literal["batched", "per_claim"] = Field("batched", description=(
+        "per_claim: one criterion per call; batched: all claims of an answer in one "
+        "structured call"))
     concurrency: int = Field(8, ge=1)
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(5, ge=0)
-    mode: Literal["online", "batch"] = "online"
+    mode: Literal["online", "batch"] = Field("online", description=(
+        "online: Messages API; batch: Message Batches API (half the price, results within "
+        "24 h)"))
     batch_poll_s: float = Field(30.0, gt=0)
     prices: dict[str, float] = Field(default_factory=dict)
-    repeats: int = Field(1, ge=1)
+    repeats: int = Field(1, ge=1, description=(
+        "independent judgments per item (README \"Grader calibration\"); run metrics are "
+        "their mean"))
 
 
 @register("grader", "claude", config=ClaudeGraderCfg)

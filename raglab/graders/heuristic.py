@@ -260,12 +260,17 @@ def judge_relevance(question: str, answer: str) -> tuple[str, str]:
 
 class HeuristicGraderCfg(Strict):
     name: Literal["heuristic"]
-    support_threshold: float = Field(72, ge=0, le=100)
-    nugget_yes: float = Field(75, ge=0, le=100)
-    nugget_partial: float = Field(50, ge=0, le=100)
+    support_threshold: float = Field(72, ge=0, le=100, description=(
+        "a claim is SUPPORTED when its best-aligned context sentence scores at least this "
+        "(0-100); correctness: claim support against the reference answer instead"))
+    nugget_yes: float = Field(75, ge=0, le=100, description="nugget: YES at or above this")
+    nugget_partial: float = Field(50, ge=0, le=100, description=(
+        "nugget: PARTIAL at or above this"))
     decomposition: DecompositionCfg = Field(default_factory=DecompositionCfg)
     verification: Literal["batched", "per_claim"] = "batched"
-    repeats: int = Field(1, ge=1)
+    repeats: int = Field(1, ge=1, description=(
+        "independent judgments per item (README \"Grader calibration\"); run metrics are "
+        "their mean"))
 
 
 @register("grader", "heuristic", config=HeuristicGraderCfg)

@@ -53,10 +53,15 @@ class DiagnosisCfg(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    min_evidence_recall: float = Field(1.0, ge=0, le=1)
-    min_faithfulness: float = Field(0.8, ge=0, le=1)
+    min_evidence_recall: float = Field(1.0, ge=0, le=1, description=(
+        "candidate/final evidence recall under this: `retrieval` / `reranking_or_k`"))
+    min_faithfulness: float = Field(0.8, ge=0, le=1, description=(
+        "faithfulness under this, or contradicted_claim_rate over max_contradicted: "
+        "`generation`"))
     max_contradicted: float = Field(0.0, ge=0, le=1)
-    min_correctness: float = Field(0.5, ge=0, le=1)
+    min_correctness: float = Field(0.5, ge=0, le=1, description=(
+        "faithful but correctness or min_vital_nugget_recall under these: "
+        "`stale_or_conflicting_corpus`"))
     min_vital_nugget_recall: float = Field(1.0, ge=0, le=1)
 
 

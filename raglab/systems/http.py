@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from raglab.components import NO_CONTEXT, BuildContext, System
+from raglab.config import UNLISTED
 from raglab.data.finite import NotFiniteError
 from raglab.data.finite import loads as finite_loads
 from raglab.data.schema import Strict, SystemOutput
@@ -49,9 +50,10 @@ class HttpSystemCfg(Strict):
     backoff_s: float = Field(0.5, ge=0)
     concurrency: int = Field(4, ge=1)
     headers: dict[str, str] = Field(default_factory=dict)
-    max_retry_after_s: float = Field(30.0, ge=0)
-    run_deadline_s: float | None = Field(None, gt=0)
-    max_body_bytes: int = Field(64 * 1024 * 1024, gt=0)
+    # not in conf/system/http.yaml (set with +system.FIELD=VALUE)
+    max_retry_after_s: float = Field(30.0, ge=0, json_schema_extra=UNLISTED)
+    run_deadline_s: float | None = Field(None, gt=0, json_schema_extra=UNLISTED)
+    max_body_bytes: int = Field(64 * 1024 * 1024, gt=0, json_schema_extra=UNLISTED)
 
     @model_validator(mode="after")
     def _http_url(self):

@@ -11,6 +11,7 @@ from pydantic import Field
 
 from raglab import __version__
 from raglab.components import NO_CONTEXT, BuildContext, Tracker
+from raglab.config import UNLISTED
 from raglab.data.schema import Strict
 from raglab.registry import register
 
@@ -24,10 +25,10 @@ class _TrackingSettings(Strict):
     experiment: str | None = None
     # the longest a run waits for an MLflow server that stopped answering (all retries of
     # one request), before it says how to finish the logging later
-    timeout_s: float = Field(30.0, gt=0)
-    # per slice: every metric (the contract), or only the headline ones (the full table
-    # stays in the metrics.json artifact either way)
-    slice_metrics: Literal["all", "headline"] = "all"
+    timeout_s: float = Field(30.0, gt=0, json_schema_extra=UNLISTED)
+    slice_metrics: Literal["all", "headline"] = Field("all", description=(
+        "per slice: all (every metric, the default) or headline (headline metrics only; the "
+        "full slice table stays in the metrics.json artifact)"))
 
 
 class MlflowTrackingCfg(_TrackingSettings):
@@ -36,6 +37,8 @@ class MlflowTrackingCfg(_TrackingSettings):
 
 class NoTrackingCfg(_TrackingSettings):
     name: Literal["none"]
+    # (not in conf/tracking/none.yaml: a run without tracking logs no slices)
+    slice_metrics: Literal["all", "headline"] = Field("all", json_schema_extra=UNLISTED)
 
 
 def git_commit(cwd: Path) -> str | None:

@@ -5,12 +5,14 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from raglab.commands.common import conf_dir
+from raglab.commands.compose import register_schema_defaults
 from raglab.config import parse_run_config
 from raglab.monitor.traffic import MonitorCfg, window_seconds
 
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in (conf_dir() / "monitor").glob("*.yaml")))
 def test_monitor_configs_compose(name):
+    register_schema_defaults()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         cfg = compose(config_name="config", overrides=[f"+monitor={name}"])
     data = OmegaConf.to_container(cfg, resolve=True)

@@ -8,6 +8,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from raglab.commands.common import conf_dir
+from raglab.commands.compose import register_schema_defaults
 from raglab.config import parse_run_config
 from raglab.data.record import read_records
 from raglab.runner.run import Run
@@ -17,6 +18,7 @@ from tests.conftest import TINY_CASES, TINY_CORPUS, write_jsonl
 def _cfg(tmp_path, *overrides):
     corpus = write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS)
     cases = write_jsonl(tmp_path / "cases.jsonl", TINY_CASES)
+    register_schema_defaults()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         c = compose(config_name="config", overrides=[
             "tracking=none", "progress=off", f"dataset.corpus={corpus}",
