@@ -9,6 +9,8 @@ are discriminated unions on ``name``, so a typo fails with the valid choices.
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, StrictInt, ValidationError, create_model, model_validator
@@ -138,7 +140,8 @@ def _choice_type(group: str) -> Any:
     cfgs = [e.config for _, e in sorted(registry.entries(group).items())]
     if len(cfgs) == 1:
         return cfgs[0]
-    return Annotated[tuple(cfgs), Field(discriminator="name")]
+    union = functools.reduce(operator.or_, cfgs)  # A | B | ...: one of the group's schemas
+    return Annotated[union, Field(discriminator="name")]
 
 
 def run_model() -> type[RunCfg]:
