@@ -89,7 +89,7 @@ def compose_config(overrides: list[str]) -> dict[str, Any]:
     return data
 
 
-def _composed(overrides: list[str], resolve: bool, composer: Any = None) -> Any:
+def _composed(overrides: list[str], resolve: bool) -> Any:
     from hydra.errors import (
         ConfigCompositionException,
         MissingConfigException,
@@ -99,7 +99,7 @@ def _composed(overrides: list[str], resolve: bool, composer: Any = None) -> Any:
     from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
     try:
-        cfg = (composer or _compose)(overrides)
+        cfg = _compose(overrides)
         if not resolve:
             return cfg
         return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
@@ -163,63 +163,6 @@ def validate_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
         except UserError as e:
             raise ComposeError(where + str(e)) from None
     return jobs
-
-
-def compose_single_run(overrides: list[str]) -> tuple[Any, Any] | None:
-    """``(hydra, cfg)`` for a single run (None when the configuration asks Hydra for
-    another mode): Hydra set up on raglab's configs and the run's
-    configuration composed once, with Hydra's own section, and validated (ComposeError,
-    one line). :func:`launch_single_run` runs the job with it, as ``hydra.main`` would, so
-    the configuration is composed once instead of three times."""
-    from hydra._internal.hydra import Hydra
-    from hydra._internal.utils import create_config_search_path
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.types import RunMode
-    from omegaconf import OmegaConf
-
-    from raglab.config import parse_run_config
-    from raglab.errors import UserError
-
-    register_schema_defaults()
-    GlobalHydra.instance().clear()
-    hydra = Hydra.create_main_hydra2(task_name="run",
-                                     config_search_path=create_config_search_path(
-                                         str(conf_dir())))
-
-    def composer(ovr: list[str]) -> Any:
-        return hydra.compose_config("config", ovr, run_mode=RunMode.RUN,
-                                    with_log_configuration=True)
-
-    cfg = _composed(overrides, resolve=False, composer=composer)
-    if cfg.hydra.mode not in (None, RunMode.RUN):  # hydra.mode=MULTIRUN: Hydra's own path
-        GlobalHydra.instance().clear()
-        return None
-    task_cfg = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
-    try:
-        data = _composed(overrides, resolve=True, composer=lambda _: task_cfg)
-        parse_run_config(data)
-    except UserError as e:
-        raise ComposeError(str(e)) from None
-    return hydra, cfg
-
-
-def launch_single_run(hydra: Any, cfg: Any, task_function: Any) -> None:
-    """Run ``task_function`` as Hydra's single run does (callbacks, run directory, logging,
-    ``.hydra/``) with the configuration already composed."""
-    from hydra._internal.callbacks import Callbacks
-    from hydra.core.utils import run_job
-    from hydra.types import HydraContext, RunMode
-
-    if cfg.hydra.mode is None:
-        cfg.hydra.mode = RunMode.RUN
-    callbacks = Callbacks(cfg)
-    callbacks.on_run_start(config=cfg, config_name="config")
-    ret = run_job(hydra_context=HydraContext(config_loader=hydra.config_loader,
-                                             callbacks=callbacks),
-                  task_function=task_function, config=cfg, job_dir_key="hydra.run.dir",
-                  job_subdir_key=None, configure_logging=True)
-    callbacks.on_run_end(config=cfg, config_name="config", job_return=ret)
-    _ = ret.return_value  # raises the task's exception, as hydra.main does
 
 
 _DEFAULTS: dict[str, Any] | None = None

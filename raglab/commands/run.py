@@ -222,38 +222,26 @@ def main(argv: list[str]) -> None:
 
     register(override_secrets(overrides))  # before any message could name an override
     scrub_output_streams()
-    single = None
     if plain:  # compose and validate every job before Hydra makes anything
-        from raglab.commands.compose import compose_single_run, validate_jobs
+        from raglab.commands.compose import validate_jobs
         from raglab.runner.naming import swept_keys
 
         try:
-            if multirun:
-                jobs = validate_jobs(overrides, multirun)
-                os.environ[SWEEP_ENV] = json.dumps({"keys": swept_keys(overrides),
-                                                    "jobs": len(jobs)})
-            else:  # composed once, and run with that configuration
-                single = compose_single_run(overrides)
-                if single is None:
-                    validate_jobs(overrides, multirun)
+            jobs = validate_jobs(overrides, multirun)
         except ConfigError as e:
             fail(str(e), 2)
+        if multirun:
+            os.environ[SWEEP_ENV] = json.dumps({"keys": swept_keys(overrides),
+                                                "jobs": len(jobs)})
+    import hydra
+
+    from raglab.commands.common import conf_dir
     from raglab.commands.compose import register_schema_defaults
 
     register_schema_defaults()  # before Hydra composes (launcher workers inherit the store)
     sys.argv = ["raglab run", *argv]
-    if single is not None:
-        from raglab.commands.compose import launch_single_run
-
-        def app() -> None:
-            launch_single_run(*single, task)
-    else:
-        import hydra
-
-        from raglab.commands.common import conf_dir
-
-        app = hydra.main(config_path=str(conf_dir()), config_name="config",
-                         version_base="1.3")(task)
+    app = hydra.main(config_path=str(conf_dir()), config_name="config",
+                     version_base="1.3")(task)
     full = os.environ.get("HYDRA_FULL_ERROR") == "1"
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises: raglab prints its own one line
     try:
