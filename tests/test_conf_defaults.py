@@ -7,6 +7,7 @@ from __future__ import annotations
 import yaml
 
 from raglab.commands.common import conf_dir
+from raglab.commands.compose import command_sections
 from raglab.config import schema_nodes
 
 
@@ -23,7 +24,7 @@ def _restated(data: dict, node: dict, where: str) -> list[str]:
 
 
 def test_no_conf_file_restates_a_schema_default():
-    nodes = schema_nodes()
+    nodes = schema_nodes(command_sections())
     restated, pulled = [], 0
     for path in sorted(conf_dir().rglob("*.yaml")):
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -42,5 +43,6 @@ def test_every_component_file_pulls_its_own_schema_node():
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         nodes = [e for e in data.get("defaults") or []
                  if isinstance(e, str) and e.lstrip("/").startswith("schema/")]
-        if len(rel.parts) == 2 and f"schema/{rel.parts[0]}/{data.get('name')}" in schema_nodes():
+        own = f"schema/{rel.parts[0]}/{data.get('name')}"
+        if len(rel.parts) == 2 and own in schema_nodes(command_sections()):
             assert nodes == [f"/schema/{rel.parts[0]}/{data['name']}@_here_"], rel

@@ -45,9 +45,16 @@ def register_schema_defaults() -> None:
 
     from raglab.config import register_schema_defaults as store
 
-    store()
+    store(command_sections())
     if not OmegaConf.has_resolver("raglab_config_groups"):
         OmegaConf.register_new_resolver("raglab_config_groups", _config_groups)
+
+
+def command_sections() -> dict[str, type[Any]]:
+    """The schemas of the config groups that only a command reads (composed by Hydra too)."""
+    from raglab.monitor.traffic import MonitorCfg
+
+    return {"monitor": MonitorCfg}
 
 
 def _config_groups() -> str:

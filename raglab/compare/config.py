@@ -16,12 +16,19 @@ from raglab.metrics.catalog import FLIP_THRESHOLDS
 class CompareCfg(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    alpha: float = Field(0.05, gt=0, lt=1)             # significance level after adjustment
-    confidence: float = Field(0.95, gt=0, lt=1)        # level of the paired intervals
-    n_bootstrap: int = Field(2000, gt=0)               # bootstrap / permutation resamples
-    seed: int = 0                                      # resampling seed (results reproduce)
-    adjust: Literal["holm", "bh"] = "holm"             # across the metric x slice family
-    min_slice_n: int = Field(20, ge=1)                 # smaller slices are marked "small"
+    alpha: float = Field(0.05, gt=0, lt=1, description=(
+        "significance level for marking a difference, after multiplicity adjustment"))
+    confidence: float = Field(0.95, gt=0, lt=1, description=(
+        "level of the paired confidence intervals of each difference"))
+    n_bootstrap: int = Field(2000, gt=0, description=(
+        "bootstrap resamples (intervals) and permutations (p-values); seeded, so results "
+        "reproduce"))
+    seed: int = Field(0, description="the resampling seed")
+    adjust: Literal["holm", "bh"] = Field("holm", description=(
+        "multiplicity adjustment across the metric x slice family: holm (family-wise) or bh "
+        "(false discovery rate)"))
+    min_slice_n: int = Field(20, ge=1, description=(
+        "slices with fewer paired cases are shown and marked small, never hidden"))
     # metrics whose per-case pass/fail flips are listed, and what "pass" means for each: a
     # higher-is-better metric passes at or above its threshold, a lower-is-better one at or
     # below it. The metrics and their thresholds are declared with the metrics
@@ -29,7 +36,8 @@ class CompareCfg(BaseModel):
     # a metric; another metric name adds it).
     flip_thresholds: dict[str, float | None] = Field(default_factory=dict,
                                                      validate_default=True)
-    max_flipped: int = Field(50, ge=0)                 # flipped cases listed per metric
+    max_flipped: int = Field(50, ge=0, description=(
+        "flipped cases listed per metric and direction (the counts are always complete)"))
 
     @field_validator("flip_thresholds")
     @classmethod

@@ -24,13 +24,25 @@ class MonitorCfg(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: str = "default"
-    sample_rate: float = Field(0.05, ge=0, le=1)
-    window: str = "1d"
-    max_contradicted: float = Field(0.05, ge=0, le=1)
-    drift_p: float = Field(0.01, gt=0, lt=1)
-    drift_min_effect: float = Field(0.2, ge=0, le=1)
-    min_lines: int = Field(20, ge=1)
-    experiment: str = "raglab-monitor"
+    sample_rate: float = Field(0.05, ge=0, le=1, description=(
+        "share of traffic lines judged by the grader (a hash of the line's id or question and "
+        "its timestamp decides, so a re-run samples the same lines)"))
+    window: str = Field("1d", description=(
+        "time windows: a number and a unit, s m h d w (aligned to the Unix epoch, UTC)"))
+    max_contradicted: float = Field(0.05, ge=0, le=1, description=(
+        "alert: a window's contradicted_claim_rate above this"))
+    drift_p: float = Field(0.01, gt=0, lt=1, description=(
+        "alert: top-1 retrieval scores of a window against the baseline's, two-sample "
+        "Kolmogorov-Smirnov: a p-value below drift_p and a statistic D of at least "
+        "drift_min_effect"))
+    drift_min_effect: float = Field(0.2, ge=0, le=1, description=(
+        "the smallest KS statistic D (the largest gap between the two empirical "
+        "distributions, 0-1) that alerts, so a huge window does not alert on a trivial shift"))
+    min_lines: int = Field(20, ge=1, description=(
+        "a window is tested only with at least this many judged lines (contradictions) or "
+        "scored lines (drift)"))
+    experiment: str = Field("raglab-monitor", description=(
+        "MLflow experiment of monitor runs (tracking=none: no MLflow)"))
 
     @field_validator("window")
     @classmethod
