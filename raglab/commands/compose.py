@@ -57,6 +57,29 @@ def command_sections() -> dict[str, type[Any]]:
     return {"monitor": MonitorCfg}
 
 
+def run_help(overrides: list[str]) -> str:
+    """``raglab run --help``: Hydra's help page of the composed configuration, with the
+    template of ``hydra.help`` (in conf/config.yaml). Rendered here because Hydra's own
+    lists every config group twice, schema nodes included, for the template's
+    ``$APP_CONFIG_GROUPS``/``$HYDRA_CONFIG_GROUPS``, which raglab's template does not show:
+    seconds for nothing."""
+    import string
+
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    compose(overrides)  # a mistake in the overrides is one line (ComposeError)
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+        cfg = hydra_compose("config", overrides=overrides, return_hydra_config=True)
+    help_cfg = cfg.hydra.help
+    task = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"])
+    template = string.Template(str(help_cfg.template))
+    return template.safe_substitute(CONFIG=OmegaConf.to_yaml(task, resolve=False))
+
+
 def _config_groups() -> str:
     """``GROUP: CHOICE, ...`` lines of the folders of conf/ (Hydra's $APP_CONFIG_GROUPS
     without the schema nodes)."""

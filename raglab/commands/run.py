@@ -218,6 +218,14 @@ def main(argv: list[str]) -> None:
     from raglab.errors import ConfigError
 
     multirun, overrides, plain = split_argv(argv)
+    if {"--help", "-h"} & set(argv) and not {"--hydra-help", "--info", "-i"} & set(argv):
+        from raglab.commands.compose import ComposeError, run_help
+
+        try:
+            print(run_help([a for a in overrides if a not in ("--help", "-h")]))
+        except ComposeError as e:
+            fail(str(e), 2)
+        return
     from raglab.secrets import override_secrets, register, scrub_output_streams
 
     register(override_secrets(overrides))  # before any message could name an override

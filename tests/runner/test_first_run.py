@@ -188,3 +188,18 @@ def test_the_ctrl_c_test_passes_in_a_suite_started_with_sigint_ignored(tmp_path)
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def test_run_help_lists_every_group_and_the_composed_config(tmp_path):
+    """`raglab run --help` shows the config groups (not the schema nodes) and the composed
+    configuration with the overrides given; a bad override is one line, exit 2."""
+    proc = run_cli("run", "--help", "k=3", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith("raglab run is powered by Hydra.")
+    assert "chunker: fixed, recursive, sentence\n" in out and "schema" not in out
+    assert "\nk: 3\n" in out and "\nchunker:\n  name: recursive\n" in out
+    bad = run_cli("run", "--help", "chunker=nope", cwd=tmp_path)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.strip() == ("raglab: error: config chunker=nope: unknown choice "
+                                  "(valid: fixed, recursive, sentence)")
