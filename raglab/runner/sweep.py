@@ -39,7 +39,11 @@ class SweepSummary:
         pass
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        OVER_ERROR_RATE[:] = over_error_rate(Path(str(config.hydra.sweep.dir)).resolve())
+        from raglab.runner.naming import job_overrides
+
+        n_jobs = len(job_overrides([str(o) for o in config.hydra.overrides.task], True))
+        OVER_ERROR_RATE[:] = over_error_rate(Path(str(config.hydra.sweep.dir)).resolve(),
+                                             n_jobs)
         try:
             print(summarize(config), flush=True)
         except Exception as exc:  # noqa: BLE001 - the jobs are done; say why no table
@@ -47,16 +51,15 @@ class SweepSummary:
                   file=sys.stderr)
 
 
-def over_error_rate(sweep_dir: Path) -> list[Path]:
-    """The finished jobs of a sweep whose error rate is above their ``max_error_rate``."""
+def over_error_rate(sweep_dir: Path, n_jobs: int) -> list[Path]:
+    """The finished jobs ``0 .. n_jobs - 1`` of a sweep (not the folders an earlier, larger
+    sweep left in the same directory) whose error rate is above their ``max_error_rate``."""
     from raglab.data.io import read_run_config, read_run_metrics
     from raglab.errors import UserError
     from raglab.runner.run import error_rate_exceeded
 
     over = []
-    jobs = sorted((p for p in sweep_dir.iterdir() if p.is_dir() and p.name.isdigit()),
-                  key=lambda p: int(p.name)) if sweep_dir.is_dir() else []
-    for run_dir in jobs:
+    for run_dir in (sweep_dir / str(num) for num in range(n_jobs)):
         try:
             metrics, cfg = read_run_metrics(run_dir), read_run_config(run_dir)
         except UserError:
