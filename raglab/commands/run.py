@@ -218,6 +218,10 @@ def main(argv: list[str]) -> None:
     from raglab.errors import ConfigError
 
     multirun, overrides, plain = split_argv(argv)
+    from raglab.secrets import override_secrets, register, scrub_output_streams
+
+    register(override_secrets(overrides))  # before any message could name an override
+    scrub_output_streams()
     if {"--help", "-h"} & set(argv) and not {"--hydra-help", "--info", "-i"} & set(argv):
         from raglab.commands.compose import ComposeError, run_help
 
@@ -226,10 +230,6 @@ def main(argv: list[str]) -> None:
         except ComposeError as e:
             fail(str(e), 2)
         return
-    from raglab.secrets import override_secrets, register, scrub_output_streams
-
-    register(override_secrets(overrides))  # before any message could name an override
-    scrub_output_streams()
     if plain:  # compose and validate every job before Hydra makes anything
         from raglab.commands.compose import validate_jobs
         from raglab.runner.naming import swept_keys

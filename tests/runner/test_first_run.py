@@ -199,6 +199,11 @@ def test_run_help_lists_every_group_and_the_composed_config(tmp_path):
     assert out.startswith("raglab run is powered by Hydra.")
     assert "chunker: fixed, recursive, sentence\n" in out and "schema" not in out
     assert "\nk: 3\n" in out and "\nchunker:\n  name: recursive\n" in out
+    secret = "sk-ant-api03-" + "Q" * 24  # a header value given on the command line
+    shown = run_cli("run", "--help", "system=http", "system.url=http://127.0.0.1:9",
+                    f"+system.headers.Authorization=Bearer {secret}", cwd=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "Authorization: ***" in shown.stdout and secret not in shown.stdout
     bad = run_cli("run", "--help", "chunker=nope", cwd=tmp_path)
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.strip() == ("raglab: error: config chunker=nope: unknown choice "
