@@ -99,6 +99,11 @@ class System(Component, Protocol):
 
     def answer(self, request: Any) -> Any: ...
 
+    #: whether ``answer`` may block (a network call, a model, a search): the runner then
+    #: calls it in a worker thread. A system that only looks its answer up (replay) says
+    #: False and is called on the event loop, without a thread hop per case.
+    blocking: bool = True
+
     @classmethod
     def llm_owner(cls, run_cfg: Any) -> tuple[str, Any] | None:
         """The system's component that calls a model, if any: ``(group, its config)``."""

@@ -88,8 +88,10 @@ class RunCfg(Strict):
     metrics: MetricsCfg
     tracking: Any
     diagnosis: DiagnosisCfg = Field(default_factory=DiagnosisCfg)
-    k: StrictInt = Field(gt=0)
-    candidate_depth: StrictInt = Field(gt=0)
+    k: StrictInt = Field(5, gt=0, description=(
+        "final context size: the chunks that reach the generator"))
+    candidate_depth: StrictInt = Field(50, gt=0, description=(
+        "candidates retrieved before reranking (at least k)"))
     context_token_budget: StrictInt = Field(1500, gt=0, description=(
         "token budget of the final context (whitespace/punctuation word tokens)"))
     cache_dir: str = Field(".raglab-cache", min_length=1, description=(

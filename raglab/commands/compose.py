@@ -120,30 +120,42 @@ def compose_config(overrides: list[str]) -> dict[str, Any]:
 
 
 def _composed(overrides: list[str], resolve: bool) -> Any:
-    from hydra.errors import (
-        ConfigCompositionException,
-        MissingConfigException,
-        OverrideParseException,
-    )
     from omegaconf import OmegaConf
-    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
     try:
         cfg = _compose(overrides)
         if not resolve:
             return cfg
         return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
-    except MissingConfigException as e:
-        raise ComposeError(_missing_choice(e, overrides)) from None
-    except OverrideParseException as e:
-        raise ComposeError(f"override: {_first_line(e)}") from None
-    except ConfigCompositionException as e:
-        raise ComposeError(_not_composed(e, overrides)) from None
-    except MissingMandatoryValue as e:
-        raise ComposeError(f"config {e.full_key}: missing value (set it with "
-                           f"{e.full_key}=...)") from None
-    except OmegaConfBaseException as e:
-        raise ComposeError(" ".join(str(e).split())) from None
+    except Exception as e:
+        err = compose_error(e, overrides)
+        if err is None:
+            raise
+        raise err from None
+
+
+def compose_error(e: BaseException, overrides: list[str]) -> ComposeError | None:
+    """The one-line error for a configuration that Hydra or OmegaConf could not compose
+    (None: not such an error)."""
+    from hydra.errors import (
+        ConfigCompositionException,
+        MissingConfigException,
+        OverrideParseException,
+    )
+    from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+
+    if isinstance(e, MissingConfigException):
+        return ComposeError(_missing_choice(e, overrides))
+    if isinstance(e, OverrideParseException):
+        return ComposeError(f"override: {_first_line(e)}")
+    if isinstance(e, ConfigCompositionException):
+        return ComposeError(_not_composed(e, overrides))
+    if isinstance(e, MissingMandatoryValue):
+        return ComposeError(f"config {e.full_key}: missing value (set it with "
+                            f"{e.full_key}=...)")
+    if isinstance(e, OmegaConfBaseException):
+        return ComposeError(" ".join(str(e).split()))
+    return None
 
 
 def _missing_choice(e: Exception, overrides: list[str]) -> str:

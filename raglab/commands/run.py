@@ -1,10 +1,11 @@
 """``raglab run [overrides]`` (and ``-m`` sweeps): a Hydra application built lazily.
 
-Before Hydra starts, every job's configuration is composed and validated (one job for a
-single run), so a configuration error fails with one line, creates no run directory and
-runs no job. A sweep prints one line per job; at the end the sweep callback
-(:mod:`raglab.runner.sweep`) prints the job table, the parent run and the one ``mlflow ui``
-command.
+Before Hydra starts a sweep, every job's configuration is composed and validated, so a
+configuration error fails with one line, creates no run directory and runs no job. A single
+run is composed once, by Hydra: an error composing it is turned into the same one line, and
+one found validating it removes the (still empty) run directory Hydra made. A sweep prints
+one line per job; at the end the sweep callback (:mod:`raglab.runner.sweep`) prints the job
+table, the parent run and the one ``mlflow ui`` command.
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ def task(dict_cfg) -> None:
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
-    job = JobInfo(output_dir=hc.runtime.output_dir, task_overrides=list(hc.overrides.task),
+    # (the overrides as typed: an element such as `+x=${y}` is not an interpolation here)
+    overrides = cast(list[str], OmegaConf.to_container(hc.overrides.task, resolve=False))
+    job = JobInfo(output_dir=hc.runtime.output_dir, task_overrides=overrides,
                   choices=dict(hc.runtime.choices), multirun=multirun,
                   sweep_dir=str(hc.sweep.dir) if multirun else None,
                   num=hc.job.num if multirun else 0)
@@ -230,7 +233,7 @@ def main(argv: list[str]) -> None:
         except ComposeError as e:
             fail(str(e), 2)
         return
-    if plain:  # compose and validate every job before Hydra makes anything
+    if plain and multirun:  # compose and validate every job before Hydra makes anything
         from raglab.commands.compose import validate_jobs
         from raglab.runner.naming import swept_keys
 
@@ -238,9 +241,7 @@ def main(argv: list[str]) -> None:
             jobs = validate_jobs(overrides, multirun)
         except ConfigError as e:
             fail(str(e), 2)
-        if multirun:
-            os.environ[SWEEP_ENV] = json.dumps({"keys": swept_keys(overrides),
-                                                "jobs": len(jobs)})
+        os.environ[SWEEP_ENV] = json.dumps({"keys": swept_keys(overrides), "jobs": len(jobs)})
     import hydra
 
     from raglab.commands.common import conf_dir
@@ -257,12 +258,14 @@ def main(argv: list[str]) -> None:
     except OSError as e:  # e.g. Hydra could not make the run directory
         if full:
             raise
+        _fail_composing(e, overrides)  # (a missing config choice is an OSError too)
         from raglab.errors import storage_error
 
         fail(str(storage_error(e, "the run directory")), 2)
     except Exception as e:  # noqa: BLE001
         if full:
             raise
+        _fail_composing(e, overrides)
         fail(f"{type(e).__name__}: {' '.join(str(e).split())[:500]}", 1)
     finally:
         if not full:
@@ -276,6 +279,16 @@ def main(argv: list[str]) -> None:
         if over:
             fail(f"{len(over)} job(s) exceeded max_error_rate: "
                  + ", ".join(str(p) for p in over), 1)
+
+
+def _fail_composing(e: BaseException, overrides: list[str]) -> None:
+    """Exit 2 with one line when ``e`` is an error composing a single run's configuration
+    (which Hydra composes itself); return otherwise."""
+    from raglab.commands.compose import compose_error
+
+    err = compose_error(e, overrides)
+    if err is not None:
+        fail(str(err), 2)
 
 
 def _calibration(cfg, versions: dict[str, str]) -> dict[str, str]:

@@ -20,7 +20,7 @@ from raglab.text.sentences import append_trimmed, sentence_spans
 
 
 class _ChunkerBase(Strict):
-    size: int = Field(gt=0)
+    size: int = Field(256, gt=0, description="word tokens per chunk, at most")
     overlap: int = Field(0, ge=0)
 
     @model_validator(mode="after")
@@ -32,10 +32,13 @@ class _ChunkerBase(Strict):
 
 class FixedChunkerCfg(_ChunkerBase):
     name: Literal["fixed"]
+    overlap: int = Field(32, ge=0, description="word tokens shared by neighbouring windows")
 
 
 class SentenceChunkerCfg(_ChunkerBase):
     name: Literal["sentence"]
+    size: int = Field(5, gt=0, description="sentences per window")
+    overlap: int = Field(1, ge=0, description="sentences shared by neighbouring windows")
 
 
 class RecursiveChunkerCfg(_ChunkerBase):

@@ -46,6 +46,8 @@ class ReplayedValueError(ValueError):
 
 @register("system", "replay", config=ReplaySystemCfg)
 class ReplaySystem(System):
+    blocking = False  # a lookup in memory (or one read of an indexed line)
+
     @classmethod
     def preflight(cls, run_cfg: Any) -> None:
         check_readable_file(resolve_path(run_cfg.system.path), "replay file")

@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 from pydantic import Field
 
 from raglab.components import Embedder, Ranker
 from raglab.data.schema import Strict
 from raglab.registry import register
+
+if TYPE_CHECKING:
+    import numpy as np  # lazy: discovering the built-in components imports this module
 
 
 class DenseCfg(Strict):
@@ -46,12 +48,16 @@ class DenseIndex:
 
     @classmethod
     def build(cls, cfg, path: Path, texts: list[str]) -> None:
+        import numpy as np
+
         from raglab.systems.embeddings import embed
 
         np.save(path / cls.ARTIFACT, embed(texts, cfg.model, cfg.batch_size))
 
     @classmethod
     def load(cls, cfg, path: Path) -> DenseIndex:
+        import numpy as np
+
         return cls(cfg, np.load(path / cls.ARTIFACT))
 
     def scores(self, query: str) -> np.ndarray:

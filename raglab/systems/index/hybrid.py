@@ -5,9 +5,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
 from pydantic import Field
 
 from raglab.data.schema import Strict
@@ -15,6 +14,9 @@ from raglab.registry import register
 from raglab.systems.index.bm25 import Bm25Cfg, Bm25Index
 from raglab.systems.index.dense import DenseCfg, DenseEmbedder, DenseIndex
 from raglab.systems.index.store import ranked
+
+if TYPE_CHECKING:
+    import numpy as np  # lazy, as in dense.py
 
 
 class HybridCfg(Strict):
@@ -62,6 +64,8 @@ class HybridIndex:
     def rank(self, query: str, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """RRF over each ranking of the allowed chunks (a chunk without a query term still
         gets its dense rank)."""
+        import numpy as np
+
         scores = np.zeros(len(mask), dtype=np.float64)
         for s in (self.bm25.scores(query), self.dense.scores(query)):
             order = ranked(s, mask)
