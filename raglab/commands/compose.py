@@ -179,8 +179,10 @@ def _not_composed(e: Exception, overrides: list[str]) -> str:
         node: Any = compose_config([o for o in overrides if not _sets(o, key)])
         for part in parent.split(".") if parent else []:
             node = node[part]
-        if isinstance(node, dict):
+        if isinstance(node, dict) and node:
             valid = f" (valid: {', '.join(str(k) for k in node)})"
+        elif isinstance(node, dict):  # a free-form mapping (options, headers): new keys
+            valid = f" ({parent} starts empty: add a key with +{key}=VALUE)"
     except (ComposeError, KeyError, TypeError):
         pass
     return f"config {key}: unknown key{valid}"

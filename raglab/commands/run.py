@@ -31,8 +31,12 @@ def _fail_config(message: str, run_dir: Path | None = None) -> None:
 
 
 def _remove_if_empty(run_dir: Path) -> None:
-    """Hydra makes the run directory before the task: leave none behind for nothing."""
+    """Hydra makes the run directory before the task: leave none behind for nothing (a
+    directory that holds only raglab's lock, which no process holds, counts as empty)."""
+    from raglab.runner.lock import remove_unheld
+
     try:
+        remove_unheld(run_dir)
         run_dir.rmdir()  # only succeeds when empty
     except OSError:
         return
@@ -161,6 +165,7 @@ def run_task(job: JobInfo, resolve) -> None:
     except UserError as e:  # the one place a user's mistake ends this command
         if tracker is not None:
             _quiet(tracker.failed, str(e))
+        _remove_if_empty(run_dir)  # e.g. a cases file not found: the run wrote nothing
         # 2: a usage or input error; 1: a negative outcome; 3: metric versions differ
         fail(str(e), getattr(e, "exit_code", 2))
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM

@@ -61,6 +61,24 @@ class RunDirLock:
                 self._fd = None
 
 
+def remove_unheld(run_dir: Path) -> None:
+    """Remove the lock file of a run directory that holds nothing else, unless a process
+    holds the lock (it is removed while held here, so no other process can take it)."""
+    path = Path(run_dir) / LOCK_FILE
+    if [p.name for p in Path(run_dir).iterdir()] != [LOCK_FILE]:
+        return
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return
+    try:
+        path.unlink()
+    finally:
+        os.close(fd)
+
+
 def _read_pid(fd: int) -> str | None:
     try:
         text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any, Literal
 
 from pydantic import Field
@@ -33,10 +35,15 @@ def load_python_system(target: str, options: dict):
     if not module_name:
         raise ConfigError(f"config system._target_: {target!r} is not 'package.module.factory'")
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name)
     except Exception as e:  # noqa: BLE001 - ImportError, or the module failed at import
+        hint = ""
+        if isinstance(e, ModuleNotFoundError) and e.name == module_name.split(".")[0]:
+            hint = (f" (looked in the working directory {os.getcwd()} and the installed "
+                    "packages; make it importable with PYTHONPATH=ITS_FOLDER or "
+                    "pip install -e ITS_PROJECT)")
         raise ConfigError(f"config system._target_: cannot import {module_name!r}: "
-                          f"{type(e).__name__}: {' '.join(str(e).split())[:300]}") from None
+                          f"{type(e).__name__}: {' '.join(str(e).split())[:300]}{hint}") from None
     factory = getattr(module, attr, None)
     if factory is None or not callable(factory):
         raise ConfigError(f"config system._target_: {module_name!r} has no callable {attr!r}")
@@ -50,3 +57,12 @@ def load_python_system(target: str, options: dict):
         raise ConfigError(f"config system._target_: {target} returned an object without "
                           "an answer(request) method (see raglab.systems.base.SystemUnderTest)")
     return system
+
+
+def _import(module_name: str) -> Any:
+    """The module, found as ``python -m`` finds it: the working directory first (the
+    ``raglab`` script alone would look only in the installed packages)."""
+    cwd = os.getcwd()
+    if cwd not in sys.path and "" not in sys.path:
+        sys.path.insert(0, cwd)
+    return importlib.import_module(module_name)

@@ -7,7 +7,9 @@ punctuation). Both sides are normalised the same way:
 1. Unicode NFKC (so the ligature "ﬁ" becomes "fi", full-width forms become ASCII) and
    case folding; soft hyphens (U+00AD) are removed;
 2. a hyphen at a line break between two word characters is removed with the break
-   ("pay-\\nment" becomes "payment");
+   ("pay-\\nment" becomes "payment"); a quote not found so is looked for again with such
+   hyphens kept as word boundaries (a line that ends after "CN-" is not hyphenation),
+   before any fuzzy match;
 3. the text becomes its word tokens (``\\w+``) joined by single spaces, so every run of
    whitespace and punctuation is one boundary.
 
@@ -29,10 +31,12 @@ _HYPHENATION = re.compile(r"(?<=\w)[-\u2010\u2011]\s*\n\s*(?=\w)")
 _WORD = re.compile(r"\w+")
 
 
-def normalize(text: str) -> str:
-    """Normalise text for matching (fast path, no offsets)."""
+def normalize(text: str, join_hyphens: bool = True) -> str:
+    """Normalise text for matching (fast path, no offsets). ``join_hyphens=False`` keeps a
+    hyphen at a line break as a word boundary ("CN-\\nfollowed": "cn followed")."""
     s = unicodedata.normalize("NFKC", text.replace(SOFT_HYPHEN, "")).casefold()
-    s = _HYPHENATION.sub("", s)
+    if join_hyphens:
+        s = _HYPHENATION.sub("", s)
     return " ".join(_WORD.findall(s))
 
 
@@ -50,7 +54,7 @@ class NormalizedText:
         return self.origin[start], self.origin[end - 1] + 1
 
 
-def normalize_with_offsets(text: str) -> NormalizedText:
+def normalize_with_offsets(text: str, join_hyphens: bool = True) -> NormalizedText:
     """Normalise like :func:`normalize`, keeping the original offset of every character."""
     chars: list[str] = []
     origin: list[int] = []
@@ -64,7 +68,7 @@ def normalize_with_offsets(text: str) -> NormalizedText:
     s = "".join(chars)
     # Remove hyphenation at line breaks, keeping the offset map aligned.
     keep = [True] * len(s)
-    for m in _HYPHENATION.finditer(s):
+    for m in _HYPHENATION.finditer(s) if join_hyphens else ():
         for j in range(m.start(), m.end()):
             keep[j] = False
     if not all(keep):
@@ -105,8 +109,8 @@ def _on_boundaries(text: str, start: int, end: int) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def _normalized_doc(text: str) -> NormalizedText:
-    return normalize_with_offsets(text)
+def _normalized_doc(text: str, join_hyphens: bool = True) -> NormalizedText:
+    return normalize_with_offsets(text, join_hyphens)
 
 
 def locate_quote(quote: str, document: str, fuzzy_threshold: float = 90.0) -> Location | None:
@@ -127,6 +131,13 @@ def locate_quote(quote: str, document: str, fuzzy_threshold: float = 90.0) -> Lo
     if i >= 0:
         start, end = doc.to_original(i, i + len(q))
         return Location(start, end, "exact", 100.0)
+    if _HYPHENATION.search(document):  # a line that ends after a real hyphen ("CN-")
+        kept = _normalized_doc(document, False)
+        qk = normalize(quote, join_hyphens=False)
+        i = _find_on_boundaries(qk, kept.text) if qk else -1
+        if i >= 0:
+            start, end = kept.to_original(i, i + len(qk))
+            return Location(start, end, "exact", 100.0)
     if fuzzy_threshold > 100 or not doc.text:
         return None
     from rapidfuzz import fuzz

@@ -14,6 +14,9 @@ def test_fast_and_offset_normalisation_agree(text):
     assert len(n.origin) == len(n.text)
     assert all(0 <= o < len(text) for o in n.origin)
     assert list(n.origin) == sorted(n.origin)
+    kept = normalize_with_offsets(text, join_hyphens=False)
+    assert kept.text == normalize(text, join_hyphens=False)
+    assert list(kept.origin) == sorted(kept.origin)
 
 
 def test_normalisation_handles_case_whitespace_punctuation_hyphenation_ligatures():
@@ -44,3 +47,32 @@ def test_fuzzy_location_for_reextracted_text():
 
 def test_missing_quote_is_none():
     assert locate_quote("the moon is made of cheese", "Refunds take 5 days.") is None
+
+
+def test_a_line_ending_after_a_real_hyphen_is_found_with_the_hyphen_kept(tmp_path):
+    """Re-extracted text whose line ends right after a hyphen ("prefix CN-" then a break,
+    then "followed") reads as hyphenation ("cnfollowed"); the quote is found exactly with the
+    hyphen kept as a boundary, so the case is not quarantined as a changed fact."""
+    import json
+
+    from raglab.data.dataset import load_dataset
+
+    quote = "Order numbers carry the prefix CN- followed by eight digits."
+    doc = "Shipping\n\nOrder numbers carry the prefix CN-\nfollowed by eight digits. Always."
+    loc = locate_quote(quote, doc)
+    assert loc is not None and loc.method == "exact"
+    assert doc[loc.start:loc.end] == "Order numbers carry the prefix CN-\nfollowed by eight digits"
+    assert normalize("CN-\nfollowed") == "cnfollowed"  # what hyphenation alone gives
+    assert normalize("CN-\nfollowed", join_hyphens=False) == "cn followed"
+    # real hyphenation still joins ("pay-\nment" is "payment", not "pay ment")
+    hyph = locate_quote("refunds are paid as one payment", "Refunds are paid as one pay-\nment.")
+    assert hyph is not None and hyph.method == "exact"
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"doc_id": "d", "text": doc}) + "\n", encoding="utf-8")
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text(json.dumps({"id": "c1", "question": "What prefix do order numbers have?",
+                                 "evidence": [{"doc_id": "d", "quote": quote}],
+                                 "reference_answer": "CN-"}) + "\n", encoding="utf-8")
+    ds = load_dataset(corpus, cases)
+    assert [c.id for c in ds.cases] == ["c1"] and not ds.quarantined
