@@ -44,6 +44,7 @@ from raglab.runner.components import (
     system_model_section,
     tracks,
 )
+from raglab.runner.failures import error_summary, summary_lines
 from raglab.runner.identity import check_dataset, check_resume, write_identity
 from raglab.runner.lock import RunDirLock
 from raglab.runner.progress import Progress
@@ -345,6 +346,7 @@ class Run:
             "overall": agg["overall"], "slices": agg["slices"], "metric_versions": versions,
             "n_cases": len(records), "n_quarantined": len(ds.quarantined),
             "errors": sum(1 for r in records if r.get("error")),
+            "error_summary": error_summary(records),
             "diagnoses": diagnosis_counts(records),
             "work": self.work.as_dict(),
             "dataset": {"name": cfg.dataset.name, "corpus_sha256": ds.corpus_hash,
@@ -426,9 +428,12 @@ def error_rate_exceeded(metrics: dict[str, Any], max_error_rate: float) -> str |
         return None
     rate = errors / n
     if rate > max_error_rate or errors == n:
+        top = summary_lines(metrics.get("error_summary") or [], width=200)[:1]
         return (f"{errors} of {n} cases failed (error rate {rate:.0%} > max_error_rate "
-                f"{max_error_rate:g}): the metrics do not measure the system; run the same "
-                "command again in the same run directory to retry the failed cases")
+                f"{max_error_rate:g}): the metrics do not measure the system"
+                + (f"; most frequent: {top[0]}" if top else "")
+                + "; run the same command again in the same run directory to retry the "
+                "failed cases")
     return None
 
 
@@ -448,6 +453,9 @@ def summary_text(metrics: dict[str, Any], run_dir: Path,
             rows.append((k, fmt(o[k])))
     w = max(len(str(r[0])) for r in rows)
     lines = [f"raglab run: {run_dir}"] + [f"  {str(k).ljust(w)}  {v}" for k, v in rows]
+    if metrics.get("error_summary"):  # why cases failed, most frequent first
+        lines.append("  most frequent errors (all in records.jsonl):")
+        lines += [f"    {x}" for x in summary_lines(metrics["error_summary"])]
     diag = metrics.get("diagnoses") or {}
     causes = {c: n for c, n in (diag.get("overall") or {}).items() if n}
     if diag:
