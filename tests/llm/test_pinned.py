@@ -8,6 +8,7 @@ from raglab.graders.claude import ClaudeGraderCfg, load_prompts
 from raglab.graders.prompting import VERIFY_SCHEMA
 from raglab.graders.spec import family_versions
 from raglab.llm.client import LLMRequest
+from tests.test_configs import _compose as compose_run
 
 PRICES = {"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.30}
 BATCHED = {"retrieval": "7242e823e9fe", "faithfulness": "5805fa6e7490",
@@ -30,8 +31,6 @@ def test_claude_grader_versions_are_unchanged():
 
 
 def test_claude_grader_versions_from_the_shipped_config():
-    from tests.test_configs import _compose as compose_run
-
     cfg = compose_run(["grader=claude"])
     prompts = load_prompts(cfg.grader.prompts)
     # the shipped metrics config has its own retrieval settings
