@@ -95,6 +95,7 @@ class ClaudeGrader(GroupedCalls, Grader):
     of ``verification: batched`` (:mod:`raglab.graders.claude_grouped`)."""
 
     uses_llm = True
+    llm_backend = "anthropic"  #: the wire protocol of its requests (raglab.llm.backends)
 
     @classmethod
     def preflight(cls, run_cfg: Any) -> None:

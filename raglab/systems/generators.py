@@ -99,6 +99,7 @@ class AnthropicGenerator(Generator):
     """Claude, prompted with the run's ``prompt``, through the run's LLM client."""
 
     uses_llm = True
+    llm_backend = "anthropic"  #: the wire protocol of its requests (raglab.llm.backends)
 
     def __init__(self, cfg: AnthropicGenCfg, ctx: BuildContext = NO_CONTEXT):
         super().__init__(cfg, ctx)

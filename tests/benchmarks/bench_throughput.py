@@ -64,8 +64,7 @@ async def _grade_all(cases, cache_dir: Path, concurrency: int) -> dict:
 
     llm = LLMClient(timeout_s=30, max_retries=1, concurrency=concurrency,
                     cache=StageCache(cache_dir))
-    llm._sdk()  # the SDK client and its semaphore of request slots, made now to be watched
-    slots = _WatchedSlots(llm._sem)
+    slots = _WatchedSlots(llm.slots())  # the client's request slots, made now to be watched
     llm._sem = slots
     work = WorkCounter()
     grading = Grading(build_grader(Run(), prompts, llm), "claude",
