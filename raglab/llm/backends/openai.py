@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from raglab.errors import ConfigError
-from raglab.llm.backends import Backend, Reply, register_backend
+from raglab.llm.backends import Backend, CallFailed, Reply, register_backend
 
 EXTRA = "pip install 'raglab[openai]'"
 #: sent as the key when OPENAI_API_KEY is unset (a local server that checks none)
@@ -149,7 +149,16 @@ class OpenAIBackend(Backend):
         return p
 
     async def send(self, req: Any) -> Reply:
-        resp = await self.sdk.chat.completions.create(**self.params(req))
+        import openai
+
+        params = self.params(req)
+        try:
+            resp = await self.sdk.chat.completions.create(**params)
+        except openai.BadRequestError as e:
+            if "response_format" not in params or "response_format" not in str(e):
+                raise
+            raise CallFailed(f"BadRequestError: {e} (a server without this structured "
+                             "output: set structured_output: json_object or text)") from None
         choice = resp.choices[0] if resp.choices else None
         text = (choice.message.content or "") if choice is not None else ""
         u = resp.usage
