@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from raglab.data.dataset import resolve_path
-from tests.graders.fake_anthropic import TEST_KEY, FakeAnthropic, fake_model, user_text
+from tests.graders.fake_anthropic import FakeAnthropic, fake_model, user_text
 from tests.llm.backends import BACKENDS, Backend
 from tests.llm.fake_openai import as_messages_body
 
