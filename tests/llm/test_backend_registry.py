@@ -47,7 +47,8 @@ def test_a_registered_backend_gets_everything_the_client_shares():
     assert a.parsed == {"echo": "hi"} and same.parsed == a.parsed
     assert b.parsed == {"echo": "bad x"}  # unusable once, asked again
     assert sorted(Echo.sent) == ["bad x", "bad x", "hi"]  # the identical pair shared one call
-    assert c.summary()["requests"] == 3 and c.summary()["cost_usd"] == pytest.approx((12 + 2 + 12) / 1e6)
+    assert c.summary()["requests"] == 3
+    assert c.summary()["cost_usd"] == pytest.approx((12 + 2 + 12) / 1e6)
     assert backend_class("echo-test") is Echo
 
 

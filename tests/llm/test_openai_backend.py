@@ -274,3 +274,15 @@ def test_unknown_backend_is_a_config_error():
 
     with pytest.raises(ConfigError, match="unknown LLM backend 'nope'"):
         backend_class("nope")
+
+
+def test_a_refusal_is_named_in_the_error(fake_openai):
+    refusal = {"id": "x", "object": "chat.completion", "created": 0, "model": "gpt-test",
+               "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                            "message": {"role": "assistant", "content": None,
+                                        "refusal": "I can't help with that."}}],
+               "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+    fake_openai.completion = lambda body, text=None, finish_reason="stop": refusal
+    with pytest.raises(LLMCallError, match="stop_reason refusal"):
+        ask(req())
+    assert len(fake_openai.calls(CHAT)) == 3  # asked again, twice

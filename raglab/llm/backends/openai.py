@@ -168,8 +168,10 @@ class OpenAIBackend(Backend):
         usage = {"input_tokens": max(0, prompt - cached),
                  "output_tokens": int(getattr(u, "completion_tokens", 0) or 0),
                  "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached}
-        return Reply(text=text, usage=usage,
-                     stop_reason=choice.finish_reason if choice is not None else "no choices")
+        stop = choice.finish_reason if choice is not None else "no choices"
+        if choice is not None and not text and getattr(choice.message, "refusal", None):
+            stop = "refusal"  # a structured output the model declined to give
+        return Reply(text=text, usage=usage, stop_reason=stop)
 
     def structured_text(self, req: Any, text: str) -> str:
         if dict(req.options).get("structured_output", "json_schema") == "json_schema":
