@@ -273,8 +273,8 @@ OUTPUT = {"answer": "Invoices are due 10 calendar days after the invoice date. [
           "citations": [{"sentence": 0, "context": [0]}, {"sentence": 1, "context": [0]}]}
 
 
-def _grade(tmp_path, prompts, grader="claude"):
-    c = cfg(name=grader)
+def _grade(tmp_path, prompts, grader="claude", **cfg_kw):
+    c = cfg(name=grader, **cfg_kw)
 
     class Run:
         grader = c
@@ -355,6 +355,27 @@ def test_grouped_calls_give_the_separate_calls_verdicts(model_api, tmp_path):
     assert (n_sep, n_grouped) == (8, 4) == (work_sep["grader_calls"], work_g["grader_calls"])
     cited = [b for b in bodies()[n_sep:] if "<cited_sentences>" in user_text(b)]
     assert len(cited) == 1 and user_text(cited[0]).count("<sentence index=") == 2
+
+
+@pytest.mark.parametrize("mode", ["json_object", "text"])
+def test_openai_fallback_modes_give_the_json_schema_verdicts(monkeypatch, tmp_path, mode):
+    """Known answer: a server without json_schema (JSON mode only, or neither) gives the
+    same verdicts through the fallback, under versions of their own."""
+    from tests.llm.fake_openai import FakeOpenAI
+
+    with FakeOpenAI(handler=fake_model) as full:
+        fake_openai_env(monkeypatch, full)
+        v_schema, (expected, _, _) = _grade(tmp_path / "a", PROMPTS, "openai")
+    supports = ("json_object",) if mode == "json_object" else ()
+    with FakeOpenAI(handler=fake_model, supports=supports) as srv:
+        fake_openai_env(monkeypatch, srv)
+        v_mode, (got, _, work) = _grade(tmp_path / "b", PROMPTS, "openai",
+                                        structured_output=mode)
+        assert srv.calls() and all("<json_schema>" in json.dumps(c["body"])
+                                   for c in srv.calls())
+    assert not any(v["error"] for v in got) and work["grader_calls"] > 0
+    assert _by_family(got) == _by_family(expected)
+    assert all(v_mode[f] != v_schema[f] for f in ("faithfulness", "nuggets", "relevance"))
 
 
 def test_grouped_prompt_versions_only_their_families():
