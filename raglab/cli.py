@@ -27,7 +27,7 @@ commands:
                          failing cases and traffic as drafts; add labelled cases to the set
 
 overrides are Hydra overrides, e.g. dataset.corpus=PATH dataset.cases=PATH system=replay
-system.path=PATH grader=heuristic|claude|none chunker.size=256 k=5 tracking=none.
+system.path=PATH grader=heuristic|claude|openai|none chunker.size=256 k=5 tracking=none.
 `raglab run --help` lists every config group and its choices.
 """
 

@@ -14,7 +14,7 @@ from raglab.commands.common import conf_dir, fail
 HELP = """usage: raglab calibrate [overrides]
        raglab calibrate --versions [cache_dir=DIR]
 
-Runs the configured grader (grader=heuristic|claude, through the same cached judgments and
+Runs the configured grader (grader=heuristic|claude|openai, through the same cached judgments and
 metric versions as `raglab run`) over the human labels of dataset.labels (the demo's by
 default) and reports, for claims and nuggets: Cohen's kappa (and quadratic-weighted kappa
 for nuggets), accuracy, per-label precision and recall, the confusion matrix and leniency,

@@ -67,8 +67,11 @@ def load_prompts(directory: str) -> dict[str, str]:
     return out
 
 
-class ClaudeGraderCfg(Strict):
-    name: Literal["claude"]
+class ModelGraderCfg(Strict):
+    """What every model judge has (``grader=claude``, ``grader=openai``): a backend's own
+    settings are added by its grader's schema."""
+
+    name: str
     model: str = Field(min_length=1)
     max_tokens: int = Field(2048, gt=0)
     prompts: str
@@ -89,12 +92,17 @@ class ClaudeGraderCfg(Strict):
         "their mean"))
 
 
+class ClaudeGraderCfg(ModelGraderCfg):
+    name: Literal["claude"]
+
+
 @register("grader", "claude", config=ClaudeGraderCfg)
 class ClaudeGrader(GroupedCalls, Grader):
     """The Claude grader; same async interface as the heuristic one, plus the grouped calls
     of ``verification: batched`` (:mod:`raglab.graders.claude_grouped`)."""
 
     uses_llm = True
+    llm_backend = "anthropic"  #: the wire protocol of its requests (raglab.llm.backends)
 
     @classmethod
     def preflight(cls, run_cfg: Any) -> None:
@@ -123,7 +131,12 @@ class ClaudeGrader(GroupedCalls, Grader):
 
     def for_repeat(self, repeat: int) -> ClaudeGrader:
         """The same grader asking as independent repeat ``repeat`` (grader.repeats)."""
-        return ClaudeGrader(self.cfg, self.ctx, repeat)
+        return type(self)(self.cfg, self.ctx, repeat)
+
+    def request_routing(self) -> dict[str, Any]:
+        """The backend, its options and endpoint of this grader's requests (Anthropic's
+        Messages API needs neither)."""
+        return {"backend": self.llm_backend}
 
     def prompt_texts(self) -> dict[str, str]:
         return dict(self.prompts)
@@ -134,7 +147,7 @@ class ClaudeGrader(GroupedCalls, Grader):
         return LLMRequest(model=self.cfg.model, system=system, user=user,
                           max_tokens=self.cfg.max_tokens,
                           purpose="grade", schema=schema, cache_system=cache_system,
-                          repeat=self.repeat)
+                          repeat=self.repeat, **self.request_routing())
 
     async def _ask(self, req: LLMRequest, parse) -> Any:
         resp = await self.llm.complete(req, validate=parse)

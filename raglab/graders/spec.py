@@ -1,9 +1,10 @@
 """Grader specs and metric-family versions.
 
 A metric family's version is a short hash of everything that can change its values: the
-grader's backend, model, sampling parameters, the prompt texts the family uses, the claim
+grader's backend (its name), model, sampling parameters, the prompt texts the family uses, the claim
 decomposition settings, the verification mode, the output schema and parser version, and
-raglab's own metric code version for that family. Runs whose versions differ are not
+raglab's own metric code version for that family; never where the judge is served
+(``base_url``) or a key. Runs whose versions differ are not
 compared unless the user overrides it.
 """
 
@@ -61,6 +62,8 @@ def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) 
     spec.pop("mode", None)  # batch and online send the same requests
     spec.pop("repeats", None)  # how many samples of the same grader, not which grader
     spec.pop("prompts", None)  # the texts themselves are hashed below
+    spec.pop("base_url", None)  # where a judge is served, not which judge
+    spec.pop("token_limit", None)  # the request field carrying max_tokens, not its value
     grouped = grouped_prompts(grader_cfg, prompts)
     out: dict[str, str] = {}
     for fam in FAMILIES:

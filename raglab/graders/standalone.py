@@ -43,7 +43,7 @@ def prepare(cfg: Any) -> tuple[dict[str, str], dict[str, str]]:
     kind = registry.entry("grader", cfg.grader.name).factory
     if not kind.grades:
         raise ConfigError(f"grader={cfg.grader.name} judges nothing "
-                          "(choose grader=heuristic|claude)")
+                          "(choose grader=heuristic|claude|openai)")
     kind.preflight(cfg)
     prompts = dict(kind.load_prompts(cfg.grader))
     return prompts, family_versions(cfg.grader, prompts, cfg.metrics)

@@ -1,17 +1,22 @@
 """The one LLM client of raglab: every model call (grader and generator) goes through it.
 
-- One ``anthropic.AsyncAnthropic`` per client, made lazily on the running event loop. The key
-  and endpoint come from the environment as the SDK reads them (``ANTHROPIC_API_KEY``,
-  ``ANTHROPIC_BASE_URL``); raglab never stores, prints or logs the key.
-- Transport retries (429 with ``retry-after``, 529, 5xx, connection errors, timeouts) are the
+The client owns what every backend shares; the wire call is its backend's
+(:mod:`raglab.llm.backends`: ``anthropic``, ``openai``), named by the request:
+
+- One backend per (backend, endpoint) and client, made lazily on the running event loop.
+  Keys come from the environment as each SDK reads them; raglab never stores, prints or
+  logs one, and an endpoint (a base URL) is never part of a cache key.
+- Transport retries (429 with ``retry-after``, 5xx, connection errors, timeouts) are the
   SDK's, with backoff and jitter, ``max_retries`` and ``timeout`` from the config. A body
   that cannot be parsed, or a structured output that does not parse or validate, is tried
   up to ``FORMAT_RETRIES`` more times here; then :class:`LLMCallError` (one line).
+- At most ``concurrency`` requests are in flight at once; identical requests in flight at
+  the same time share one call.
 - Responses are cached in the stage cache (namespace ``llm``) by the full request content;
   a hit makes no call and returns ``cached=True`` with the usage and cost first recorded.
-- ``mode="batch"``: grading requests are queued and sent as one Message Batches job once
-  no new request arrived for ``BATCH_QUIET_S`` (or ``BATCH_MAX`` are queued); batch prices
-  are half the online ones. Generation requests always go online (their latency matters).
+- ``mode="batch"``: grading requests go to the backend's batch API where it has one
+  (Anthropic's Message Batches: sent once no new request arrived for a moment; batch prices
+  are half the online ones), else online. Generation requests always go online.
 """
 
 from __future__ import annotations
@@ -21,16 +26,15 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from raglab.cache import content_key
 from raglab.errors import ConfigError
+from raglab.llm.backends import Backend, CallFailed, backend_class
 from raglab.llm.cost import current_meter
 
 FORMAT_RETRIES = 2
-BATCH_QUIET_S = 0.2
-BATCH_MAX = 10_000
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
                 "cache_read_input_tokens")
 PRICE_OF = {"input_tokens": "input", "output_tokens": "output",
@@ -53,25 +57,20 @@ class LLMRequest:
     #: independent repeat of the same request (grader.repeats): part of the cache key only,
     #: never sent, so repeat r is never answered by another repeat's cached response
     repeat: int = 0
+    #: the wire protocol (raglab.llm.backends): part of the cache key
+    backend: str = "anthropic"
+    #: the backend's request options, ``((name, value), ...)``: sent, so part of the key
+    options: tuple[tuple[str, Any], ...] = ()
+    #: where the backend sends it, ``((name, value), ...)`` (a base URL; never a key):
+    #: not part of the cache key, as the model names what answers
+    endpoint: tuple[tuple[str, Any], ...] = ()
 
     def cache_key(self) -> str:
-        extra = ("repeat", self.repeat) if self.repeat else ()
-        return content_key("anthropic", self.model, self.max_tokens,
+        extra: tuple = ("repeat", self.repeat) if self.repeat else ()
+        if self.options:
+            extra = ("options", [list(o) for o in self.options], *extra)
+        return content_key(self.backend, self.model, self.max_tokens,
                            self.system, self.user, self.schema, *extra)
-
-    def params(self) -> dict[str, Any]:
-        """The Messages API parameters of this request."""
-        # No sampling parameters: API version 2026-10-21 (what SDK 2.x sends) rejects
-        # temperature/top_p/top_k with HTTP 400 at any value, so raglab has none to set.
-        p: dict[str, Any] = {"model": self.model, "max_tokens": self.max_tokens,
-                             "messages": [{"role": "user", "content": self.user}]}
-        if self.system:
-            p["system"] = ([{"type": "text", "text": self.system,
-                             "cache_control": {"type": "ephemeral"}}]
-                           if self.cache_system else self.system)
-        if self.schema is not None:
-            p["output_config"] = {"format": {"type": "json_schema", "schema": self.schema}}
-        return p
 
 
 @dataclass
@@ -89,13 +88,6 @@ class LLMResponse:
         if self.cost_usd is not None:
             out["cost_usd"] = self.cost_usd
         return out
-
-
-@dataclass
-class _Pending:
-    req: LLMRequest
-    future: asyncio.Future
-    t0: float = field(default_factory=time.perf_counter)
 
 
 def _one_line(e: BaseException) -> str:
@@ -130,33 +122,39 @@ class LLMClient:
         self.total_cost_usd = 0.0
         self.calls = 0
         self.cache_hits = 0
-        self.batches = 0
         self.usage_totals = dict.fromkeys(USAGE_FIELDS, 0)
         self.priced = True  # False once a call had no known price
         self.closed = False
-        self._client: Any = None
+        self._backends: dict[tuple, Backend] = {}
         self._sem: asyncio.Semaphore | None = None
         self._inflight: dict[str, asyncio.Future] = {}
-        self._queue: list[_Pending] = []
-        self._arrived: asyncio.Event | None = None
-        self._flusher: asyncio.Task | None = None
-        self._jobs: set[asyncio.Task] = set()
-        self._seq = 0
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             self._loop = None
 
-    # -- the SDK client ------------------------------------------------------------------
-    def _sdk(self) -> Any:
-        if self._client is None:
-            import anthropic  # lazy: no SDK import (or network) until the first call
+    @property
+    def batches(self) -> int:
+        """Batch jobs sent so far."""
+        return sum(b.batch_jobs for b in self._backends.values())
 
+    # -- backends ------------------------------------------------------------------------
+    def slots(self) -> asyncio.Semaphore:
+        """The semaphore of request slots (``concurrency``), made on the running loop."""
+        if self._sem is None:
             self._loop = asyncio.get_running_loop()
-            self._client = anthropic.AsyncAnthropic(timeout=self.timeout_s,
-                                                    max_retries=self.max_retries)
             self._sem = asyncio.Semaphore(self.concurrency)
-        return self._client
+        return self._sem
+
+    def _backend(self, req: LLMRequest) -> Backend:
+        key = (req.backend, req.endpoint)
+        found = self._backends.get(key)
+        if found is None:  # lazy: no SDK import (or network) until the first call
+            self.slots()
+            found = backend_class(req.backend)(dict(req.endpoint), self.timeout_s,
+                                               self.max_retries, self.batch_poll_s)
+            self._backends[key] = found
+        return found
 
     # -- calls ---------------------------------------------------------------------------
     async def complete(self, req: LLMRequest,
@@ -219,21 +217,21 @@ class LLMClient:
 
     async def _complete_uncached(self, req: LLMRequest,
                                  validate: Callable[[dict], Any] | None) -> LLMResponse:
-        import anthropic
-
-        batch = self.mode == "batch" and req.purpose != "generate"
-        self._sdk()
+        backend = self._backend(req)
+        batch = self.mode == "batch" and req.purpose != "generate" and backend.batches
         problem = ""
         for _ in range(FORMAT_RETRIES + 1):
             try:
-                msg, latency = await (self._via_batch(req) if batch else self._via_messages(req))
-            except anthropic.APIError as e:
+                reply, latency = await self._send(backend, req, batch)
+            except CallFailed as e:
+                raise LLMCallError(f"{req.model}: {_one_line(e)}") from None
+            except backend.errors as e:
                 raise LLMCallError(f"{req.model}: {type(e).__name__}: {_one_line(e)}") from None
             except (ValueError, UnicodeDecodeError) as e:  # a body that is not JSON
                 problem = f"unreadable response body ({_one_line(e)})"
                 continue
             self.calls += 1
-            usage = {f: int(getattr(msg.usage, f, 0) or 0) for f in USAGE_FIELDS}
+            usage = {f: int(reply.usage.get(f, 0) or 0) for f in USAGE_FIELDS}
             cost = cost_usd(usage, self.prices.get(req.model), batch)
             for f, n in usage.items():
                 self.usage_totals[f] += n
@@ -241,33 +239,36 @@ class LLMClient:
                 self.total_cost_usd += cost
             else:
                 self.priced = False
-            text = "".join(getattr(b, "text", "") for b in (msg.content or [])
-                           if getattr(b, "type", None) == "text")
+            text = reply.text
             parsed = None
             if req.schema is not None:
                 try:
-                    parsed = json.loads(text)
+                    parsed = json.loads(backend.structured_text(req, text))
                     if not isinstance(parsed, dict):
                         raise ValueError("not a JSON object")
                     if validate is not None:
                         validate(parsed)
                 except (ValueError, TypeError, KeyError) as e:
-                    why = msg.stop_reason
-                    why = f" (stop_reason {why})" if why not in (None, "end_turn") else ""
+                    why = reply.stop_reason
+                    why = f" (stop_reason {why})" if why not in (None, backend.normal_stop) \
+                        else ""
                     problem = f"unusable structured output{why}: {_one_line(e)}"
                     continue
             return LLMResponse(text=text, parsed=parsed, usage=usage, cost_usd=cost,
                                latency_ms=round(latency, 3), cached=False)
         raise LLMCallError(f"{req.model}: {problem} after {FORMAT_RETRIES + 1} attempts")
 
-    async def _via_messages(self, req: LLMRequest) -> tuple[Any, float]:
-        """The message and the call's latency in ms (not counting the wait for a slot)."""
-        sdk = self._sdk()
-        assert self._sem is not None
-        async with self._sem:
+    async def _send(self, backend: Backend, req: LLMRequest, batch: bool) -> tuple[Any, float]:
+        """The backend's reply and the call's latency in ms (online: not counting the wait
+        for a slot; batch: from queueing to the result)."""
+        if batch:
             t0 = time.perf_counter()
-            msg = await sdk.messages.create(**req.params())
-            return msg, (time.perf_counter() - t0) * 1000
+            reply = await backend.send_batched(req)
+            return reply, (time.perf_counter() - t0) * 1000
+        async with self.slots():
+            t0 = time.perf_counter()
+            reply = await backend.send(req)
+            return reply, (time.perf_counter() - t0) * 1000
 
     def complete_sync(self, req: LLMRequest) -> LLMResponse:
         """For worker threads: run :meth:`complete` on the client's event loop and wait."""
@@ -282,81 +283,6 @@ class LLMClient:
                                "await complete() instead")
         return asyncio.run_coroutine_threadsafe(self.complete(req), self._loop).result()
 
-    # -- batch mode ----------------------------------------------------------------------
-    async def _via_batch(self, req: LLMRequest) -> tuple[Any, float]:
-        """The message and the time from queueing to its result, in ms."""
-        self._sdk()
-        if self._arrived is None:
-            self._arrived = asyncio.Event()
-        pending = _Pending(req, asyncio.get_running_loop().create_future())
-        self._queue.append(pending)
-        self._arrived.set()
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush_loop())
-        msg = await pending.future
-        return msg, (time.perf_counter() - pending.t0) * 1000
-
-    async def _flush_loop(self) -> None:
-        assert self._arrived is not None
-        while self._queue:
-            self._arrived.clear()
-            if len(self._queue) < BATCH_MAX:
-                try:
-                    await asyncio.wait_for(self._arrived.wait(), BATCH_QUIET_S)
-                    continue  # something new arrived: wait for quiet again
-                except TimeoutError:
-                    pass
-            todo, self._queue = self._queue[:BATCH_MAX], self._queue[BATCH_MAX:]
-            job = asyncio.create_task(self._run_batch(todo))
-            self._jobs.add(job)
-            job.add_done_callback(self._jobs.discard)
-
-    async def _run_batch(self, todo: list[_Pending]) -> None:
-        import anthropic
-
-        sdk = self._sdk()
-        by_id: dict[str, _Pending] = {}
-        for p in todo:
-            self._seq += 1
-            by_id[f"r{self._seq}"] = p
-        try:
-            batch = await sdk.messages.batches.create(
-                requests=[{"custom_id": cid, "params": p.req.params()}
-                          for cid, p in by_id.items()])
-            self.batches += 1
-            while batch.processing_status != "ended":
-                await asyncio.sleep(self.batch_poll_s)
-                batch = await sdk.messages.batches.retrieve(batch.id)
-            results = await sdk.messages.batches.results(batch.id)
-            async for item in results:
-                if item.custom_id not in by_id:
-                    continue
-                p = by_id.pop(item.custom_id)
-                if p.future.done():
-                    continue
-                r = item.result
-                if r.type == "succeeded":
-                    p.future.set_result(r.message)
-                else:
-                    err = getattr(getattr(r, "error", None), "error", None)
-                    why = f": {getattr(err, 'message', '')}" if err is not None else ""
-                    p.future.set_exception(LLMCallError(
-                        f"{p.req.model}: batch request {r.type}{why}"[:300]))
-        except anthropic.APIError as e:
-            self._fail(by_id.values(), f"batch job failed: {type(e).__name__}: {_one_line(e)}")
-        except asyncio.CancelledError:
-            self._fail(by_id.values(), "batch job cancelled")
-            raise
-        except Exception as e:
-            self._fail(by_id.values(), f"batch job failed: {type(e).__name__}: {_one_line(e)}")
-        self._fail(by_id.values(), "no result in the batch")
-
-    @staticmethod
-    def _fail(pendings: Any, message: str) -> None:
-        for p in pendings:
-            if not p.future.done():
-                p.future.set_exception(LLMCallError(message))
-
     # -- closing -------------------------------------------------------------------------
     def summary(self) -> dict[str, Any]:
         """What this client spent in this process (cache hits cost nothing)."""
@@ -368,16 +294,8 @@ class LLMClient:
         if self.closed:
             return
         self.closed = True
-        tasks = [t for t in (self._flusher, *self._jobs) if t is not None and not t.done()]
-        for t in tasks:
-            t.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
-        self._fail(self._queue, "the LLM client was closed")
-        self._queue.clear()
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        for b in self._backends.values():  # kept: their counts stay readable
+            await b.aclose()
 
 
 def require_api_key(what: str) -> None:

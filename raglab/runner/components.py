@@ -11,6 +11,7 @@ from raglab import registry
 from raglab.components import BuildContext
 from raglab.config import RunCfg
 from raglab.errors import ConfigError
+from raglab.llm.backends import backend_class
 from raglab.llm.client import LLMClient
 
 
@@ -43,8 +44,11 @@ def llm_client(cfg: RunCfg, cache: Any) -> LLMClient | None:
     owner = llm_owner(cfg)
     if owner is None:
         return None
-    import anthropic  # noqa: F401  (a slow import: done here, before any case is timed)
-
+    for used in (owner, _cls(cfg, "system").llm_owner(cfg)):
+        if used is not None:  # the SDKs are slow to import: here, before any case is timed
+            name = getattr(registry.entry(used[0], used[1].name).factory, "llm_backend", None)
+            if name:
+                backend_class(name).preload()
     group, section = owner
     settings = registry.entry(group, section.name).factory.llm_settings(section, cfg)
     settings["prices"] = model_prices(cfg)  # every model user's own prices, one client

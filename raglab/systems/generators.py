@@ -1,5 +1,6 @@
-"""Generators of the reference pipeline (``generator`` group): ``extractive`` (offline) and
-``anthropic`` (Claude). A generator (:class:`raglab.components.Generator`) is made from its
+"""Generators of the reference pipeline (``generator`` group): ``extractive`` (offline),
+``anthropic`` (Claude) and ``openai`` (any OpenAI-compatible server). A generator
+(:class:`raglab.components.Generator`) is made from its
 config and the build context (the run's prompt config, its LLM client or None) and has
 ``generate(question, context_texts) -> dict`` with ``answer``, ``citations``, ``usage``
 (and optionally ``latency_ms``, ``cached``)."""
@@ -12,6 +13,7 @@ from pydantic import Field
 
 from raglab.components import NO_CONTEXT, BuildContext, Generator
 from raglab.data.schema import Strict
+from raglab.llm.backends.openai import OpenAIEndpoint
 from raglab.registry import register
 from raglab.text.answers import parse_citations
 from raglab.text.lexical import content_terms, coverage
@@ -25,8 +27,10 @@ class ExtractiveGenCfg(Strict):
     refusal: str
 
 
-class AnthropicGenCfg(Strict):
-    name: Literal["anthropic"]
+class ModelGenCfg(Strict):
+    """What every model generator has; a backend's own settings are added by its schema."""
+
+    name: str
     model: str = Field(min_length=1)
     max_tokens: int = Field(512, gt=0)
     timeout_s: float = Field(60.0, gt=0)
@@ -34,6 +38,14 @@ class AnthropicGenCfg(Strict):
     refusal: str
     # USD per million tokens (input, output, cache_write, cache_read): the system's cost
     prices: dict[str, float] = Field(default_factory=dict)
+
+
+class AnthropicGenCfg(ModelGenCfg):
+    name: Literal["anthropic"]
+
+
+class OpenAIGenCfg(OpenAIEndpoint, ModelGenCfg):
+    name: Literal["openai"]
 
 
 def render_prompt(template: str, question: str, context_texts: list[str]) -> str:
@@ -72,14 +84,15 @@ def generate_extractive(question: str, context_texts: list[str], cfg: Any) -> di
             "usage": {"cost_usd": 0.0}}
 
 
-def generate_anthropic(question: str, context_texts: list[str], cfg: Any, prompt: Any,
-                       llm: Any) -> dict[str, Any]:
-    """Claude through the one LLM client (cached, retried, usage and latency recorded)."""
+def generate_with_model(question: str, context_texts: list[str], cfg: Any, prompt: Any,
+                        llm: Any, **routing: Any) -> dict[str, Any]:
+    """A model through the one LLM client (cached, retried, usage and latency recorded);
+    ``routing``: the request's backend, options and endpoint."""
     from raglab.llm.client import LLMRequest
 
     req = LLMRequest(model=cfg.model, system=prompt.system,
                      user=render_prompt(prompt.template, question, context_texts),
-                     max_tokens=cfg.max_tokens, purpose="generate")
+                     max_tokens=cfg.max_tokens, purpose="generate", **routing)
     resp = llm.complete_sync(req)
     answer = resp.text.strip()
     return {"answer": answer, "citations": parse_citations(answer, len(context_texts)),
@@ -99,8 +112,9 @@ class AnthropicGenerator(Generator):
     """Claude, prompted with the run's ``prompt``, through the run's LLM client."""
 
     uses_llm = True
+    llm_backend = "anthropic"  #: the wire protocol of its requests (raglab.llm.backends)
 
-    def __init__(self, cfg: AnthropicGenCfg, ctx: BuildContext = NO_CONTEXT):
+    def __init__(self, cfg: ModelGenCfg, ctx: BuildContext = NO_CONTEXT):
         super().__init__(cfg, ctx)
         self.prompt = ctx.run.prompt if ctx.run is not None else None
         self.llm = ctx.llm
@@ -112,11 +126,36 @@ class AnthropicGenerator(Generator):
         require_api_key("generator=anthropic")
 
     @classmethod
-    def llm_settings(cls, cfg: AnthropicGenCfg, run_cfg: Any) -> dict[str, Any]:
+    def llm_settings(cls, cfg: ModelGenCfg, run_cfg: Any) -> dict[str, Any]:
         """The LLM client settings when the generator is the only model user."""
         return dict(timeout_s=cfg.timeout_s, max_retries=cfg.max_retries,
                     concurrency=run_cfg.concurrency, mode="online", batch_poll_s=30.0,
                     prices={cfg.model: dict(cfg.prices)} if cfg.prices else {})
 
+    def routing(self) -> dict[str, Any]:
+        """The backend (and its options, endpoint) of this generator's requests."""
+        return {"backend": self.llm_backend}
+
     def generate(self, question: str, context_texts: list[str]) -> dict[str, Any]:
-        return generate_anthropic(question, context_texts, self.cfg, self.prompt, self.llm)
+        return generate_with_model(question, context_texts, self.cfg, self.prompt, self.llm,
+                                   **self.routing())
+
+
+@register("generator", "openai", config=OpenAIGenCfg)
+class OpenAIGenerator(AnthropicGenerator):
+    """A model behind an OpenAI-compatible server (Chat Completions), prompted with the
+    run's ``prompt``, through the run's LLM client."""
+
+    llm_backend = "openai"
+
+    @classmethod
+    def preflight(cls, run_cfg: Any) -> None:
+        from raglab.llm.backends.openai import check_usable
+
+        check_usable("generator=openai", run_cfg.generator)
+
+    def routing(self) -> dict[str, Any]:
+        from raglab.llm.backends.openai import endpoint_of, options_of
+
+        return {"backend": self.llm_backend, "options": options_of(self.cfg),
+                "endpoint": endpoint_of(self.cfg)}

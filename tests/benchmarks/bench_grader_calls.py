@@ -1,8 +1,11 @@
-"""Benchmark: grader calls per case with the Claude grader (``verification: batched``) on the
-demo set, against the local fake Messages API server; then the same run again (an unchanged
-re-run must make no call).
+"""Benchmark: grader calls per case with a model grader (``verification: batched``) on the
+demo set, against the local fake server of its backend (the Messages API for
+``grader=claude``, Chat Completions for ``grader=openai``); then the same run again (an
+unchanged re-run must make no call).
 
-    python -m tests.benchmarks grader_calls [--cases N] [--src TREE]
+    python -m tests.benchmarks grader_calls [--cases N] [--src TREE] [--backend B]
+
+``--backend``: ``anthropic``, ``openai`` or ``both`` (the default).
 
 ``--cases N`` takes a subset of the demo (answerable and unanswerable cases in the demo's
 proportion); ``--src`` runs another source tree (for example an export of an older commit) to
@@ -13,14 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from tests.graders.fake_anthropic import TEST_KEY, FakeAnthropic, fake_model
+from tests.graders.fake_anthropic import fake_model
+from tests.llm.backends import BACKENDS, Backend
 
 TARGET = 3.0
 DEMO = Path(__file__).resolve().parents[2] / "raglab" / "datasets" / "demo" / "cases.jsonl"
@@ -37,15 +40,13 @@ def subset(out: Path, n: int | None) -> Path:
     return out
 
 
-def env_for(url: str, src: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
-    env.update(NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost",
-               ANTHROPIC_BASE_URL=url, ANTHROPIC_API_KEY=TEST_KEY, PYTHONPATH=str(src))
-    return env
+def env_for(be: Backend, srv, src: Path) -> dict[str, str]:
+    return {**be.env(srv), "PYTHONPATH": str(src)}
 
 
-def run(tmp: Path, name: str, env: dict[str, str], cases: Path, *extra: str) -> dict:
-    cmd = [sys.executable, "-m", "raglab.cli", "run", "grader=claude", "tracking=none",
+def run(tmp: Path, name: str, env: dict[str, str], cases: Path, *extra: str,
+        grader: str = "claude") -> dict:
+    cmd = [sys.executable, "-m", "raglab.cli", "run", f"grader={grader}", "tracking=none",
            f"hydra.run.dir={tmp / name}", f"cache_dir={tmp / 'cache'}",
            f"dataset.cases={cases}", "progress=off", *extra]
     t0 = time.perf_counter()
@@ -60,19 +61,27 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", type=int, default=None)
     ap.add_argument("--src", type=Path, default=Path(__file__).resolve().parents[2])
-    ap.add_argument("--dump", type=Path, default=None, help="write the run's scores here")
+    ap.add_argument("--dump", type=Path, default=None, help=(
+        "write the run's scores here (with both backends: NAME-BACKEND.json)"))
+    ap.add_argument("--backend", choices=["anthropic", "openai", "both"], default="both")
     a = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as d, FakeAnthropic(handler=fake_model) as srv:
+    for be in BACKENDS:
+        if a.backend in (be.name, "both"):
+            _bench(be, a)
+
+
+def _bench(be: Backend, a: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as d, be.server(handler=fake_model) as srv:
         tmp = Path(d)
         cases = subset(tmp / "cases.jsonl", a.cases)
         n = sum(1 for x in cases.read_text().splitlines() if x.strip())
-        env = env_for(srv.url, a.src)
-        first = run(tmp, "run1", env, cases)
-        calls = len(srv.calls("/v1/messages"))
-        second = run(tmp, "run2", env, cases)
-        again = len(srv.calls("/v1/messages")) - calls
+        env = env_for(be, srv, a.src)
+        first = run(tmp, "run1", env, cases, grader=be.grader)
+        calls = len(be.requests(srv))
+        second = run(tmp, "run2", env, cases, grader=be.grader)
+        again = len(be.requests(srv)) - calls
         per_case = calls / n
-        print(f"grader calls, Claude grader (batched), {n} demo cases: {calls} requests, "
+        print(f"grader calls, grader={be.grader} (batched), {n} demo cases: {calls} requests, "
               f"{per_case:.2f} per case (target <= {TARGET:g}) "
               f"[{'met' if per_case <= TARGET else 'NOT met'}]; {first['seconds']:.1f} s")
         print(f"unchanged re-run: {again} requests (target 0) "
@@ -81,7 +90,9 @@ def main(argv: list[str] | None = None) -> None:
         same = _scores(first["metrics"]) == _scores(second["metrics"])
         print(f"re-run scores identical (latency aside): {same}")
         if a.dump:
-            a.dump.write_text(json.dumps(_scores(first["metrics"]), indent=1), encoding="utf-8")
+            out = a.dump if a.backend != "both" else \
+                a.dump.with_name(f"{a.dump.stem}-{be.name}{a.dump.suffix}")
+            out.write_text(json.dumps(_scores(first["metrics"]), indent=1), encoding="utf-8")
 
 
 def _scores(m: dict) -> dict:

@@ -1,7 +1,8 @@
-"""Benchmark: grader throughput against a local Messages API server that answers each request
-after ``--latency`` seconds: the wall time of grading ``--cases`` demo cases with the Claude
-grader (batched) at ``--concurrency`` against the ideal (requests x latency / concurrency),
-then the same grading again (an unchanged re-run makes no request).
+"""Benchmark: grader throughput against a local server that answers each request after
+``--latency`` seconds (the Messages API for ``grader=claude``, Chat Completions for
+``grader=openai``): the wall time of grading ``--cases`` demo cases with the model grader
+(batched) at ``--concurrency`` against the ideal (requests x latency / concurrency), then
+the same grading again (an unchanged re-run makes no request).
 
 It prints the requests in flight at most (the client's slots and at the server) and splits
 the ratio into where the slot-seconds went (:func:`slot_budget`): the latency itself, the
@@ -10,6 +11,7 @@ for its event loop), and idle slots. The server runs in a process of its own
 (``slow_server``), a thread per request.
 
     python -m tests.benchmarks throughput [--cases 60] [--latency 0.2] [--concurrency 8]
+        [--backend anthropic|openai|both]
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import time
 from pathlib import Path
 
 from tests.benchmarks.common import ROOT, child_env, load, verdict
-from tests.graders.fake_anthropic import TEST_KEY
+from tests.llm.backends import BACKENDS, Backend
 
 TARGET = 1.15
 
@@ -45,18 +47,21 @@ def _output(case) -> dict:
             "citations": [{"sentence": 0, "context": [0]}]}
 
 
-async def _grade_all(cases, cache_dir: Path, concurrency: int) -> dict:
+async def _grade_all(cases, cache_dir: Path, concurrency: int, be: Backend) -> dict:
+    from raglab import registry
     from raglab.cache import StageCache
     from raglab.config import MetricsCfg
-    from raglab.graders.claude import ClaudeGraderCfg, load_prompts
+    from raglab.graders.claude import load_prompts
     from raglab.graders.orchestrate import Grading
     from raglab.graders.spec import family_versions
+    from raglab.llm.backends import backend_class
     from raglab.llm.client import LLMClient
     from raglab.runner.components import build_grader
     from raglab.systems.base import WorkCounter
 
-    cfg = ClaudeGraderCfg(name="claude", model="claude-bench",
-                          prompts="pkg://raglab/graders/prompts", concurrency=concurrency)
+    cfg = registry.entry("grader", be.grader).config(
+        name=be.grader, model="bench-model", prompts="pkg://raglab/graders/prompts",
+        concurrency=concurrency)
     prompts = load_prompts(cfg.prompts)
 
     class Run:
@@ -64,13 +69,12 @@ async def _grade_all(cases, cache_dir: Path, concurrency: int) -> dict:
 
     llm = LLMClient(timeout_s=30, max_retries=1, concurrency=concurrency,
                     cache=StageCache(cache_dir))
-    llm._sdk()  # the SDK client and its semaphore of request slots, made now to be watched
-    slots = _WatchedSlots(llm._sem)
+    slots = _WatchedSlots(llm.slots())  # the client's request slots, made now to be watched
     llm._sem = slots
     work = WorkCounter()
-    grading = Grading(build_grader(Run(), prompts, llm), "claude",
+    grading = Grading(build_grader(Run(), prompts, llm), be.grader,
                       family_versions(cfg, prompts, MetricsCfg()), StageCache(cache_dir), work)
-    import anthropic  # noqa: F401  (imported at a run's first request: start-up, not throughput)
+    backend_class(be.name).preload()  # imported before a run's first request: start-up
 
     t0, c0 = time.monotonic(), time.process_time()
     grading.start(cases)  # as a run does: the cases wait only for the calls they need
@@ -148,29 +152,42 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cases", type=int, default=60)
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--backend", choices=["anthropic", "openai", "both"], default="both")
     a = ap.parse_args(argv)
+    for be in BACKENDS:
+        if a.backend in (be.name, "both"):
+            _bench(be, a)
 
+
+def _children_cpu() -> float:
+    import resource
+
+    return sum(getattr(resource.getrusage(resource.RUSAGE_CHILDREN), f)
+               for f in ("ru_utime", "ru_stime"))
+
+
+def _bench(be: Backend, a: argparse.Namespace) -> None:
     cases = _cases(a.cases)
+    cpu_before = _children_cpu()
     srv = subprocess.Popen([sys.executable, "-m", "tests.benchmarks.slow_server",
-                            str(a.latency)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                           text=True, env=child_env())
+                            str(a.latency), be.name], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True, env=child_env())
 
     def ask(cmd: str):
         srv.stdin.write(cmd + "\n")
         srv.stdin.flush()
         return json.loads(srv.stdout.readline())
 
-    saved = {k: os.environ.get(k) for k in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
-                                            "NO_PROXY", "no_proxy")}
+    saved = {k: os.environ.get(k) for k in (be.key_var, be.url_var, "NO_PROXY", "no_proxy")}
     url = srv.stdout.readline().strip()
     with tempfile.TemporaryDirectory() as d:
-        os.environ.update(ANTHROPIC_API_KEY=TEST_KEY, ANTHROPIC_BASE_URL=url,
-                          NO_PROXY="127.0.0.1,localhost", no_proxy="127.0.0.1,localhost")
+        os.environ.update({be.key_var: be.key, be.url_var: url,
+                           "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"})
         try:
-            first = asyncio.run(_grade_all(cases, Path(d), a.concurrency))
+            first = asyncio.run(_grade_all(cases, Path(d), a.concurrency, be))
             n = ask("count")
             served = ask("timeline")
-            again = asyncio.run(_grade_all(cases, Path(d), a.concurrency))
+            again = asyncio.run(_grade_all(cases, Path(d), a.concurrency, be))
             n_again = ask("count") - n
         finally:
             srv.stdin.close()
@@ -180,13 +197,11 @@ def main(argv: list[str] | None = None) -> None:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
-    import resource
-
-    server_cpu = sum(getattr(resource.getrusage(resource.RUSAGE_CHILDREN), f)
-                     for f in ("ru_utime", "ru_stime"))
+    server_cpu = _children_cpu() - cpu_before  # this benchmark's server process only
     ideal = n * a.latency / a.concurrency
     ratio = first["wall"] / ideal
-    print(f"throughput: {len(cases)} cases, {n} requests, {a.latency * 1000:.0f} ms each, "
+    print(f"throughput, grader={be.grader}: {len(cases)} cases, {n} requests, "
+          f"{a.latency * 1000:.0f} ms each, "
           f"concurrency {a.concurrency} ({load()})")
     print(f"  wall {first['wall']:.2f} s, ideal {ideal:.2f} s, ratio {ratio:.2f} "
           f"(target <= {TARGET:g}) [{verdict(ratio <= TARGET)}]; errors {first['errors']}")

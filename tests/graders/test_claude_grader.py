@@ -1,5 +1,6 @@
 """The Claude grader against the fake Messages API: prompts, schemas, strict parsing,
-per_claim versus batched verification, versioning and caching through the orchestrator."""
+per_claim versus batched verification, versioning and caching through the orchestrator
+(those two also for grader=openai, against the fake Chat Completions API)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 
 import pytest
 
+from raglab import registry
 from raglab.cache import StageCache
 from raglab.components import BuildContext
 from raglab.config import MetricsCfg
@@ -29,7 +31,16 @@ from raglab.graders.spec import family_versions
 from raglab.llm.client import LLMClient
 from raglab.runner.components import build_grader
 from raglab.systems.base import WorkCounter
-from tests.graders.fake_anthropic import fake_api, fake_model, output, system_text, user_text
+from tests.graders.fake_anthropic import (
+    fake_api,
+    fake_env,
+    fake_model,
+    output,
+    system_text,
+    user_text,
+)
+from tests.llm.backends import BACKENDS
+from tests.llm.fake_openai import as_messages_body, fake_openai_env
 
 __all__ = ["fake_api"]
 
@@ -44,7 +55,22 @@ def cfg(**kw) -> ClaudeGraderCfg:
     base = dict(name="claude", model="claude-test", prompts="pkg://raglab/graders/prompts",
                 prices={"input": 3.0, "output": 15.0, "cache_write": 3.75, "cache_read": 0.3})
     base.update(kw)
-    return ClaudeGraderCfg(**base)
+    return registry.entry("grader", base["name"]).config(**base)
+
+
+@pytest.fixture(params=BACKENDS, ids=lambda b: b.grader)
+def model_api(request, monkeypatch):
+    """Either backend's fake with the deterministic grader model, its SDK pointed at it:
+    ``(backend, server, bodies)``, ``bodies()`` the model calls so far as Messages bodies."""
+    be = request.param
+    with be.server(handler=fake_model) as srv:
+        (fake_openai_env if be.name == "openai" else fake_env)(monkeypatch, srv)
+
+        def bodies():
+            return [as_messages_body(c["body"]) if be.name == "openai" else c["body"]
+                    for c in be.requests(srv)]
+
+        yield be, srv, bodies
 
 
 def with_grader(fn, tmp_path=None, prompts=PROMPTS, **cfg_kw):
@@ -247,19 +273,20 @@ OUTPUT = {"answer": "Invoices are due 10 calendar days after the invoice date. [
           "citations": [{"sentence": 0, "context": [0]}, {"sentence": 1, "context": [0]}]}
 
 
-def _grade(tmp_path, prompts):
+def _grade(tmp_path, prompts, grader="claude", **cfg_kw):
+    c = cfg(name=grader, **cfg_kw)
+
     class Run:
-        grader = cfg()
+        grader = c
         concurrency = 2
 
-    c = cfg()
     versions = family_versions(c, prompts, MetricsCfg())
 
     async def go():
         llm = LLMClient(timeout_s=5, max_retries=1, concurrency=4, cache=StageCache(tmp_path))
         grader = build_grader(Run(), prompts, llm)
         work = WorkCounter()
-        grading = Grading(grader, "claude", versions, StageCache(tmp_path), work)
+        grading = Grading(grader, c.name, versions, StageCache(tmp_path), work)
         verdicts, factual = await grading.grade(_Case(), OUTPUT)
         await llm.aclose()
         return verdicts, factual, work.as_dict()
@@ -272,9 +299,9 @@ def _grade(tmp_path, prompts):
 SEPARATE = {k: v for k, v in PROMPTS.items() if k in PROMPT_NAMES}
 
 
-def test_grading_end_to_end_versioned_and_cached(fake_api, tmp_path):
-    fake_api.handler = fake_model
-    v1, (verdicts, factual, work) = _grade(tmp_path, SEPARATE)
+def test_grading_end_to_end_versioned_and_cached(model_api, tmp_path):
+    be, _, bodies = model_api
+    v1, (verdicts, factual, work) = _grade(tmp_path, SEPARATE, be.grader)
     assert factual == 2 and not any(v["error"] for v in verdicts)
     fams = {(v["family"], v["kind"]) for v in verdicts}
     assert fams >= {("faithfulness", "decomposition"), ("faithfulness", "claim"),
@@ -282,20 +309,20 @@ def test_grading_end_to_end_versioned_and_cached(fake_api, tmp_path):
                     ("citations", "claim")}
     assert all(v["label"] == "SUPPORTED" for v in verdicts
                if v["family"] == "faithfulness" and v["kind"] == "claim")
-    n_first = len(fake_api.calls(MSG))
+    n_first = len(bodies())
     # decompose, verify, reference decompose + verify (correctness), relevance, nuggets,
     # and 2 citation checks
     assert n_first == work["grader_calls"] == 8
 
     # the same again: every judgment from the cache, no HTTP request at all
-    v1b, (verdicts2, _, work2) = _grade(tmp_path, SEPARATE)
-    assert v1b == v1 and len(fake_api.calls(MSG)) == n_first
+    v1b, (verdicts2, _, work2) = _grade(tmp_path, SEPARATE, be.grader)
+    assert v1b == v1 and len(bodies()) == n_first
     assert work2["grader_calls"] == 0 and work2["grader_cache_hits"] == 8
     assert [v.get("label") for v in verdicts2] == [v.get("label") for v in verdicts]
 
     # one word of the verify prompt changed: new versions, cache missed, new requests
     changed = dict(SEPARATE, verify=SEPARATE["verify"].replace("strict, careful", "strict"))
-    v2, (_, _, work3) = _grade(tmp_path, changed)
+    v2, (_, _, work3) = _grade(tmp_path, changed, be.grader)
     for fam in ("faithfulness", "correctness", "citations"):
         assert v2[fam] != v1[fam]
     for fam in ("relevance", "nuggets", "retrieval"):
@@ -303,9 +330,9 @@ def test_grading_end_to_end_versioned_and_cached(fake_api, tmp_path):
     # the faithfulness version covers the decomposition too, so it is judged again, but its
     # request text did not change: the client's cache answers it without a request
     assert work3["grader_calls"] == 6
-    assert len(fake_api.calls(MSG)) == n_first + 4  # faithfulness, correctness, 2 citations
-    new = fake_api.calls(MSG)[n_first:]
-    assert all("You are a strict verifier" in system_text(c["body"]) for c in new)
+    assert len(bodies()) == n_first + 4  # faithfulness, correctness, 2 citations
+    new = bodies()[n_first:]
+    assert all("You are a strict verifier" in system_text(b) for b in new)
 
 
 def _by_family(verdicts):
@@ -314,20 +341,41 @@ def _by_family(verdicts):
     return sorted(json.dumps({k: v.get(k) for k in keep}, sort_keys=True) for v in verdicts)
 
 
-def test_grouped_calls_give_the_separate_calls_verdicts(fake_api, tmp_path):
+def test_grouped_calls_give_the_separate_calls_verdicts(model_api, tmp_path):
     """Batched mode: claims and cited pairs in one call for the context, reference claims,
     nuggets and relevance in one call for the answer; the same verdicts as one call each."""
-    fake_api.handler = fake_model
-    _, (separate, _, work_sep) = _grade(tmp_path / "a", SEPARATE)
-    n_sep = len(fake_api.calls(MSG))
-    vg, (grouped, _, work_g) = _grade(tmp_path / "b", PROMPTS)
-    n_grouped = len(fake_api.calls(MSG)) - n_sep
+    be, _, bodies = model_api
+    _, (separate, _, work_sep) = _grade(tmp_path / "a", SEPARATE, be.grader)
+    n_sep = len(bodies())
+    vg, (grouped, _, work_g) = _grade(tmp_path / "b", PROMPTS, be.grader)
+    n_grouped = len(bodies()) - n_sep
     assert _by_family(grouped) == _by_family(separate)
     assert not any(v["error"] for v in grouped)
     # decompose, context, the reference's decomposition, answer (8 calls separately)
     assert (n_sep, n_grouped) == (8, 4) == (work_sep["grader_calls"], work_g["grader_calls"])
-    cited = [c for c in fake_api.calls(MSG)[n_sep:] if "<cited_sentences>" in user_text(c["body"])]
-    assert len(cited) == 1 and user_text(cited[0]["body"]).count("<sentence index=") == 2
+    cited = [b for b in bodies()[n_sep:] if "<cited_sentences>" in user_text(b)]
+    assert len(cited) == 1 and user_text(cited[0]).count("<sentence index=") == 2
+
+
+@pytest.mark.parametrize("mode", ["json_object", "text"])
+def test_openai_fallback_modes_give_the_json_schema_verdicts(monkeypatch, tmp_path, mode):
+    """Known answer: a server without json_schema (JSON mode only, or neither) gives the
+    same verdicts through the fallback, under versions of their own."""
+    from tests.llm.fake_openai import FakeOpenAI
+
+    with FakeOpenAI(handler=fake_model) as full:
+        fake_openai_env(monkeypatch, full)
+        v_schema, (expected, _, _) = _grade(tmp_path / "a", PROMPTS, "openai")
+    supports = ("json_object",) if mode == "json_object" else ()
+    with FakeOpenAI(handler=fake_model, supports=supports) as srv:
+        fake_openai_env(monkeypatch, srv)
+        v_mode, (got, _, work) = _grade(tmp_path / "b", PROMPTS, "openai",
+                                        structured_output=mode)
+        assert srv.calls() and all("<json_schema>" in json.dumps(c["body"])
+                                   for c in srv.calls())
+    assert not any(v["error"] for v in got) and work["grader_calls"] > 0
+    assert _by_family(got) == _by_family(expected)
+    assert all(v_mode[f] != v_schema[f] for f in ("faithfulness", "nuggets", "relevance"))
 
 
 def test_grouped_prompt_versions_only_their_families():

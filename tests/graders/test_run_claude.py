@@ -1,4 +1,5 @@
-"""End to end: ``raglab run grader=claude`` in a real subprocess against the fake API."""
+"""End to end: ``raglab run grader=claude`` (and ``grader=openai``, ``generator=anthropic``,
+``generator=openai``) in a real subprocess against the fake API of each backend."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from raglab.data.dataset import resolve_path
-from tests.graders.fake_anthropic import TEST_KEY, FakeAnthropic, fake_model, user_text
+from tests.graders.fake_anthropic import FakeAnthropic, fake_model, user_text
+from tests.llm.backends import BACKENDS, Backend
+from tests.llm.fake_openai import as_messages_body
 
 NON_NULL = ("faithfulness", "correctness", "relevance", "vital_nugget_recall",
             "citation_precision", "false_refusal_rate", "false_answer_rate")
@@ -36,21 +41,23 @@ def _env(url: str | None, key: str | None) -> dict[str, str]:
     return env
 
 
-def _run(tmp: Path, run_dir: str, env: dict[str, str], cases: Path) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "raglab.cli", "run", "grader=claude", "tracking=none",
+def _run(tmp: Path, run_dir: str, env: dict[str, str], cases: Path,
+         grader: str = "claude") -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "raglab.cli", "run", f"grader={grader}", "tracking=none",
            f"hydra.run.dir={tmp / run_dir}", f"cache_dir={tmp / 'cache'}",
            f"dataset.cases={cases}", "progress=off"]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
                           cwd=tmp)
 
 
-def test_run_with_claude_grader_end_to_end(tmp_path):
+@pytest.mark.parametrize("be", BACKENDS, ids=lambda b: b.grader)
+def test_run_with_model_grader_end_to_end(tmp_path, be: Backend):
     cases = _subset(tmp_path)
-    with FakeAnthropic(handler=fake_model) as srv:
-        env = _env(srv.url, TEST_KEY)
-        p = _run(tmp_path, "run1", env, cases)
+    with be.server(handler=fake_model) as srv:
+        env = be.env(srv)
+        p = _run(tmp_path, "run1", env, cases, be.grader)
         assert p.returncode == 0, p.stderr[-3000:]
-        first = len(srv.calls("/v1/messages"))
+        first = len(be.requests(srv))
         assert first > 0
         metrics = json.loads((tmp_path / "run1" / "metrics.json").read_text())
         for name in NON_NULL:
@@ -58,17 +65,17 @@ def test_run_with_claude_grader_end_to_end(tmp_path):
         assert metrics["errors"] == 0
         # a judgment is at most one request (none when the client's cache already has it)
         assert 0 < first <= metrics["work"]["grader_calls"]
-        assert all(c["headers"]["authorization"] == f"Bearer {TEST_KEY}"
+        assert all(c["headers"]["authorization"] == f"Bearer {be.key}"
                    for c in srv.calls())
-        assert all("temperature" not in c["body"] for c in srv.calls("/v1/messages"))
+        assert all("temperature" not in c["body"] for c in be.requests(srv))
         usage = metrics["model_usage"]  # summed per run: requests, tokens, cost
         assert usage["requests"] == first and usage["input_tokens"] > 0
         assert usage["cost_usd"] is not None and usage["cost_usd"] > 0
 
         # the same configuration again (new run directory, same cache): no request at all
-        p2 = _run(tmp_path, "run2", env, cases)
+        p2 = _run(tmp_path, "run2", env, cases, be.grader)
         assert p2.returncode == 0, p2.stderr[-3000:]
-        assert len(srv.calls("/v1/messages")) == first
+        assert len(be.requests(srv)) == first
         metrics2 = json.loads((tmp_path / "run2" / "metrics.json").read_text())
         assert metrics2["work"]["grader_calls"] == 0
         assert metrics2["model_usage"]["requests"] == 0 and metrics2["model_usage"]["cost_usd"] == 0
@@ -77,11 +84,14 @@ def test_run_with_claude_grader_end_to_end(tmp_path):
         same = {k: v for k, v in metrics["overall"].items() if not k.startswith("latency")}
         assert {k: metrics2["overall"][k] for k in same} == same
 
-    # the key is in no file raglab wrote, nor in what it printed
+    # the key is in no file raglab wrote, nor in what it printed; nor the server's URL
     for f in tmp_path.rglob("*"):
         if f.is_file():
-            assert TEST_KEY.encode() not in f.read_bytes(), f
-    assert TEST_KEY not in p.stdout + p.stderr + p2.stdout + p2.stderr
+            assert be.key.encode() not in f.read_bytes(), f
+    assert be.key not in p.stdout + p.stderr + p2.stdout + p2.stderr
+    if be.name == "openai":
+        resolved = (tmp_path / "run1" / "config.yaml").read_text()
+        assert "structured_output: json_schema" in resolved and srv.url not in resolved
 
 
 def test_missing_key_fails_before_any_work(tmp_path):
@@ -97,9 +107,11 @@ def test_missing_key_fails_before_any_work(tmp_path):
     assert not (tmp_path / "run" / "metrics.json").exists()
 
 
-def test_anthropic_generator_end_to_end(tmp_path):
-    """generator=anthropic through the same client: the prompt template is rendered, the
-    answer and its [n] citations are recorded, usage and latency too; a rerun is cached."""
+@pytest.mark.parametrize("be", BACKENDS, ids=lambda b: b.generator)
+def test_model_generator_end_to_end(tmp_path, be: Backend):
+    """generator=anthropic|openai through the same client: the prompt template is rendered,
+    the answer and its [n] citations are recorded, usage and latency too; a rerun is
+    cached."""
     cases = _subset(tmp_path, 3, 1)
 
     def model(body):
@@ -107,18 +119,24 @@ def test_anthropic_generator_end_to_end(tmp_path):
             return fake_model(body)
         return "Refunds go back to the card [1]. It takes a while [2]."
 
-    with FakeAnthropic(handler=model) as srv:
-        env = _env(srv.url, TEST_KEY)
-        cmd = [sys.executable, "-m", "raglab.cli", "run", "generator=anthropic", "grader=none",
+    with be.server(handler=model) as srv:
+        env = be.env(srv)
+        cmd = [sys.executable, "-m", "raglab.cli", "run", f"generator={be.generator}",
+               "grader=none",
                "tracking=none", f"hydra.run.dir={tmp_path / 'gen'}",
                f"cache_dir={tmp_path / 'cache'}", f"dataset.cases={cases}", "progress=off"]
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
                            cwd=tmp_path)
         assert p.returncode == 0, p.stderr[-3000:]
-        gen_calls = srv.calls("/v1/messages")
+        gen_calls = be.requests(srv)
         assert len(gen_calls) == 4
         body = gen_calls[0]["body"]
-        assert body["model"] == "claude-sonnet-4-6" and "Question:" in user_text(body)
+        if be.name == "openai":
+            assert body["model"] == "gpt-4.1-mini" and "response_format" not in body
+            body = as_messages_body(body)
+        else:
+            assert body["model"] == "claude-sonnet-4-6"
+        assert "Question:" in user_text(body)
         assert "Passages:" in user_text(body) and "[1]" in user_text(body)
         recs = [json.loads(x)
                 for x in (tmp_path / "gen" / "records.jsonl").read_text().splitlines()]
@@ -129,11 +147,41 @@ def test_anthropic_generator_end_to_end(tmp_path):
             assert out["usage"]["input_tokens"] > 0 and out["latency_ms"]["generate"] >= 0
         m = json.loads((tmp_path / "gen" / "metrics.json").read_text())
         assert m["model_usage"]["requests"] == 4
-        # the generator's own prices (conf/generator/anthropic.yaml) price its usage
+        # the generator's own prices (conf/generator/NAME.yaml) price its usage
         assert m["overall"]["cost_usd_per_query"] > 0
         # the same run again: generation comes from the stage cache, no request
         cmd[cmd.index(f"hydra.run.dir={tmp_path / 'gen'}")] = f"hydra.run.dir={tmp_path / 'gen2'}"
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
                            cwd=tmp_path)
         assert p.returncode == 0, p.stderr[-3000:]
-        assert len(srv.calls("/v1/messages")) == 4
+        assert len(be.requests(srv)) == 4
+
+
+def test_openai_grader_without_key_or_server_fails_before_any_work(tmp_path):
+    cases = _subset(tmp_path, 2, 1)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "OPENAI_"))}
+    p = _run(tmp_path, "run", env, cases, "openai")
+    assert p.returncode != 0
+    err = p.stderr.strip().splitlines()
+    assert len(err) == 1 and "OPENAI_API_KEY" in err[0] and "grader.base_url" in err[0], p.stderr
+    assert not (tmp_path / "run" / "records.jsonl").exists()
+
+
+def test_openai_grader_with_a_local_server_needs_no_key(tmp_path):
+    """A local server (grader.base_url), no OPENAI_API_KEY: a placeholder key is sent."""
+    from tests.llm.backends import OPENAI
+
+    cases = _subset(tmp_path, 1, 0)
+    with OPENAI.server(handler=fake_model) as srv:
+        env = OPENAI.env(srv, key=False)
+        env.pop("OPENAI_BASE_URL")
+        cmd = [sys.executable, "-m", "raglab.cli", "run", "grader=openai", "tracking=none",
+               f"grader.base_url={srv.base_url}", "grader.model=llama3.1",
+               f"hydra.run.dir={tmp_path / 'run'}", f"cache_dir={tmp_path / 'cache'}",
+               f"dataset.cases={cases}", "progress=off"]
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300,
+                           cwd=tmp_path)
+        assert p.returncode == 0, p.stderr[-3000:]
+        calls = OPENAI.requests(srv)
+        assert calls and all(c["body"]["model"] == "llama3.1" for c in calls)
+        assert all(c["headers"]["authorization"] == "Bearer no-key" for c in calls)

@@ -1,0 +1,182 @@
+"""Any OpenAI-compatible server (OpenAI, Azure OpenAI, vLLM, Ollama, llama.cpp's server,
+LM Studio) through the official ``openai`` SDK's Chat Completions (``pip install
+'raglab[openai]'``; imported on first use).
+
+- Endpoint: the request's ``base_url``, else ``OPENAI_BASE_URL``, else OpenAI's (the SDK
+  reads the environment). Key: ``OPENAI_API_KEY`` as the SDK reads it; a local server
+  needs none, so without one a placeholder is sent. raglab never stores, prints or logs it.
+- Structured output, by the ``structured_output`` option: ``json_schema`` (``response_format``
+  ``json_schema``, ``strict``), ``json_object`` (JSON mode; the schema is stated in the system
+  prompt) or ``text`` (no ``response_format``; the schema is stated in the system prompt and
+  the first JSON object of the answer is read). The client validates the object and asks
+  again, up to its bounded format retries, when it is unusable.
+- Transport retries (429 with ``Retry-After``, 5xx, connection errors, timeouts) are the
+  SDK's, with ``max_retries`` and ``timeout`` from the config.
+- Usage: ``prompt_tokens`` (less the cached ones) as ``input_tokens``,
+  ``prompt_tokens_details.cached_tokens`` as ``cache_read_input_tokens``,
+  ``completion_tokens`` as ``output_tokens``.
+- ``mode: batch`` is sent online (raglab does not use OpenAI's Batch API).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from raglab.errors import ConfigError
+from raglab.llm.backends import Backend, CallFailed, Reply, register_backend
+
+EXTRA = "pip install 'raglab[openai]'"
+#: sent as the key when OPENAI_API_KEY is unset (a local server that checks none)
+NO_KEY = "no-key"
+SCHEMA_NOTE = ("Reply with one JSON object and nothing else. It must match this JSON "
+               "schema:\n<json_schema>\n{schema}\n</json_schema>")
+
+
+class OpenAIEndpoint(BaseModel):
+    """Where an OpenAI-compatible server is (part of a component's config schema)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+    base_url: str | None = Field(None, description=(
+        "the server's OpenAI-compatible API root, for example http://localhost:8000/v1; "
+        "null: OPENAI_BASE_URL, else OpenAI's (never part of a metric version)"))
+    token_limit: Literal["max_completion_tokens", "max_tokens"] = Field(
+        "max_completion_tokens", description=(
+            "the request field that carries max_tokens (some older servers know only "
+            "max_tokens)"))
+
+
+class OpenAIOptions(OpenAIEndpoint):
+    """An OpenAI-compatible judge's settings (structured output)."""
+
+    structured_output: Literal["json_schema", "json_object", "text"] = Field(
+        "json_schema", description=(
+            "json_schema: response_format json_schema (strict); json_object: JSON mode, the "
+            "schema stated in the prompt; text: plain text, the schema stated in the prompt "
+            "and the first JSON object read (servers without structured output)"))
+
+
+def endpoint_of(cfg: Any) -> tuple[tuple[str, Any], ...]:
+    """The request ``endpoint`` of a component config with :class:`OpenAIEndpoint`'s fields."""
+    return (("base_url", cfg.base_url),)
+
+
+def options_of(cfg: Any) -> tuple[tuple[str, Any], ...]:
+    """The request ``options`` of a component config (what is sent, so cache-keyed)."""
+    opts: list[tuple[str, Any]] = [("token_limit", cfg.token_limit)]
+    if hasattr(cfg, "structured_output"):
+        opts.append(("structured_output", cfg.structured_output))
+    return tuple(opts)
+
+
+def check_usable(what: str, cfg: Any) -> None:
+    """Fail before any work: the SDK missing, or OpenAI's own API without a key."""
+    require_sdk(what)
+    if not (cfg.base_url or os.environ.get("OPENAI_BASE_URL")
+            or os.environ.get("OPENAI_API_KEY")):
+        raise ConfigError(f"{what} needs OPENAI_API_KEY in the environment for OpenAI's API, "
+                          f"or a server: {what.split('=')[0]}.base_url=URL (or OPENAI_BASE_URL)")
+
+
+def require_sdk(what: str) -> None:
+    try:
+        import openai  # noqa: F401
+    except ImportError:
+        raise ConfigError(f"{what} needs the openai SDK: {EXTRA}") from None
+
+
+def first_json_object(text: str) -> str:
+    """The first JSON object in a text (a model's plain answer around it, a code fence);
+    the text itself when there is none."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start != -1:
+        try:
+            obj, end = decoder.raw_decode(text, start)
+        except ValueError:
+            start = text.find("{", start + 1)
+            continue
+        if isinstance(obj, dict):
+            return text[start:end]
+        start = text.find("{", end)
+    return text
+
+
+@register_backend("openai")
+class OpenAIBackend(Backend):
+    normal_stop = "stop"
+
+    def __init__(self, endpoint: dict[str, Any], timeout_s: float, max_retries: int,
+                 batch_poll_s: float = 30.0) -> None:
+        super().__init__(endpoint, timeout_s, max_retries, batch_poll_s)
+        require_sdk("the openai backend")
+        import openai
+
+        self.errors = (openai.APIError,)
+        kw: dict[str, Any] = {"timeout": timeout_s, "max_retries": max_retries}
+        if self.endpoint.get("base_url"):
+            kw["base_url"] = self.endpoint["base_url"]
+        if not os.environ.get("OPENAI_API_KEY"):
+            kw["api_key"] = NO_KEY  # else the SDK reads the key from the environment
+        self.sdk: Any = openai.AsyncOpenAI(**kw)
+
+    @classmethod
+    def preload(cls) -> None:
+        require_sdk("the openai backend")
+
+    @staticmethod
+    def params(req: Any) -> dict[str, Any]:
+        """The Chat Completions parameters of a request."""
+        opts = dict(req.options)
+        mode = opts.get("structured_output", "json_schema")
+        system = req.system
+        if req.schema is not None and mode != "json_schema":
+            note = SCHEMA_NOTE.format(schema=json.dumps(req.schema, sort_keys=True))
+            system = f"{system}\n\n{note}" if system else note
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "user", "content": req.user}]
+        p: dict[str, Any] = {"model": req.model, "messages": messages,
+                             opts.get("token_limit", "max_completion_tokens"): req.max_tokens}
+        if req.schema is not None and mode == "json_schema":
+            p["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": "raglab_output", "schema": req.schema, "strict": True}}
+        elif req.schema is not None and mode == "json_object":
+            p["response_format"] = {"type": "json_object"}
+        return p
+
+    async def send(self, req: Any) -> Reply:
+        import openai
+
+        params = self.params(req)
+        try:
+            resp = await self.sdk.chat.completions.create(**params)
+        except openai.BadRequestError as e:
+            if "response_format" not in params or "response_format" not in str(e):
+                raise
+            raise CallFailed(f"BadRequestError: {e} (a server without this structured "
+                             "output: set structured_output: json_object or text)") from None
+        choice = resp.choices[0] if resp.choices else None
+        text = (choice.message.content or "") if choice is not None else ""
+        u = resp.usage
+        prompt = int(getattr(u, "prompt_tokens", 0) or 0)
+        details = getattr(u, "prompt_tokens_details", None)
+        cached = int(getattr(details, "cached_tokens", 0) or 0)
+        usage = {"input_tokens": max(0, prompt - cached),
+                 "output_tokens": int(getattr(u, "completion_tokens", 0) or 0),
+                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached}
+        stop = choice.finish_reason if choice is not None else "no choices"
+        if choice is not None and not text and getattr(choice.message, "refusal", None):
+            stop = "refusal"  # a structured output the model declined to give
+        return Reply(text=text, usage=usage, stop_reason=stop)
+
+    def structured_text(self, req: Any, text: str) -> str:
+        if dict(req.options).get("structured_output", "json_schema") == "json_schema":
+            return text
+        return first_json_object(text)
+
+    async def aclose(self) -> None:
+        await self.sdk.close()
