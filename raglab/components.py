@@ -165,6 +165,10 @@ class Grader(Component, Protocol):
     grades: ClassVar[bool] = True
     #: the same inputs always get the same judgment: repeats are never asked
     deterministic: ClassVar[bool] = False
+    #: the version of the grader's own rules, by family (a rule-based grader bumps a
+    #: family's number when its rules change that family's verdicts; a family absent here
+    #: keeps the version it had, so other graders' versions never move with it)
+    rules_versions: ClassVar[dict[str, int]] = {}
 
     @classmethod
     def load_prompts(cls, cfg: Any) -> dict[str, str]:

@@ -273,12 +273,22 @@ class HeuristicGraderCfg(Strict):
         "their mean"))
 
 
+def _stated(answer: str) -> str:
+    """What an answer states: its claims, one sentence each, in order."""
+    claims = claims_of(answer, max_claims=1 << 30, drop_hedges=False)
+    return " ".join(c if c.rstrip()[-1:] in (".", "!", "?") else c.rstrip() + "."
+                    for c in claims)
+
+
 @register("grader", "heuristic", config=HeuristicGraderCfg)
 class HeuristicGrader(Grader):
     """Async interface shared with the Claude grader (see raglab.graders.orchestrate)."""
 
     #: the same inputs always get the same judgment: repeats are never asked (agreement 1)
     deterministic = True
+    #: correctness 2: the answer's refusal clauses are set apart before the reference's
+    #: claims are looked for in it ("no information on X, but Y" states Y)
+    rules_versions = {"correctness": 2}
 
     async def decompose(self, question: str, answer: str) -> list[str]:
         d = self.cfg.decomposition
@@ -286,7 +296,11 @@ class HeuristicGrader(Grader):
 
     async def verify(self, claims: list[str], passages: list[str],
                      family: str) -> list[tuple[str, str | None, int | None]]:
-        """(label, aligned sentence, index of the passage holding it) per claim."""
+        """(label, aligned sentence, index of the passage holding it) per claim. For
+        correctness the passage is the answer: its claims (refusal clauses, headings and
+        citation markers apart, as :func:`decompose` cuts them) are what it states."""
+        if family == "correctness":
+            passages = [_stated(p) for p in passages]
         windows = context_windows(passages)
         passage_of: dict[str, int] = {}
         for w in windows:

@@ -65,6 +65,7 @@ def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) 
     spec.pop("base_url", None)  # where a judge is served, not which judge
     spec.pop("token_limit", None)  # the request field carrying max_tokens, not its value
     grouped = grouped_prompts(grader_cfg, prompts)
+    rules = _rules_versions(grader_cfg)
     out: dict[str, str] = {}
     for fam in FAMILIES:
         if fam not in GRADED_FAMILIES:  # computed by rules: their settings, no grader
@@ -72,8 +73,20 @@ def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) 
                                    metrics_cfg.fuzzy_threshold, length=12)
             continue
         texts = family_prompt_texts(fam, prompts, grouped)
-        out[fam] = content_key(fam, CODE_VERSIONS[fam], PARSER_VERSION, spec, texts, length=12)
+        extra = ("rules", rules[fam]) if fam in rules else ()
+        out[fam] = content_key(fam, CODE_VERSIONS[fam], PARSER_VERSION, spec, texts, *extra,
+                               length=12)
     return out
+
+
+def _rules_versions(grader_cfg: Any) -> dict[str, int]:
+    """The grader's ``rules_versions`` (raglab.components.Grader), if it has any."""
+    from raglab.registry import entry
+
+    name = getattr(grader_cfg, "name", None)
+    if not isinstance(name, str):
+        return {}
+    return dict(getattr(entry("grader", name).factory, "rules_versions", None) or {})
 
 
 def diagnosis_version(diagnosis_cfg: Any) -> str:

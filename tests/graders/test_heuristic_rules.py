@@ -303,3 +303,47 @@ def test_claude_nugget_prompt_gives_partial_for_implied_or_incomplete_nuggets():
     assert "merely implies" not in text
     partial = next(line for line in text.splitlines() if line.startswith("- PARTIAL"))
     assert "implie" in partial and "incomplete" in partial
+
+
+def test_a_partial_refusal_gets_correctness_credit_for_the_fact_it_states():
+    """Issue: "There is no information on the discount, but the Pro plan costs 20 EUR per
+    month." scored correctness 0 against "The Pro plan costs 20 EUR per month." (the
+    refusal clause's negation counted against the claim); the same fact after a ';' or in
+    its own sentence scored 1. Real contradictions stay CONTRADICTED."""
+    import asyncio
+
+    from raglab.graders.heuristic import HeuristicGrader, HeuristicGraderCfg
+
+    g = HeuristicGrader(HeuristicGraderCfg(name="heuristic"))
+    ref = ["The Pro plan costs 20 EUR per month."]
+
+    def label(answer: str) -> str:
+        return asyncio.run(g.verify(ref, [answer], "correctness"))[0][0]
+
+    assert label("There is no information on the discount, but the Pro plan costs 20 EUR "
+                 "per month.") == "SUPPORTED"
+    assert label("There is no information on the discount; the Pro plan costs 20 EUR per "
+                 "month.") == "SUPPORTED"
+    assert label("No discount is known. The Pro plan costs 20 EUR per month.") == "SUPPORTED"
+    assert label("The Pro plan does not cost 20 EUR per month.") == "CONTRADICTED"
+    assert label("The Pro plan costs 30 EUR per month.") == "CONTRADICTED"
+    assert label("I don't know based on the available documents.") == "NOT_FOUND"
+
+
+def test_the_heuristic_correctness_rules_have_a_version_of_their_own(monkeypatch):
+    """Its correctness version moved with the rules (rules_versions); every other family's,
+    and the Claude grader's, stayed as they were."""
+    from raglab.commands.compose import compose_config
+    from raglab.config import parse_run_config
+    from raglab.graders.heuristic import HeuristicGrader
+    from raglab.graders.spec import family_versions
+
+    def versions(*overrides):
+        cfg = parse_run_config(compose_config(list(overrides)))
+        return family_versions(cfg.grader, {}, cfg.metrics)
+
+    now, claude = versions(), versions("grader=claude")
+    monkeypatch.setattr(HeuristicGrader, "rules_versions", {})
+    before = versions()
+    assert [f for f in now if now[f] != before[f]] == ["correctness"]
+    assert versions("grader=claude") == claude
