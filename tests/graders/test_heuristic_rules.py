@@ -328,6 +328,8 @@ def test_a_partial_refusal_gets_correctness_credit_for_the_fact_it_states():
     assert label("The Pro plan does not cost 20 EUR per month.") == "CONTRADICTED"
     assert label("The Pro plan costs 30 EUR per month.") == "CONTRADICTED"
     assert label("I don't know based on the available documents.") == "NOT_FOUND"
+    # a citation marker is not a number the answer states (it was: "[20]" supported 20 EUR)
+    assert label("The Pro plan costs 25 EUR per month. [20]") == "CONTRADICTED"
 
 
 def test_the_heuristic_correctness_rules_have_a_version_of_their_own(monkeypatch):
