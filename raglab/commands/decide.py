@@ -12,7 +12,8 @@ from raglab.commands.compare import add_pairing_options
 
 DESCRIPTION = """Compare a candidate run with a baseline run (run directories or MLflow run
 ids) and apply a predeclared gate set (conf/gates/NAME.yaml, or gates=PATH.yaml; change one
-field with gates.FIELD=VALUE). Writes decision-DATE-NAME.md and .json into the study folder.
+field with gates.FIELD=VALUE, add one with +gates.FIELD=VALUE, e.g.
++gates.min_kappa.faithfulness=0.6). Writes decision-DATE-NAME.md and .json into the study folder.
 Exit 0 GO, 1 NO-GO, 2 usage or input error, 3 metric versions differ."""
 
 EPILOG = """examples:
@@ -42,12 +43,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def split_gate_args(argv: list[str]) -> tuple[str, list[str], list[str]]:
-    """``gates=NAME`` and ``gates.FIELD=VALUE`` tokens apart from the rest."""
+    """``gates=NAME`` and ``gates.FIELD=VALUE`` (``+gates.FIELD=VALUE`` adds a field the
+    set does not have, e.g. ``+gates.min_kappa.faithfulness=0.6``) tokens apart from the
+    rest."""
     name, overrides, rest = "default", [], []
     for tok in argv:
         if tok.startswith("gates="):
             name = tok.split("=", 1)[1]
-        elif tok.startswith("gates.") and "=" in tok:
+        elif tok.startswith(("gates.", "+gates.")) and "=" in tok:
             overrides.append(tok)
         else:
             rest.append(tok)
@@ -89,9 +92,17 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     from raglab.commands.common import write_outputs
     from raglab.commands.compare import settings
     from raglab.compare.comparison import compare_runs, load_run
-    from raglab.compare.decide import GO, build_record, evaluate_gates, render_record, run_means
+    from raglab.compare.decide import (
+        GO,
+        build_record,
+        calibration_checks,
+        evaluate_gates,
+        render_record,
+        run_means,
+    )
     from raglab.compare.gates import load_gate_set
     from raglab.compare.load import safe_name
+    from raglab.compare.trust import attach
     from raglab.data.io import json_text
     from raglab.errors import UserError
 
@@ -108,7 +119,10 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     comp = compare_runs(base, cand, cfg, allow_case_mismatch=args.allow_case_mismatch,
                         allow_version_mismatch=args.allow_version_mismatch,
                         allow_incomplete=args.allow_incomplete)
+    attach(comp, args.uri)  # each graded family's calibration (docs/calibration.md)
     results = evaluate_gates(comp.rows, gates, run_means(base.metrics, cand.metrics))
+    results += calibration_checks(gates, results, comp.calibration,
+                                  comp.versions.get("candidate"))
     date = datetime.date.today().isoformat()
     name = safe_name(args.name or name_of_set)
     question = args.question or study_question(study)
