@@ -12,10 +12,10 @@ is checked overall and, with ``slices: critical``, on each critical slice; each 
   applies in one run only (no paired case; a ``max``/``min`` bound then reads the
   candidate's own mean), or the rule does not hold (see raglab.compare.gates).
 
-:func:`calibration_checks` adds one check per family of the gate set's ``min_kappa``,
-from the latest calibration of the candidate's grader version of that family
-(:mod:`raglab.compare.trust`): ``n/a`` when no gate of the family applied, ``fail`` when the
-version is uncalibrated or its kappa is below the minimum.
+:func:`raglab.compare.kappa.calibration_checks` adds one check per family of the gate
+set's ``min_kappa``, from the latest calibration of the candidate's grader version of that
+family (:mod:`raglab.compare.trust`): ``n/a`` when no gate of the family applied, ``fail``
+when the version is uncalibrated or its kappa is below the minimum.
 
 The decision is GO when no check fails and at least one gate check passed, else NO-GO.
 """
@@ -25,13 +25,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from raglab.compare.gates import Gate, GateSet
-from raglab.metrics.catalog import GRADED_FAMILIES, family_of
+from raglab.compare.gates import FAIL, GO, NA, NO_GO, PASS, Gate, GateSet
+from raglab.compare.kappa import MIN_KAPPA, gated_families, judge_lines
 from raglab.metrics.diagnosis import CAUSES
 from raglab.stats import PairedStat, non_inferior, significantly_worse
-
-PASS, FAIL, NA = "pass", "fail", "n/a"
-GO, NO_GO = "GO", "NO-GO"
 
 
 def _slice_of(row: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -191,73 +188,12 @@ def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
     return results
 
 
-MIN_KAPPA = "min_kappa"
-_ROW_VALUES = ("baseline", "candidate", "delta", "ci_low", "ci_high", "p_value", "p_adjusted",
-               "n")
-
-
-def kappa_text(entry: Mapping[str, Any] | None) -> str:
-    """``kappa 0.412 [0.310, 0.520] (157 claim labels, sha256 1a2b3c4d5e6f)`` or
-    ``uncalibrated``."""
-    if not entry or not entry.get("calibrated", True):
-        return "uncalibrated"
-    k, lo, hi = entry.get("kappa"), entry.get("ci_low"), entry.get("ci_high")
-    what = (f"({entry.get('n')} {entry.get('labels_kind')} labels, sha256 "
-            f"{str(entry.get('labels_sha256') or 'n/a')[:12]})")
-    if k is None:
-        return f"kappa n/a {what}"
-    ci = f" [{lo:.3f}, {hi:.3f}]" if lo is not None and hi is not None else ""
-    return f"kappa {k:.3f}{ci} {what}"
-
-
-def calibration_checks(gates: GateSet, results: Sequence[Mapping[str, Any]],
-                       calibration: Mapping[str, Mapping[str, Any]],
-                       versions: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """One check per family of ``gates.min_kappa`` (module docstring). ``results``: the gate
-    checks (:func:`evaluate_gates`); ``calibration``: ``{family: {"candidate": entry}}``
-    (:func:`raglab.compare.trust.calibrations`); ``versions``: the candidate's metric
-    versions (for a family no calibration was looked up for)."""
-    read = {family_of(g.metric) for g in gates.gates}
-    applied = {family_of(r["metric"]) for r in results
-               if r.get("metric") and r["status"] != NA}
-    out = []
-    for fam, least in gates.min_kappa.items():
-        entry = (calibration.get(fam) or {}).get("candidate") or \
-            {"version": (versions or {}).get(fam), "calibrated": False}
-        version = entry.get("version")
-        kappa = entry.get("kappa") if entry.get("calibrated", True) else None
-        if fam not in read:
-            status, reason = NA, f"no gate of this set reads a {fam} metric"
-        elif fam not in applied:
-            status, reason = NA, f"no {fam} gate applied"
-        elif not entry.get("calibrated", True):
-            status, reason = FAIL, (f"{fam}: grader version {version} is uncalibrated "
-                                    "(run raglab calibrate with this grader)")
-        elif kappa is None:
-            status, reason = FAIL, f"{fam}: {kappa_text(entry)}, below {least:g}"
-        elif kappa < least:
-            status, reason = FAIL, f"{fam}: {kappa_text(entry)} < {least:g}"
-        else:
-            status, reason = PASS, f"{fam}: {kappa_text(entry)} >= {least:g}"
-        out.append({"gate": f"{fam} judge kappa", "index": None, "metric": None,
-                    "family": fam, "rule": MIN_KAPPA, "slice": None,
-                    "requirement": f"kappa >= {least:g}", **dict.fromkeys(_ROW_VALUES),
-                    "version": version, "kappa": kappa, "status": status, "reason": reason})
-    return out
-
-
 def decision_of(results: Sequence[Mapping[str, Any]]) -> str:
     """GO when no check failed and at least one gate check (not a ``min_kappa`` one)
     passed; else NO-GO."""
     statuses = {r["status"] for r in results}
     passed = any(r["status"] == PASS and r.get("rule") != MIN_KAPPA for r in results)
     return GO if FAIL not in statuses and passed else NO_GO
-
-
-def gated_families(gates: GateSet) -> list[str]:
-    """The graded families a gate of the set reads, in gate order."""
-    fams = [family_of(g.metric) for g in gates.gates]
-    return [f for f in dict.fromkeys(fams) if f in GRADED_FAMILIES]
 
 
 # ---- the decision record --------------------------------------------------------------------
@@ -380,38 +316,6 @@ def _diag(d: Any) -> str:
     return str(d)
 
 
-def _yes_no(value: Any) -> str:
-    return "not recorded" if value is None else ("YES" if value else "no")
-
-
-def _judge_lines(rec: Mapping[str, Any]) -> list[str]:
-    """The decision record's judges: self-grading, and each gated family's calibration."""
-    sg = rec.get("self_graded") or {}
-    lines = ["## Judges", ""]
-    lines += _table(["", "baseline", "candidate"],
-                    [["self-graded (grader's model is the system's)",
-                      _yes_no(sg.get("baseline")), _yes_no(sg.get("candidate"))]])
-    cal = rec.get("calibration") or {}
-    if not cal:
-        return lines + ["", "(no gate reads a graded family)"]
-    least = ((rec.get("gates") or {}).get("set") or {}).get("min_kappa") or {}
-    checks = {r.get("family"): r for r in rec["results"] if r.get("rule") == MIN_KAPPA}
-    rows = []
-    for fam, roles in cal.items():
-        c, b = roles.get("candidate") or {}, roles.get("baseline") or {}
-        check = checks.get(fam)
-        rows.append([fam, c.get("version") or "n/a", kappa_text(c),
-                     (b.get("version") or "n/a") if b.get("version") != c.get("version")
-                     else "same", c.get("created") or "",
-                     f"{least[fam]:g}" if fam in least else "-",
-                     check["status"].upper() if check else "-"])
-    lines += ["", "Latest calibration (`raglab calibrate`) of the candidate's grader version "
-              "of each gated family:", ""]
-    lines += _table(["family", "version", "calibration", "baseline version", "calibrated",
-                     "min kappa", "result"], rows)
-    return lines
-
-
 def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
     """The decision record as Markdown (``decision-DATE-NAME.md``)."""
     b, c = rec["baseline"], rec["candidate"]
@@ -449,7 +353,7 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
                     [[r["gate"], _slice_label(r["slice"]), r["requirement"], _fmt(r["baseline"]),
                       _fmt(r["candidate"]), _signed(r["delta"]), _ci(r), _fmt(r["p_adjusted"]),
                       _fmt(r["n"]), r["status"].upper(), r["reason"]] for r in rec["results"]])
-    lines += ["", *_judge_lines(rec)]
+    lines += ["", *judge_lines(rec)]
     lines += ["", "## Metric versions", ""]
     vb = (rec["metric_versions"] or {}).get("baseline") or b["metric_versions"]
     vc = (rec["metric_versions"] or {}).get("candidate") or c["metric_versions"]

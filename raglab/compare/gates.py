@@ -45,6 +45,9 @@ from raglab.errors import UserError
 from raglab.metrics.catalog import CALIBRATED_BY, FAMILIES, spec_of
 
 Rule = Literal["non_inferior", "not_worse", "bound"]
+#: what a check of a gate is, and what the decision is (raglab.compare.decide)
+PASS, FAIL, NA = "pass", "fail", "n/a"
+GO, NO_GO = "GO", "NO-GO"
 _BOUNDS = ("max", "min", "max_increase", "max_decrease")
 
 
