@@ -19,6 +19,9 @@ Exit 0 GO, 1 NO-GO, 2 usage or input error, 3 metric versions differ."""
 EPILOG = """examples:
   raglab decide outputs/k3 outputs/k5 gates=default --study experiments/chunk_k
   raglab decide 0f3c...e1 9a1b...77 gates=ci/gates.yaml --uri sqlite:///mlflow.db
+  raglab decide outputs/k3 outputs/k5 gates=default +gates.min_kappa.faithfulness=0.6
+the record shows each gated family's latest calibration (raglab calibrate) and whether a run
+was self-graded; min_kappa makes an uncalibrated or lower-kappa judge NO-GO.
 compare options (--set, --adjust, --allow-*) work as in `raglab compare`; the intervals'
 confidence and the significance level come from the gate set's `confidence`."""
 

@@ -213,3 +213,20 @@ def test_compare_shows_every_graded_family_calibration(runs, tmp_path):
     assert "kappa 0.35 [" in proc.stdout  # the terminal's version lines
     html = (out / "compare.html").read_text()
     assert "Calibration of the graded families" in html and sha in html
+
+
+def test_a_calibration_in_the_tracking_store_is_found_with_uri(runs, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    proc = run_cli("calibrate", f"tracking.uri={uri}", f"cache_dir={tmp_path / 'elsewhere'}",
+                   f"hydra.run.dir={tmp_path / 'cal'}", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    gates = _gates(tmp_path, {"faithfulness": 0.3})
+    # the runs' own cache_dir has no record: uncalibrated without the store, found with it
+    proc, rec, _ = _decide(runs, tmp_path, gates, "bare_base", "bare_same")
+    assert proc.returncode == 1 and _check(rec, "faithfulness")["status"] == "fail"
+    proc, rec, md = _decide(runs, tmp_path, gates, "bare_base", "bare_same", "--uri", uri)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cal = rec["calibration"]["faithfulness"]["candidate"]
+    assert cal["calibrated"] and cal["mlflow_run_id"] and cal["created"]
+    assert cal["labels_sha256"] == runs["calibration"]["labels"]["sha256"] and cal["n"] == 157
+    assert cal["kappa"] == pytest.approx(runs["calibration"]["claims"]["kappa"])
