@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from raglab.compare.gates import FAIL, NA, PASS, GateSet
+from raglab.compare.trust import entry_cells
 from raglab.metrics.catalog import GRADED_FAMILIES, family_of
 from raglab.report.summary import md_table
 
@@ -99,13 +100,12 @@ def judge_lines(rec: Mapping[str, Any]) -> list[str]:
     for fam, roles in cal.items():
         c, b = roles.get("candidate") or {}, roles.get("baseline") or {}
         check = checks.get(fam)
-        rows.append([fam, c.get("version") or "n/a", kappa_text(c),
+        rows.append([fam, *entry_cells(c),
                      (b.get("version") or "n/a") if b.get("version") != c.get("version")
-                     else "same", c.get("created") or "",
-                     f"{least[fam]:g}" if fam in least else "-",
+                     else "same", f"{least[fam]:g}" if fam in least else "-",
                      check["status"].upper() if check else "-"])
     lines += ["", "Latest calibration (`raglab calibrate`) of the candidate's grader version "
               "of each gated family:", ""]
-    lines += md_table(["family", "version", "calibration", "baseline version", "calibrated",
-                     "min kappa", "result"], rows)
+    lines += md_table(["family", "version", "kappa [95% CI]", "labels", "labels sha256",
+                       "calibrated", "baseline version", "min kappa", "result"], rows)
     return lines
