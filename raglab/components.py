@@ -12,8 +12,10 @@ or a classmethod), so code outside a component asks it by attribute, never by it
 
 Optional behaviour, on every group: ``uses_llm`` (the component calls a model through the
 run's one LLM client), ``preflight(run_cfg)`` (checks before any work: keys, extras,
-files) and ``llm_settings(cfg, run_cfg)`` (the client's settings when this component owns
-the client). Group-specific ones are documented with each protocol.
+files), ``llm_settings(cfg, run_cfg)`` (the client's settings when this component owns
+the client) and ``model_id(cfg)`` (the model it calls: by default its config's ``model``
+when it uses an LLM, else None; the judge-is-the-generator check compares these).
+Group-specific ones are documented with each protocol.
 """
 
 from __future__ import annotations
@@ -90,6 +92,13 @@ class Component(Protocol):
     def llm_settings(cls, cfg: Any, run_cfg: Any) -> dict[str, Any]:
         """The LLM client's settings when this component owns the run's client."""
         raise NotImplementedError(f"{cls.__name__} calls no model")
+
+    @classmethod
+    def model_id(cls, cfg: Any) -> str | None:
+        """The model this component calls, as its config names it (any backend: the same
+        string is the same model), or None when it calls none."""
+        model = getattr(cfg, "model", None) if cls.uses_llm else None
+        return model if isinstance(model, str) and model else None
 
 
 @runtime_checkable

@@ -3,8 +3,11 @@ next to each family's version (``lookup(versions, cache_dir)``).
 
 Every ``raglab calibrate`` appends one record to ``<cache_dir>/calibration/records.jsonl``
 (and logs the same figures to MLflow, experiment ``raglab-calibration``, tagged with each
-family's version). Claim labels calibrate the families whose verdicts are claim
-verifications (faithfulness, citations, correctness); nugget labels calibrate nuggets.
+family's version and the labels' sha256). :func:`latest` finds the latest calibration of
+each family version (what ``raglab compare`` shows and ``raglab decide`` gates on with a
+gate set's ``min_kappa``), :func:`lookup` says it in words. Claim labels calibrate the
+families whose verdicts are claim verifications (faithfulness, citations, correctness);
+nugget labels calibrate nuggets.
 Since a family's version hashes the grader's model, prompts and settings, changing one word
 of a prompt gives a new version, which no record names: "uncalibrated" until re-checked.
 """
@@ -63,22 +66,29 @@ def record_of(doc: dict[str, Any], run_dir: str, mlflow_run_id: str | None) -> d
             "run_dir": run_dir, "mlflow_run_id": mlflow_run_id}
 
 
-def _text(rec: dict[str, Any], section: str) -> str:
-    s = rec[section]
-    if s.get("kappa") is None:
-        return f"kappa n/a ({s['n']} {section[:-1]} labels)"
-    return (f"kappa {s['kappa']:.2f} [{s['ci_low']:.2f}, {s['ci_high']:.2f}] "
-            f"({s['n']} {section[:-1]} labels)")
+def _entry(rec: dict[str, Any], family: str, version: str) -> dict[str, Any]:
+    """What a comparison or a decision shows of a record, for one family's version."""
+    section = CALIBRATED_BY[family]
+    s = rec.get(section) or {}
+    labels = rec.get("labels") or {}
+    return {"version": version, "labels_kind": section[:-1], "kappa": s.get("kappa"),
+            "ci_low": s.get("ci_low"), "ci_high": s.get("ci_high"), "n": s.get("n"),
+            "labels": labels.get("path"), "labels_sha256": labels.get("sha256"),
+            "created": rec.get("created"), "grader": rec.get("grader"),
+            "run_dir": rec.get("run_dir"), "mlflow_run_id": rec.get("mlflow_run_id")}
 
 
-def lookup(versions: dict[str, str], cache_dir: str | Path | None = None,
+def latest(versions: dict[str, str], cache_dir: str | Path | None = None,
            tracked: Callable[[dict[str, str], dict[str, str]], dict[str, Any]] | None = None
-           ) -> dict[str, str]:
-    """``{family: text}`` for every family of ``versions``: the latest calibration of that
-    family's version ("kappa 0.41 [0.31, 0.52] (157 claim labels)"), "uncalibrated", or
-    "not graded" (retrieval, diagnosis). Looks in ``cache_dir`` first; then, for families still
-    uncalibrated, asks ``tracked(missing versions, CALIBRATED_BY)`` (the tracking store's
-    records: :func:`tracked_lookup` makes one for an MLflow URI)."""
+           ) -> dict[str, dict[str, Any] | None]:
+    """``{family: calibration or None}`` for every graded family of ``versions``: the
+    latest calibration of that family's version (:func:`_entry`: kappa, its interval, the
+    number and sha256 of the labels, when and where), None when it has none (relevance and
+    abstention have no labels kind: always None). Looks in ``cache_dir``'s records first
+    (the last record of a version wins); then, for versions still uncalibrated, asks
+    ``tracked(missing versions, CALIBRATED_BY)`` (the tracking store's records:
+    :func:`raglab.tracking.standalone.calibration_finder` makes one for an MLflow URI; an
+    unreachable store finds nothing)."""
     found: dict[str, dict[str, Any]] = {}
     if cache_dir is not None:
         for rec in read_records(cache_dir):  # later records win
@@ -91,15 +101,31 @@ def lookup(versions: dict[str, str], cache_dir: str | Path | None = None,
             found.update(tracked(missing, CALIBRATED_BY))
         except Exception:  # noqa: BLE001 - an unreachable store must not fail a summary
             pass
-    out: dict[str, str] = {}
-    for fam in versions:
-        if fam in NOT_GRADED:
-            out[fam] = "not graded"
-        elif fam in found:
-            out[fam] = _text(found[fam], CALIBRATED_BY[fam])
-        else:
-            out[fam] = "uncalibrated"
-    return out
+    return {fam: _entry(found[fam], fam, versions[fam]) if fam in found else None
+            for fam in versions if fam not in NOT_GRADED}
+
+
+def short_text(entry: dict[str, Any] | None) -> str:
+    """``kappa 0.41 [0.31, 0.52] (157 claim labels)``, or ``uncalibrated``."""
+    if entry is None or entry.get("calibrated") is False:
+        return "uncalibrated"
+    what = f"({entry['n']} {entry['labels_kind']} labels)"
+    if entry.get("kappa") is None:
+        return f"kappa n/a {what}"
+    if entry.get("ci_low") is None or entry.get("ci_high") is None:
+        return f"kappa {entry['kappa']:.2f} {what}"
+    return f"kappa {entry['kappa']:.2f} [{entry['ci_low']:.2f}, {entry['ci_high']:.2f}] {what}"
+
+
+def lookup(versions: dict[str, str], cache_dir: str | Path | None = None,
+           tracked: Callable[[dict[str, str], dict[str, str]], dict[str, Any]] | None = None
+           ) -> dict[str, str]:
+    """``{family: text}`` for every family of ``versions``: the latest calibration of that
+    family's version ("kappa 0.41 [0.31, 0.52] (157 claim labels)", :func:`latest`),
+    "uncalibrated", or "not graded" (retrieval, diagnosis)."""
+    entries = latest(versions, cache_dir, tracked)
+    return {fam: short_text(entries[fam]) if fam in entries else "not graded"
+            for fam in versions}
 
 
 def versions_table(records: list[dict[str, Any]]) -> str:
@@ -142,13 +168,18 @@ def versions_table(records: list[dict[str, Any]]) -> str:
 
 
 def version_lines(baseline: dict[str, str], candidate: dict[str, str],
-                  cache_dir: str | Path | None, tracked: Any = None) -> list[str]:
-    """Terminal lines of a comparison: each family's version(s) and their calibration."""
+                  cache_dir: str | Path | None, tracked: Any = None,
+                  texts: tuple[dict[str, str], dict[str, str]] | None = None) -> list[str]:
+    """Terminal lines of a comparison: each family's version(s) and their calibration
+    (``texts``: each run's :func:`lookup`, when the caller has them)."""
     fams = list(dict.fromkeys([*candidate, *baseline]))
     if not fams:
         return []
-    tb = lookup(baseline, cache_dir, tracked)
-    tc = lookup(candidate, cache_dir, tracked) if candidate != baseline else tb
+    if texts is not None:
+        tb, tc = texts
+    else:
+        tb = lookup(baseline, cache_dir, tracked)
+        tc = lookup(candidate, cache_dir, tracked) if candidate != baseline else tb
     w = max(len(f) for f in fams)
     out = ["  metric versions (calibration):"]
     for f in fams:

@@ -20,8 +20,9 @@ default) and reports, for claims and nuggets: Cohen's kappa (and quadratic-weigh
 for nuggets), accuracy, per-label precision and recall, the confusion matrix and leniency,
 with seeded bootstrap 95% intervals. Writes calibration.json and calibration.md into its
 run directory (hydra.run.dir, default outputs/calibrate/DATE/TIME), stores a record keyed
-by each family's metric version in cache_dir (shown by `raglab run` next to the versions),
-and logs to MLflow (experiment raglab-calibration; tracking=none skips it).
+by each family's metric version in cache_dir (shown by `raglab run` next to the versions,
+by `raglab compare` and `raglab decide`, which a gate set's min_kappa gates on), and logs
+to MLflow (experiment raglab-calibration; tracking=none skips it).
 
   repeats=N (or grader.repeats=N)  N independent judgments per label: self-consistency
                                    (Fleiss' kappa, share of items where all repeats agree)

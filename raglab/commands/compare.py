@@ -48,7 +48,8 @@ def add_pairing_options(ap: argparse.ArgumentParser, *, set_help: str, case_help
     adjustment, compare settings and the three refusals that can be overridden (each
     command says in its own words what the override does)."""
     ap.add_argument("--uri", default=None, metavar="URI", help="MLflow tracking URI for run "
-                    "ids (default: sqlite:///mlflow.db in the current directory)")
+                    "ids (default: sqlite:///mlflow.db in the current directory); also where "
+                    "calibrations are looked for when a run directory's cache_dir has none")
     ap.add_argument("--adjust", choices=("holm", "bh"), help="p-value adjustment across the "
                     "metric x slice family (default: holm)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help=set_help)
@@ -121,6 +122,7 @@ def default_out(base, cand) -> Path:
 def run_pair(args, cfg) -> None:
     from raglab.compare.comparison import compare_runs, load_run
     from raglab.compare.render import render_html, render_md, render_terminal
+    from raglab.compare.trust import attach
     from raglab.data.io import json_text
 
     base = load_run(args.runs[0], args.uri)
@@ -128,6 +130,7 @@ def run_pair(args, cfg) -> None:
     comp = compare_runs(base, cand, cfg, allow_case_mismatch=args.allow_case_mismatch,
                         allow_version_mismatch=args.allow_version_mismatch,
                         allow_incomplete=args.allow_incomplete)
+    attach(comp, args.uri)  # each graded family's calibration (docs/calibration.md)
     files = {"compare.md": render_md(comp), "compare.html": render_html(comp),
              "compare.json": json_text(comp.to_json(), indent=1)}
     out = (args.out or default_out(base, cand)).resolve()

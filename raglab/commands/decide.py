@@ -12,12 +12,16 @@ from raglab.commands.compare import add_pairing_options
 
 DESCRIPTION = """Compare a candidate run with a baseline run (run directories or MLflow run
 ids) and apply a predeclared gate set (conf/gates/NAME.yaml, or gates=PATH.yaml; change one
-field with gates.FIELD=VALUE). Writes decision-DATE-NAME.md and .json into the study folder.
+field with gates.FIELD=VALUE, add one with +gates.FIELD=VALUE, e.g.
++gates.min_kappa.faithfulness=0.6). Writes decision-DATE-NAME.md and .json into the study folder.
 Exit 0 GO, 1 NO-GO, 2 usage or input error, 3 metric versions differ."""
 
 EPILOG = """examples:
   raglab decide outputs/k3 outputs/k5 gates=default --study experiments/chunk_k
   raglab decide 0f3c...e1 9a1b...77 gates=ci/gates.yaml --uri sqlite:///mlflow.db
+  raglab decide outputs/k3 outputs/k5 gates=default +gates.min_kappa.faithfulness=0.6
+the record shows each gated family's latest calibration (raglab calibrate) and whether a run
+was self-graded; min_kappa makes an uncalibrated or lower-kappa judge NO-GO.
 compare options (--set, --adjust, --allow-*) work as in `raglab compare`; the intervals'
 confidence and the significance level come from the gate set's `confidence`."""
 
@@ -42,12 +46,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def split_gate_args(argv: list[str]) -> tuple[str, list[str], list[str]]:
-    """``gates=NAME`` and ``gates.FIELD=VALUE`` tokens apart from the rest."""
+    """``gates=NAME`` and ``gates.FIELD=VALUE`` (``+gates.FIELD=VALUE`` adds a field the
+    set does not have, e.g. ``+gates.min_kappa.faithfulness=0.6``) tokens apart from the
+    rest."""
     name, overrides, rest = "default", [], []
     for tok in argv:
         if tok.startswith("gates="):
             name = tok.split("=", 1)[1]
-        elif tok.startswith("gates.") and "=" in tok:
+        elif tok.startswith(("gates.", "+gates.")) and "=" in tok:
             overrides.append(tok)
         else:
             rest.append(tok)
@@ -91,7 +97,9 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     from raglab.compare.comparison import compare_runs, load_run
     from raglab.compare.decide import GO, build_record, evaluate_gates, render_record, run_means
     from raglab.compare.gates import load_gate_set
+    from raglab.compare.kappa import calibration_checks
     from raglab.compare.load import safe_name
+    from raglab.compare.trust import attach
     from raglab.data.io import json_text
     from raglab.errors import UserError
 
@@ -108,7 +116,10 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     comp = compare_runs(base, cand, cfg, allow_case_mismatch=args.allow_case_mismatch,
                         allow_version_mismatch=args.allow_version_mismatch,
                         allow_incomplete=args.allow_incomplete)
+    attach(comp, args.uri)  # each graded family's calibration (docs/calibration.md)
     results = evaluate_gates(comp.rows, gates, run_means(base.metrics, cand.metrics))
+    results += calibration_checks(gates, results, comp.calibration,
+                                  comp.versions.get("candidate"))
     date = datetime.date.today().isoformat()
     name = safe_name(args.name or name_of_set)
     question = args.question or study_question(study)

@@ -14,6 +14,7 @@ from typing import Any
 
 from raglab.compare.config import CompareCfg
 from raglab.compare.load import RunSource, load_run, questions
+from raglab.compare.trust import self_graded, self_graded_warnings
 from raglab.errors import UserError
 from raglab.metrics.aggregate import slice_keys
 from raglab.metrics.catalog import HEADLINE, family_of, spec_of
@@ -45,6 +46,8 @@ class Comparison:
     slices: list[dict] = field(default_factory=list)     # [{key, value, n, small}]
     metrics: dict = field(default_factory=dict)          # name -> {family, direction, kind}
     grader_noise: dict = field(default_factory=dict)     # metric -> noise of its delta
+    #: family -> {baseline, candidate}: its grader version's latest calibration (compare.trust)
+    calibration: dict = field(default_factory=dict)
     _index: dict | None = field(default=None, repr=False)
 
     def _position(self, metric: str, slice: tuple[str, str] | None) -> int | None:
@@ -69,13 +72,14 @@ class Comparison:
         def run(src: RunSource) -> dict:
             return {"label": src.label, "ref": src.ref, "run_dir": str(src.run_dir)
                     if src.mlflow_run_id is None else None,
-                    "mlflow_run_id": src.mlflow_run_id, "n_records": len(src.by_id())}
+                    "mlflow_run_id": src.mlflow_run_id, "n_records": len(src.by_id()),
+                    "self_graded": self_graded(src)}
 
         return {"baseline": run(self.baseline), "candidate": run(self.candidate),
                 "settings": self.settings, "warnings": self.warnings,
                 "versions": self.versions, "metrics": self.metrics, "slices": self.slices,
                 "rows": self.rows, "flipped": self.flipped, "diagnoses": self.diagnoses,
-                "grader_noise": self.grader_noise}
+                "grader_noise": self.grader_noise, "calibration": self.calibration}
 
 
 # ---- checks ---------------------------------------------------------------------------------
@@ -197,6 +201,7 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
     families = {f for f in map(family_of, names) if f}
     versions, bad = _check_versions(baseline, candidate, families, allow_version_mismatch,
                                     warnings)
+    warnings += self_graded_warnings(baseline, candidate)
     metrics: dict[str, dict[str, Any]] = {}
     for n in names:
         spec = spec_of(n)

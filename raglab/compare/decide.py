@@ -12,7 +12,12 @@ is checked overall and, with ``slices: critical``, on each critical slice; each 
   applies in one run only (no paired case; a ``max``/``min`` bound then reads the
   candidate's own mean), or the rule does not hold (see raglab.compare.gates).
 
-The decision is GO when no check fails and at least one passed, else NO-GO.
+:func:`raglab.compare.kappa.calibration_checks` adds one check per family of the gate
+set's ``min_kappa``, from the latest calibration of the candidate's grader version of that
+family (:mod:`raglab.compare.trust`): ``n/a`` when no gate of the family applied, ``fail``
+when the version is uncalibrated or its kappa is below the minimum.
+
+The decision is GO when no check fails and at least one gate check passed, else NO-GO.
 """
 
 from __future__ import annotations
@@ -20,12 +25,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from raglab.compare.gates import Gate, GateSet
+from raglab.compare.gates import FAIL, GO, NA, NO_GO, PASS, Gate, GateSet
+from raglab.compare.kappa import MIN_KAPPA, gated_families, judge_lines
 from raglab.metrics.diagnosis import CAUSES
 from raglab.stats import PairedStat, non_inferior, significantly_worse
-
-PASS, FAIL, NA = "pass", "fail", "n/a"
-GO, NO_GO = "GO", "NO-GO"
 
 
 def _slice_of(row: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -186,9 +189,11 @@ def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
 
 
 def decision_of(results: Sequence[Mapping[str, Any]]) -> str:
-    """GO when no gate check failed and at least one passed; else NO-GO."""
+    """GO when no check failed and at least one gate check (not a ``min_kappa`` one)
+    passed; else NO-GO."""
     statuses = {r["status"] for r in results}
-    return GO if FAIL not in statuses and PASS in statuses else NO_GO
+    passed = any(r["status"] == PASS and r.get("rule") != MIN_KAPPA for r in results)
+    return GO if FAIL not in statuses and passed else NO_GO
 
 
 # ---- the decision record --------------------------------------------------------------------
@@ -208,7 +213,7 @@ def _run_info(src: Any) -> dict[str, Any]:
             "mlflow_run_id": src.mlflow_run_id, "dataset": m.get("dataset"),
             "config_hash": m.get("config_hash"), "n_cases": m.get("n_cases"),
             "errors": m.get("errors"), "metric_versions": m.get("metric_versions") or {},
-            "config": src.config}
+            "self_graded": m.get("self_graded"), "config": src.config}
 
 
 def _cause_rank(cause: str) -> tuple[int, str]:
@@ -257,6 +262,7 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
             warnings.append(f"critical slice {ref.label()} is not in the comparison "
                             "(no case has it): its gates did not apply")
     counts = {s: sum(1 for r in results if r["status"] == s) for s in (PASS, FAIL, NA)}
+    cal = getattr(comp, "calibration", None) or {}
     return {
         "decision": decision_of(results), "name": name, "date": date, "question": question,
         "gates": {"name": gate_name, "source": gate_source, "confidence": gates.confidence,
@@ -267,6 +273,9 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
         "results": results, "counts": counts,
         "flipped": comp.flipped, "diagnoses": _diagnoses(comp, gates),
         "warnings": warnings, "settings": comp.settings,
+        "self_graded": {"baseline": b["self_graded"], "candidate": c["self_graded"]},
+        # the latest calibration of each gated family's grader version (compare.trust)
+        "calibration": {f: dict(cal.get(f) or {}) for f in gated_families(gates)},
     }
 
 
@@ -344,6 +353,7 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
                     [[r["gate"], _slice_label(r["slice"]), r["requirement"], _fmt(r["baseline"]),
                       _fmt(r["candidate"]), _signed(r["delta"]), _ci(r), _fmt(r["p_adjusted"]),
                       _fmt(r["n"]), r["status"].upper(), r["reason"]] for r in rec["results"]])
+    lines += ["", *judge_lines(rec)]
     lines += ["", "## Metric versions", ""]
     vb = (rec["metric_versions"] or {}).get("baseline") or b["metric_versions"]
     vc = (rec["metric_versions"] or {}).get("candidate") or c["metric_versions"]

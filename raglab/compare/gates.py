@@ -27,6 +27,12 @@ interval at ``confidence``):
 
 A gate whose metric applies to no case of either run (in a slice) is ``n/a`` and does not
 block, unless ``required: true``, which makes it fail.
+
+``min_kappa: {FAMILY: KAPPA}`` (optional) asks how far the judge is trusted: a gated family
+(one that a gate of the set reads, and that applied) whose grader version has no calibration
+(``raglab calibrate``), or whose latest calibration's Cohen's kappa is below KAPPA, fails
+the decision. FAMILY is a family that human labels calibrate (claim labels: faithfulness,
+citations, correctness; nugget labels: nuggets).
 """
 
 from __future__ import annotations
@@ -36,9 +42,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from raglab.errors import UserError
-from raglab.metrics.catalog import spec_of
+from raglab.metrics.catalog import CALIBRATED_BY, FAMILIES, spec_of
 
 Rule = Literal["non_inferior", "not_worse", "bound"]
+#: what a check of a gate is, and what the decision is (raglab.compare.decide)
+PASS, FAIL, NA = "pass", "fail", "n/a"
+GO, NO_GO = "GO", "NO-GO"
 _BOUNDS = ("max", "min", "max_increase", "max_decrease")
 
 
@@ -115,6 +124,21 @@ class GateSet(_C):
     confidence: float = Field(0.95, gt=0, lt=1)
     critical_slices: list[SliceRef] = Field(default_factory=list)
     gates: list[Gate] = Field(min_length=1)
+    #: family -> the lowest Cohen's kappa of its grader version's latest calibration
+    min_kappa: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("min_kappa")
+    @classmethod
+    def _calibrated_families(cls, v: dict[str, float]) -> dict[str, float]:
+        for fam, kappa in v.items():
+            if fam not in CALIBRATED_BY:
+                why = ("no human labels calibrate it" if fam in FAMILIES
+                       else "unknown metric family")
+                raise ValueError(f"{fam!r}: {why} (families with a calibration: "
+                                 f"{', '.join(CALIBRATED_BY)})")
+            if not -1 <= kappa <= 1:
+                raise ValueError(f"{fam}: {kappa:g} is not a kappa (from -1 to 1)")
+        return v
 
     @property
     def alpha(self) -> float:
@@ -160,7 +184,7 @@ def load_gate_set(name: str, overrides: list[str], conf_root: Any) -> tuple[str,
             cfg = OmegaConf.load(path)
             if overrides:
                 cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(
-                    [o.removeprefix("gates.") for o in overrides]))
+                    [o.removeprefix("+").removeprefix("gates.") for o in overrides]))
             data = OmegaConf.to_container(cfg, resolve=True)
         except (OmegaConfBaseException, ValueError) as e:
             raise UserError(" ".join(str(e).split()), file=str(path)) from None

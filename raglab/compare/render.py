@@ -181,6 +181,29 @@ def _version_rows(comp) -> list[list[Any]]:
             for f in sorted(set(vb) | set(vc))]
 
 
+JUDGE_HEADER = ["family", "run", "version", "kappa [95% CI]", "labels", "labels sha256",
+                "calibrated"]
+
+
+def _yes_no(value: Any) -> str:
+    return "not recorded" if value is None else ("YES" if value else "no")
+
+
+def judge_tables(comp) -> list[tuple[str, list[str], list[list[Any]]]]:
+    """The judges' section: each run's self-grading flag, then the latest calibration of
+    every graded family's grader version (raglab.compare.trust)."""
+    from raglab.compare.trust import calibration_rows, self_graded
+
+    out = [("Judges", ["", "baseline", "candidate"],
+            [["self-graded (grader's model is the system's)", _yes_no(self_graded(comp.baseline)),
+              _yes_no(self_graded(comp.candidate))]])]
+    cal = getattr(comp, "calibration", None)
+    if cal:
+        out.append(("Calibration of the graded families (latest per grader version)",
+                    JUDGE_HEADER, calibration_rows(cal)))
+    return out
+
+
 def title(comp) -> str:
     return f"raglab compare: {comp.candidate.label} against {comp.baseline.label}"
 
@@ -207,6 +230,8 @@ def render_md(comp) -> str:
         lines.append("")
     lines += ["## Metric versions", ""] + _table(["family", "baseline", "candidate", ""],
                                                  _version_rows(comp)) + [""]
+    for name, header, rows in judge_tables(comp):
+        lines += [f"## {_md_escape(name)}", ""] + _table(header, rows) + [""]
     lines += ["Every metric and slice is in compare.json; values that do not apply are n/a.", ""]
     return "\n".join(lines)
 
@@ -350,6 +375,8 @@ def render_html(comp) -> str:
         body.append(html_table(header, rows, "cases") if rows else "<p>(none)</p>")
     body += ["<h2>Metric versions</h2>",
              html_table(["family", "baseline", "candidate", ""], _version_rows(comp))]
+    for name, header, rows in judge_tables(comp):
+        body += [f"<h2>{e(name)}</h2>", html_table(header, rows)]
     body.append("<p>Every metric and slice is in compare.json; values that do not apply "
                 "are n/a.</p>")
     return html_page(title(comp), body)
@@ -383,6 +410,12 @@ def render_terminal(comp) -> str:
 def _calibration_lines(comp) -> list[str]:
     """Each family's version with its kappa from raglab calibrate, or "uncalibrated"."""
     from raglab.calibration.records import version_lines
+    from raglab.compare.trust import calibration_texts
+
+    texts = calibration_texts(comp)
+    if texts is not None:  # looked up already (raglab.compare.trust.attach)
+        return version_lines(comp.versions.get("baseline", {}),
+                             comp.versions.get("candidate", {}), None, texts=texts)
 
     cand = comp.candidate
     tracked = None

@@ -145,6 +145,10 @@ class SystemOutput(Strict):
     # milliseconds, and token counts or dollars: never negative
     latency_ms: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
     usage: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    # the model the system answered with (optional; compared with the grader's model: a
+    # judge grading its own model's answers is reported as self-graded). Left out of the
+    # record when not given, so outputs without it keep their exact form.
+    model: str | None = Field(default=None, min_length=1, exclude_if=lambda v: v is None)
 
 
 class HumanLabel(Strict):

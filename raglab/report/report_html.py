@@ -19,6 +19,7 @@ from raglab.report.summary import (
     fmt,
     headline_names,
     report_headline,
+    self_graded_text,
     show_value,
 )
 
@@ -74,6 +75,7 @@ def run_report_html(title: str, metrics: Mapping[str, Any], cfg: Mapping[str, An
             f" · {fmt(metrics.get('n_cases'))} cases scored · "
             f"{fmt(metrics.get('n_quarantined'))} quarantined · "
             f"{fmt(metrics.get('errors'))} with errors</p>",
+            f"<p>self-graded: {escape(self_graded_text(metrics))}</p>",
             "<h2>Configuration</h2>"]
     outline = config_outline(cfg)
     if outline:

@@ -28,6 +28,7 @@ from raglab.report.summary import (
     headline_names,
     md_table,
     report_headline,
+    self_graded_text,
     show_value,
 )
 from raglab.secrets import redact
@@ -107,7 +108,8 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
     lines += [f"- dataset: {_md_escape(ds.get('name', 'n/a'))}",
               f"- cases scored: {fmt(m.get('n_cases'))}",
               f"- cases quarantined: {fmt(m.get('n_quarantined'))}",
-              f"- cases with errors: {fmt(m.get('errors'))}", ""]
+              f"- cases with errors: {fmt(m.get('errors'))}",
+              f"- self-graded: {self_graded_text(m)}", ""]
     head = _headline_names(overall, cfg)
     lines += ["## Headline metrics", ""]
     lines += _table(["metric", "value", "better"],

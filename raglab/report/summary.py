@@ -46,6 +46,18 @@ def report_headline(overall: Mapping[str, Any], k: Any) -> list[str]:
     return names
 
 
+def self_graded_text(metrics: Mapping[str, Any]) -> str:
+    """Whether the run's judge graded its own model's answers (``metrics.json``
+    ``self_graded``), in words for the reports."""
+    value = metrics.get("self_graded")
+    if value is None:
+        return "not recorded"
+    if value:
+        return ("yes: the grader's model is the system's model (a judge tends to favour "
+                "its own outputs; grade with another model)")
+    return "no"
+
+
 def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     if isinstance(cfg, Mapping):

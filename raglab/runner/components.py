@@ -70,6 +70,21 @@ def system_model_section(cfg: RunCfg) -> Any:
     return found[1] if found is not None else None
 
 
+def grader_model(cfg: RunCfg) -> str | None:
+    """The model the grader calls (its class's ``model_id``), or None (heuristic, none)."""
+    cls = _cls(cfg, "grader")
+    return cls.model_id(cfg.grader) if cls.grades else None
+
+
+def system_model(cfg: RunCfg) -> str | None:
+    """The model the system's model-calling component calls (``model_id``), or None."""
+    found = _cls(cfg, "system").llm_owner(cfg)
+    if found is None:
+        return None
+    group, section = found
+    return registry.entry(group, section.name).factory.model_id(section)
+
+
 def model_prices(cfg: RunCfg) -> dict[str, dict[str, float]]:
     """``{model: prices}`` from the ``prices`` of every component that calls a model (the
     grader's and the generator's own). One model priced two ways is a config error."""

@@ -37,11 +37,11 @@ from raglab.report.format import fmt
 from raglab.runner.components import (
     build_grader,
     build_system,
-    grader_uses_llm,
+    grader_model,
     llm_client,
     model_prices,
     preflight,
-    system_model_section,
+    system_model,
     tracks,
 )
 from raglab.runner.failures import error_summary, summary_lines
@@ -107,16 +107,15 @@ class Run:
         """Warnings about the run's design, printed and recorded in ``metrics.json``."""
         cfg, out = self.cfg, []
         if self.self_graded():
-            out.append(f"the grader's model ({cfg.grader.model}) is the generator's model: "
-                       "a judge grading its own outputs tends to favour them (self-preference "
-                       "bias); grade with another model for a fair comparison")
+            out.append(_self_graded_warning(grader_model(cfg), "is the generator's model"))
         return out
 
-    def self_graded(self) -> bool:
-        """Whether the grader calls the very model the system under test generates with."""
-        generator = system_model_section(self.cfg)
-        return (generator is not None and grader_uses_llm(self.cfg)
-                and getattr(generator, "model", None) == getattr(self.cfg.grader, "model", ""))
+    def self_graded(self, reported: set[str] | frozenset[str] = frozenset()) -> bool:
+        """Whether the grader calls the very model the system under test generates with
+        (its configured model, or one its outputs report in ``model``). A grader that calls
+        no model (heuristic, none) never is."""
+        judge = grader_model(self.cfg)
+        return judge is not None and (judge == system_model(self.cfg) or judge in reported)
 
     # -- the run --------------------------------------------------------------------------
     def execute(self, tracker: Any = None) -> dict[str, Any]:
@@ -341,6 +340,12 @@ class Run:
         report."""
         cfg = self.cfg
         records = [kept[c.id] for c in ds.cases if c.id in kept]
+        reported = {r["model"] for r in records if r.get("model")}
+        self_graded = self.self_graded(reported)
+        if self_graded and not self.self_graded():  # the outputs say so: one line, now
+            w = _self_graded_warning(grader_model(cfg), "is the model the system reports")
+            print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
+            self.warnings.append(w)
         agg = aggregate(records, self.metric_names())
         metrics = {
             "overall": agg["overall"], "slices": agg["slices"], "metric_versions": versions,
@@ -353,6 +358,7 @@ class Run:
                         "cases_sha256": ds.cases_hash},
             "config_hash": content_key(self.resolved_yaml, length=16),
             "warnings": list(self.warnings),
+            "self_graded": self_graded,
         }
         if self.llm is not None:
             metrics["model_usage"] = self.llm.summary()
@@ -372,7 +378,13 @@ def slim_record(rec: CaseRecord) -> dict[str, Any]:
     memory for ``metrics.json``; outputs are not)."""
     return {"case_id": rec.case_id, "tags": rec.tags, "gold": {"answerable": rec.gold.answerable},
             "metrics": rec.metrics, "error": rec.error,
-            "diagnosis": rec.diagnosis}
+            "diagnosis": rec.diagnosis, "model": (rec.output or {}).get("model")}
+
+
+def _self_graded_warning(model: str | None, why: str) -> str:
+    return (f"self-graded: the grader's model ({model}) {why}: a judge grading its own "
+            "outputs tends to favour them (self-preference bias); grade with another model "
+            "for a fair comparison")
 
 
 def output_dict(raw: Any) -> dict[str, Any]:

@@ -199,6 +199,8 @@ class MlflowRun:
         tags[mlflow_ui.RUN_DIR_TAG] = str(run_dir)
         if summary.get("config_hash"):
             tags[mlflow_ui.CONFIG_HASH_TAG] = str(summary["config_hash"])
+        if "self_graded" in summary:  # final: the outputs may report the judge's model
+            tags["raglab.self_graded"] = "true" if summary["self_graded"] else "false"
         if describe is not None and self.experiment_id is not None:
             tags[mlflow_ui.NOTE_TAG] = describe(mlflow_ui.report_link(self.experiment_id,
                                                                       self._run_id))

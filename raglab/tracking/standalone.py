@@ -79,8 +79,19 @@ def find_calibrations(uri: str, experiment: str, versions: Mapping[str, str],
             out[fam] = {section: {"n": int(m[f"{section}.n"]),
                                   "kappa": m.get(f"{section}.kappa"),
                                   "ci_low": m.get(f"{section}.kappa_ci_low"),
-                                  "ci_high": m.get(f"{section}.kappa_ci_high")}}
+                                  "ci_high": m.get(f"{section}.kappa_ci_high")},
+                        "labels": {"path": tags.get("raglab.labels"),
+                                   "sha256": tags.get("raglab.labels_sha256")},
+                        "grader": tags.get("raglab.grader"), "created": _iso(run.info.start_time),
+                        "run_dir": tags.get("raglab.run_dir"), "mlflow_run_id": run.info.run_id}
     return out
+
+
+def _iso(ms: int | None) -> str | None:
+    from datetime import UTC, datetime
+
+    return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(
+        timespec="seconds")
 
 
 def calibration_finder(uri: str, experiment: str = "raglab-calibration"):
