@@ -38,6 +38,12 @@ def _run(*overrides: str) -> Run:
     (("grader=claude", "system=replay", "system.path=x.jsonl"), (JUDGE,), True),
     (("grader=claude", "system=replay", "system.path=x.jsonl"), ("gpt-4o",), False),
     (("grader=heuristic", "system=replay", "system.path=x.jsonl"), (JUDGE,), False),
+    # either backend: the model string decides, not who serves it
+    (("grader=openai", "generator=openai", "grader.model=m1", "generator.model=m1"), (), True),
+    (("grader=openai", "generator=openai", "grader.model=m1"), (), False),
+    (("grader=openai", "generator=anthropic", f"grader.model={JUDGE}"), (), True),
+    (("grader=claude", "generator=openai", f"generator.model={JUDGE}"), (), True),
+    (("grader=openai", "system=replay", "system.path=x.jsonl"), ("gpt-4.1",), True),
 ])
 def test_self_graded_known_answers(overrides, reported, expected):
     assert _run(*overrides).self_graded(set(reported)) is expected
