@@ -52,9 +52,10 @@ def register_schema_defaults() -> None:
 
 def command_sections() -> dict[str, type[Any]]:
     """The schemas of the config groups that only a command reads (composed by Hydra too)."""
+    from raglab.compare.gates import GateSet
     from raglab.monitor.traffic import MonitorCfg
 
-    return {"monitor": MonitorCfg}
+    return {"monitor": MonitorCfg, "gates": GateSet}
 
 
 def run_help(overrides: list[str]) -> str:

@@ -197,8 +197,13 @@ def load_gate_set(name: str, overrides: list[str], conf_root: Any) -> tuple[str,
         raise UserError(f"gates={name}: unknown gate set (available: "
                         f"{', '.join(names) or 'none'}; or give a path to a YAML file)")
     from hydra import compose, initialize_config_dir
+    from hydra.core.config_store import ConfigStore
     from hydra.errors import HydraException
 
+    from raglab.config import schema_node
+
+    # the defaults a shipped set starts from (its file holds what differs)
+    ConfigStore.instance().store(group="schema", name="gates", node=schema_node(GateSet))
     source = str(Path(conf_root) / "gates" / f"{name}.yaml")
     try:
         with initialize_config_dir(config_dir=str(conf_root), version_base="1.3"):
