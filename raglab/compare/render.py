@@ -11,7 +11,14 @@ from typing import Any
 
 from raglab.metrics.catalog import HEADLINE
 from raglab.report.format import fmt as _fmt
-from raglab.report.run_report import RECALL_AT, _figure, _md_escape, _table, recall_axes
+from raglab.report.run_report import (
+    RECALL_AT,
+    _figure,
+    _md_escape,
+    _table,
+    plain_text,
+    recall_axes,
+)
 
 MAX_SLICE_PLOTS = 60     # slices drawn per difference plot (the largest ones)
 
@@ -243,6 +250,7 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
+@plain_text
 def plot_slice_deltas(comp, metric: str) -> str | None:
     """Each slice's difference with its interval (a forest plot), as base64 PNG."""
     pts = [(r, i) for r, i in zip(comp.rows, comp.row_info)
@@ -292,6 +300,7 @@ def _recall_series(comp) -> dict[tuple[str, str], list[tuple[int, float]]]:
     return series
 
 
+@plain_text
 def plot_recall(comp) -> str | None:
     """Evidence recall at every cutoff, both stages, both runs."""
     series = _recall_series(comp)

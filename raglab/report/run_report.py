@@ -172,6 +172,21 @@ def _diagnosis_lines(diag: Any) -> list[str]:
     return lines
 
 
+def plain_text(fn):
+    """Draw with every label as plain text: a tag value such as ``$\\frac{1}{$`` is shown
+    as written, never read as mathtext (which could fail the whole plot)."""
+    import functools
+
+    @functools.wraps(fn)
+    def drawn(*args: Any, **kwargs: Any) -> Any:
+        from matplotlib import rc_context
+
+        with rc_context({"text.parse_math": False}):
+            return fn(*args, **kwargs)
+
+    return drawn
+
+
 def _figure(width: float, height: float):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -202,6 +217,7 @@ def recall_axes(ax, cutoffs: set[int], xlabel: str, title: str, **legend: Any) -
     ax.legend(loc="lower right", **legend)
 
 
+@plain_text
 def plot_recall_at_k(overall: Mapping[str, Any], path: Path) -> bool:
     """evidence_recall@k vs k for both stages; False (nothing written) when no data."""
     series: dict[str, list[tuple[int, float]]] = {}
@@ -254,6 +270,7 @@ def slice_cell(metric: str, value: Any) -> dict[str, Any]:
             "good": good}
 
 
+@plain_text
 def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
     """A heat map of headline metrics by slice; False (nothing written) when no data.
 
