@@ -134,6 +134,39 @@ def drafts_from_run(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
     return out, len(records)
 
 
+def run_inputs(run_dir: Path) -> list[Path]:
+    """The files a run was made from and of (records, config, its dataset files, a replay
+    file): what ``cases from-run --out`` must never overwrite."""
+    out = [run_dir / "records.jsonl", run_dir / "config.yaml", run_dir / "metrics.json"]
+    try:
+        import yaml
+
+        from raglab.data.dataset import resolve_path
+
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+        named = [(cfg.get("dataset") or {}).get(k) for k in ("corpus", "cases", "labels")]
+        named.append((cfg.get("system") or {}).get("path"))
+        out += [resolve_path(p) for p in named if isinstance(p, str) and p.strip()]
+    except (OSError, ValueError, TypeError, AttributeError, UserError):
+        pass  # yaml.YAMLError is a ValueError
+    return out
+
+
+def torn_records(run_dir: Path) -> bool:
+    """Whether the run's records.jsonl ends in a line cut short (a killed run, not resumed:
+    that case is left out)."""
+    path = run_dir / "records.jsonl"
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            if fh.tell() == 0:
+                return False
+            fh.seek(-1, 2)
+            return fh.read(1) != b"\n"
+    except OSError:
+        return False
+
+
 def _diagnosis_cfg(cfg: Any) -> DiagnosisCfg:
     """The run's diagnosis thresholds (config.yaml's ``diagnosis``; the defaults when it has
     none or they do not parse): for records written before diagnoses existed."""

@@ -52,21 +52,38 @@ def main(argv: list[str]) -> None:
         fail(str(e), 2)
 
 
-def _write(out: Path, drafts: list[dict]) -> None:
+def _write(out: Path, drafts: list[dict], inputs: list[Path]) -> None:
+    """Write the drafts (atomically), never over one of the command's inputs."""
     from raglab.data.io import write_jsonl
 
+    for p in inputs:
+        if _same_file(out, p):
+            fail(f"--out {out}: that is an input of this command ({p}); write the drafts "
+                 "to another file (then raglab cases add it)", 2)
     write_jsonl(out, drafts)
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
 def _from_run(argv: list[str]) -> None:
-    from raglab.cases.drafts import drafts_from_run
+    from raglab.cases.drafts import drafts_from_run, run_inputs, torn_records
 
     ap = argparse.ArgumentParser(prog="raglab cases from-run")
     ap.add_argument("run_dir", type=Path)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    drafts, n = drafts_from_run(args.run_dir.resolve())
-    _write(args.out, drafts)
+    run_dir = args.run_dir.resolve()
+    drafts, n = drafts_from_run(run_dir)
+    if torn_records(run_dir):
+        print(f"raglab: warning: {run_dir / 'records.jsonl'} ends in a line cut short (the "
+              "run was killed and not resumed): that case is left out; run the same command "
+              "again in that run directory to finish it", file=sys.stderr)
+    _write(args.out, drafts, run_inputs(run_dir))
     why = Counter(r.split(" (")[0].split(":")[0] for d in drafts for r in d["draft"]["reasons"])
     print(f"{len(drafts)} failing case(s) of {n} written to {args.out}")
     for reason, k in why.most_common():
@@ -96,7 +113,7 @@ def _from_traffic(argv: list[str]) -> None:
             fail(f"{args.alerts}: not an alerts.json of raglab monitor", 2)
     traffic = read_traffic(args.traffic)
     drafts, picked = drafts_from_traffic(traffic, args.feedback, alerts)
-    _write(args.out, drafts)
+    _write(args.out, drafts, [args.traffic, *([args.alerts] if args.alerts else [])])
     print(f"{len(drafts)} draft(s) from {picked} picked line(s) of {len(traffic.lines)} "
           f"written to {args.out}; each marked needs_labels")
     if traffic.bad:

@@ -195,6 +195,8 @@ def atomic_write_text(path: str | Path, text: str | bytes, scrubbed: bool = Fals
     if not scrubbed:
         text = SCRUBBER.scrub_bytes(text) if isinstance(text, bytes) else SCRUBBER.scrub(text)
     p = Path(path)
+    if p.is_symlink():  # write through the link: its target gets the new text
+        p = p.resolve()
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
@@ -217,6 +219,22 @@ def atomic_write_text(path: str | Path, text: str | bytes, scrubbed: bool = Fals
         if isinstance(e, OSError):
             raise storage_error(e, p.name, p) from None
         raise
+
+
+def remove_stale_temporaries(folder: str | Path) -> list[Path]:
+    """Remove what a killed writer left in ``folder``: the temporary files of
+    :func:`atomic_write_text` (``.NAME.XXXX.tmp``) and of the plots (``.NAME.tmp.png``).
+    Only for a folder this process holds (a run directory under its lock)."""
+    removed = []
+    for pattern in (".*.tmp", ".*.tmp.png"):
+        for f in Path(folder).glob(pattern):
+            try:
+                if f.is_file() and not f.is_symlink():
+                    f.unlink()
+                    removed.append(f)
+            except OSError:
+                pass
+    return removed
 
 
 def json_text(obj: Any, indent: int | None = 2, **dumps: Any) -> str:

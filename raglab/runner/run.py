@@ -21,7 +21,12 @@ from raglab.config import RunCfg
 from raglab.data.dataset import Dataset, load_dataset
 from raglab.data.finite import check as check_finite
 from raglab.data.finite import plain_finite
-from raglab.data.io import atomic_write_json, atomic_write_text, write_jsonl
+from raglab.data.io import (
+    atomic_write_json,
+    atomic_write_text,
+    remove_stale_temporaries,
+    write_jsonl,
+)
 from raglab.data.record import CaseRecord
 from raglab.data.schema import SystemOutput
 from raglab.errors import NegativeOutcome, StorageError, UserError
@@ -93,6 +98,7 @@ class Run:
 
             raise storage_error(e, "the run directory", self.run_dir) from None
         self.lock.acquire()  # released when the process ends (or by close())
+        remove_stale_temporaries(self.run_dir)  # a killed run's half-written files
         cfg_file = self.run_dir / "config.yaml"
         if cfg_file.exists() and cfg_file.read_text(encoding="utf-8") != self.resolved_yaml:
             raise UserError("the run directory holds a run of a different configuration; "
