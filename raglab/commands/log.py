@@ -50,8 +50,8 @@ def main(argv: list[str]) -> None:
         run_id = log_run_dir(run_dir, args.uri, args.experiment, run_name=name,
                              describe=describe, resume=started if pending else None,
                              report=report_files(run_dir))
-    except UserError as e:
-        fail(str(e))
+    except UserError as e:  # 2: a usage or input error (a NegativeOutcome says its own)
+        fail(str(e), getattr(e, "exit_code", 2))
     except Exception as e:  # noqa: BLE001 - the store failed: one line, the directory stays
         fail(f"MLflow failed while logging ({type(e).__name__}: "
              f"{' '.join(str(e).split())[:300]}); {run_dir} is unchanged, run this command "

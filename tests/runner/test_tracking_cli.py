@@ -123,7 +123,9 @@ def test_raglab_log_logs_a_finished_run_dir_later(tmp_path, demo_subset):
     for key in _expected(out):
         assert key in logged, key
     bad = run_cli("log", str(tmp_path), "--uri", uri, cwd=tmp_path)
-    assert bad.returncode == 1 and "not a finished run directory" in bad.stderr
+    assert bad.returncode == 2 and "not a finished run directory" in bad.stderr  # input error
+    missing = run_cli("log", str(tmp_path / "no-such-dir"), "--uri", uri, cwd=tmp_path)
+    assert missing.returncode == 2 and "not a finished run directory" in missing.stderr
 
 
 @pytest.mark.slow
