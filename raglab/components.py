@@ -118,6 +118,13 @@ class System(Component, Protocol):
         """The system's component that calls a model, if any: ``(group, its config)``."""
         return None
 
+    @classmethod
+    def identity(cls, run_cfg: Any) -> dict[str, str]:
+        """What identifies the system under test beyond its config (a replayed file's
+        SHA-256, a python target's source file's): a resume of a run whose system changed
+        under the same config is refused (``run.json`` ``system``)."""
+        return {}
+
 
 @runtime_checkable
 class Chunker(Component, Protocol):

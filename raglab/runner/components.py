@@ -70,6 +70,11 @@ def system_model_section(cfg: RunCfg) -> Any:
     return found[1] if found is not None else None
 
 
+def system_identity_of(cfg: RunCfg) -> dict[str, str]:
+    """What identifies the system beyond its config (its class's ``identity``)."""
+    return dict(_cls(cfg, "system").identity(cfg))
+
+
 def grader_model(cfg: RunCfg) -> str | None:
     """The model the grader calls (its class's ``model_id``), or None (heuristic, none)."""
     cls = _cls(cfg, "grader")

@@ -100,6 +100,25 @@ def check_dataset(run_dir: Path, hashes: dict[str, str]) -> None:
             "choose another hydra.run.dir to run the new dataset", file=str(run_dir / source))
 
 
+def check_system(run_dir: Path, identity: dict[str, str]) -> None:
+    """Refuse, in one line, a resume whose system under test changed under the same config
+    (a replay file rewritten at the same path, a python target's source edited): records
+    of both would be mixed. A directory started before systems had an identity is not
+    checked."""
+    data = _read_json(run_dir / IDENTITY_FILE) or {}
+    recorded = data.get("system")
+    if not isinstance(recorded, dict):
+        return
+    changed = [f"{k} {str(recorded.get(k))[:12]} -> {str(identity.get(k))[:12]}"
+               for k in sorted(set(recorded) | set(identity))
+               if recorded.get(k) != identity.get(k)]
+    if changed:
+        raise DatasetChangedError(
+            "the system under test changed since this run directory was started ("
+            + "; ".join(changed) + "): a resume would mix the records of both; choose "
+            "another hydra.run.dir", file=str(run_dir / IDENTITY_FILE))
+
+
 def write_identity(run_dir: Path, versions: dict[str, str], config_hash: str,
                    dataset: dict[str, str] | None = None,
                    extra: dict[str, Any] | None = None) -> None:

@@ -46,11 +46,12 @@ from raglab.runner.components import (
     llm_client,
     model_prices,
     preflight,
+    system_identity_of,
     system_model,
     tracks,
 )
 from raglab.runner.failures import error_summary, summary_lines
-from raglab.runner.identity import check_dataset, check_resume, write_identity
+from raglab.runner.identity import check_dataset, check_resume, check_system, write_identity
 from raglab.runner.lock import RunDirLock
 from raglab.runner.progress import Progress
 from raglab.runner.records import RecordWriter, gold_summary, judge_output, record_line
@@ -147,11 +148,13 @@ class Run:
                             f"(see {self.run_dir / 'quarantine.jsonl'})", file=str(ds.cases_path))
         hashes = {"corpus_sha256": ds.corpus_hash, "cases_sha256": ds.cases_hash}
         check_dataset(self.run_dir, hashes)
+        system_identity = system_identity_of(cfg)
+        check_system(self.run_dir, system_identity)
         write_jsonl(self.run_dir / "quarantine.jsonl", [q.as_dict() for q in ds.quarantined])
         atomic_write_text(self.run_dir / "config.yaml", self.resolved_yaml)
         versions = self.versions
         write_identity(self.run_dir, versions, content_key(self.resolved_yaml, length=16),
-                       hashes)
+                       hashes, {"system": system_identity} if system_identity else None)
         self.warnings = self.run_warnings()
         for w in self.warnings:
             print(f"raglab: warning: {w}", file=sys.stderr, flush=True)

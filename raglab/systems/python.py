@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
@@ -28,6 +29,26 @@ class PythonSystem(System):
 
     def __new__(cls, cfg: PythonSystemCfg, ctx: BuildContext = NO_CONTEXT) -> Any:
         return load_python_system(cfg.target, cfg.options)
+
+    @classmethod
+    def identity(cls, run_cfg: Any) -> dict[str, str]:
+        """The target and the SHA-256 of the source file of its module (found as it will be
+        imported; nothing is imported here). A module not found has none."""
+        import importlib.util
+
+        from raglab.data.dataset import file_sha256
+
+        target = run_cfg.system.target
+        module_name = target.rpartition(".")[0]
+        out = {"python_target": target}
+        try:
+            _on_path()
+            spec = importlib.util.find_spec(module_name)
+        except (ImportError, ValueError):
+            return out
+        if spec is not None and spec.origin and os.path.isfile(spec.origin):
+            out["python_source_sha256"] = file_sha256(Path(spec.origin))
+        return out
 
 
 def load_python_system(target: str, options: dict):
@@ -62,7 +83,11 @@ def load_python_system(target: str, options: dict):
 def _import(module_name: str) -> Any:
     """The module, found as ``python -m`` finds it: the working directory first (the
     ``raglab`` script alone would look only in the installed packages)."""
+    _on_path()
+    return importlib.import_module(module_name)
+
+
+def _on_path() -> None:
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
-    return importlib.import_module(module_name)

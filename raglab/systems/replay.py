@@ -52,6 +52,12 @@ class ReplaySystem(System):
     def preflight(cls, run_cfg: Any) -> None:
         check_readable_file(resolve_path(run_cfg.system.path), "replay file")
 
+    @classmethod
+    def identity(cls, run_cfg: Any) -> dict[str, str]:
+        from raglab.data.dataset import file_sha256
+
+        return {"replay_sha256": file_sha256(resolve_path(run_cfg.system.path))}
+
     def __init__(self, cfg: ReplaySystemCfg, ctx: BuildContext = NO_CONTEXT):
         self.cfg, self.ctx = cfg, ctx
         dataset = ctx.dataset
