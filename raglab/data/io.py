@@ -30,12 +30,17 @@ class Problem(NamedTuple):
     valid: str  # for "unknown": the valid field names, comma-separated
 
 
+def _one_line_key(key: str) -> str:
+    """A key as it reads on one line (control characters escaped, as ``repr`` shows them)."""
+    return "".join(repr(c)[1:-1] if not c.isprintable() else c for c in key)
+
+
 def first_problem(err: ValidationError, model: type[BaseModel] | None = None,
                   data: Any = None) -> Problem:
     """The one reader of validation errors (data files and configs render it)."""
     first = err.errors()[0]
     raw = list(first["loc"])
-    parts = [str(p) for p in raw]
+    parts = [_one_line_key(str(p)) for p in raw]  # a key may hold a line break
     # drop the union tag pydantic inserts (system.replay.path -> system.path)
     if len(parts) >= 2 and isinstance(data, dict) and isinstance(data.get(parts[0]), dict) \
             and parts[1] == data[parts[0]].get("name"):
