@@ -137,7 +137,7 @@ def monitor(cfg, mon, resolved: dict, run_dir: Path) -> int:
     for a in alerts:
         print(f"ALERT {a['kind']}: {a['message']}")
     for a in untested:
-        print(f"UNTESTED {a['alert']}: {a['message']}")
+        print(f"UNTESTED {a['alert']}: window {a['window_start']}: {a['reason']}")
     print(f"{len(alerts)} alert(s), {len(untested)} untested; wrote "
           f"{run_dir / 'monitor.json'} and alerts.json")
     if doc["mlflow_run_id"]:
