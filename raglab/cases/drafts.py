@@ -189,7 +189,7 @@ def drafts_from_traffic(traffic: Any, feedback: str | None = None,
     """``(drafts, lines picked)`` of traffic lines with ``feedback`` (case-insensitive) and/or
     in an alerted window; one draft per distinct question and filters; ``needs_labels``."""
     spans = [(datetime.fromisoformat(a["window_start"]), datetime.fromisoformat(a["window_end"]))
-             for a in (alerts or [])]
+             for a in (alerts or []) if a.get("status", "alert") != "untested"]
     out: dict[str, dict[str, Any]] = {}
     picked = 0
     for lineno, line in traffic.lines:

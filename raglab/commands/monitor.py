@@ -17,14 +17,18 @@ No labels needed. Per window (monitor.window, e.g. 1h, 1d): faithfulness,
 contradicted_claim_rate, relevance and reference_free_context_precision (the share of
 context passages supporting a claim of the answer, judged by the grader) on a deterministic
 sample (monitor.sample_rate, default 0.05) judged by the configured grader, and top-1
-retrieval score statistics on every line. Alerts: contradicted_claim_rate above
-monitor.max_contradicted; top-1 retrieval scores shifted against the baseline
-(Kolmogorov-Smirnov: p < monitor.drift_p and D >= monitor.drift_min_effect). Writes
+retrieval score statistics on every line. Alerts: the share of judged lines with a
+contradicted claim above monitor.max_contradicted at confidence monitor.alert_confidence
+(exact one-sided lower bound; with --baseline, one-sided Fisher exact test against the
+baseline's share); top-1 retrieval scores shifted against the baseline
+(Kolmogorov-Smirnov: p < monitor.drift_p and D >= monitor.drift_min_effect). A window with
+too few judged lines (monitor.min_judged) or scored lines (monitor.min_lines) for a test is
+listed as UNTESTED (alerts.json: status untested), not passed. Writes
 monitor.json and alerts.json into its run directory (hydra.run.dir, default
 outputs/monitor/DATE/TIME); logs a time series to MLflow (experiment monitor.experiment,
 steps = windows; tracking=none skips it). Bad traffic lines are counted, not fatal.
 
-Exit 0 no alert; 1 an alert fired; 2 usage or unreadable input.
+Exit 0 no alert (untested windows included); 1 an alert fired; 2 usage or unreadable input.
 """
 
 _state: dict = {}
@@ -99,10 +103,12 @@ def task(dict_cfg) -> None:
 
 def monitor(cfg, mon, resolved: dict, run_dir: Path) -> int:
     from raglab.monitor.run import run_monitor
-    from raglab.monitor.windows import JUDGED
+    from raglab.monitor.windows import JUDGED, real_alerts
 
     doc = run_monitor(cfg, mon, _state["traffic"], _state.get("baseline"), run_dir)
-    windows, alerts = doc["windows"], doc["alerts"]
+    windows, entries = doc["windows"], doc["alerts"]
+    alerts = real_alerts(entries)
+    untested = [a for a in entries if a not in alerts]
     print(f"raglab monitor: {doc['traffic']}: {doc['lines']} lines in {len(windows)} "
           f"window(s) of {mon.window}, {sum(w['sampled'] for w in windows)} sampled "
           f"(sample_rate {mon.sample_rate:g}), grader {cfg.grader.name}")
@@ -110,22 +116,30 @@ def monitor(cfg, mon, resolved: dict, run_dir: Path) -> int:
         print(f"bad traffic lines: {doc['bad_lines']} (not used; first: {doc['bad'][0]})")
     if doc["baseline"] is None:
         print("no --baseline: the retrieval drift test is off")
-    elif doc["baseline_bad_lines"]:
-        print(f"bad baseline lines: {doc['baseline_bad_lines']}")
-    cols = ["lines", "judged", *JUDGED, "top1_score.p50", "drift.ks_d"]
+    else:
+        if doc["baseline_bad_lines"]:
+            print(f"bad baseline lines: {doc['baseline_bad_lines']}")
+        print(f"contradiction test against the baseline: {doc['baseline_contradicted']} of "
+              f"{doc['baseline_judged']} judged baseline lines contradicted")
+    cols = ["lines", "judged", *JUDGED, "contradicted_lines", "contradiction.status",
+            "top1_score.p50", "drift.ks_d"]
     short = {"contradicted_claim_rate": "contradicted",
              "reference_free_context_precision": "ctx_prec",
-             "top1_score.p50": "top1_p50", "drift.ks_d": "ks_d", "faithfulness": "faithful"}
+             "top1_score.p50": "top1_p50", "drift.ks_d": "ks_d", "faithfulness": "faithful",
+             "contradicted_lines": "contra_lines", "contradiction.status": "contra_test"}
     print("window start               " + " ".join(short.get(c, c).rjust(12) for c in cols))
 
     def cell(v) -> str:
-        return "n/a" if v is None else (str(v) if isinstance(v, int) else f"{v:.3f}")
+        return "n/a" if v is None else (str(v) if isinstance(v, (int, str)) else f"{v:.3f}")
 
     for w in windows:
         print(f"{w['start']:<26} " + " ".join(cell(w.get(c)).rjust(12) for c in cols))
     for a in alerts:
         print(f"ALERT {a['kind']}: {a['message']}")
-    print(f"{len(alerts)} alert(s); wrote {run_dir / 'monitor.json'} and alerts.json")
+    for a in untested:
+        print(f"UNTESTED {a['alert']}: window {a['window_start']}: {a['reason']}")
+    print(f"{len(alerts)} alert(s), {len(untested)} untested; wrote "
+          f"{run_dir / 'monitor.json'} and alerts.json")
     if doc["mlflow_run_id"]:
         print(f"MLflow run {doc['mlflow_run_id']} (experiment {mon.experiment!r})")
     return 1 if alerts else 0

@@ -13,7 +13,13 @@ from raglab.errors import ConfigError
 from raglab.graders.standalone import open_grading, prepare
 from raglab.monitor.judge import judge_line
 from raglab.monitor.traffic import MonitorCfg, read_traffic, sampled, window_seconds, window_start
-from raglab.monitor.windows import LineResult, find_alerts, window_table
+from raglab.monitor.windows import (
+    LineResult,
+    contradiction_counts,
+    find_alerts,
+    real_alerts,
+    window_table,
+)
 from raglab.systems.base import WorkCounter
 
 
@@ -35,7 +41,7 @@ def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
     cache = StageCache(cfg.cache_dir)
     work = WorkCounter()
 
-    async def go() -> list[LineResult]:
+    async def go(lines) -> list[LineResult]:
         async with open_grading(cfg, prompts, versions, cache, work) as grading:
 
             async def one(n: int, line) -> LineResult:
@@ -46,16 +52,21 @@ def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
                     r.metrics, r.grader_error = await judge_line(grading, line, n)
                 return r
 
-            return list(await asyncio.gather(*(one(n, ln) for n, ln in traffic.lines)))
+            return list(await asyncio.gather(*(one(n, ln) for n, ln in lines)))
 
-    results = asyncio.run(go())
+    results = asyncio.run(go(traffic.lines))
     windows = window_table(results, seconds)
     base_scores: list[float] | None = None
+    base_contra: tuple[int, int] | None = None
     if baseline is not None:
         base_scores = [s for _, ln in baseline.lines if (s := ln.top1_score()) is not None]
+        # the baseline's sample is judged too: the contradiction test compares with its rate
+        base_contra = contradiction_counts(asyncio.run(go(baseline.lines)))
     alerts = find_alerts(windows, base_scores, max_contradicted=mon.max_contradicted,
                          drift_p=mon.drift_p, drift_min_effect=mon.drift_min_effect,
-                         min_lines=mon.min_lines)
+                         min_lines=mon.min_lines, confidence=mon.alert_confidence,
+                         min_judged=mon.min_judged, baseline_contradicted=base_contra)
+    fired = real_alerts(alerts)
     for w in windows:
         w.pop("_scores", None)
     doc = {"traffic": traffic.source, "baseline": baseline.source if baseline else None,
@@ -63,6 +74,9 @@ def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
            "lines": len(traffic.lines), "bad_lines": len(traffic.bad), "bad": traffic.bad[:50],
            "baseline_lines": len(baseline.lines) if baseline else None,
            "baseline_bad_lines": len(baseline.bad) if baseline else None,
+           "baseline_contradicted": base_contra[0] if base_contra else None,
+           "baseline_judged": base_contra[1] if base_contra else None,
+           "n_alerts": len(fired), "n_untested": len(alerts) - len(fired),
            "work": work.as_dict(), "windows": windows, "alerts": alerts}
     run_dir.mkdir(parents=True, exist_ok=True)
     atomic_write_json(run_dir / "monitor.json", doc)
@@ -85,11 +99,12 @@ def _log(cfg: Any, mon: MonitorCfg, doc: dict[str, Any], run_dir: Path) -> str:
         series += [(k, v, ts, step) for k, v in w.items()
                    if k not in skip and isinstance(v, (int, float)) and v is not None]
     tags = {f"raglab.metric_version.{k}": v for k, v in doc["versions"].items()}
-    tags.update({"raglab.traffic": doc["traffic"], "raglab.alerts": str(len(doc["alerts"])),
-                 "raglab.run_dir": str(run_dir)})
+    fired = real_alerts(doc["alerts"])
+    tags.update({"raglab.traffic": doc["traffic"], "raglab.alerts": str(len(fired)),
+                 "raglab.untested": str(doc["n_untested"]), "raglab.run_dir": str(run_dir)})
     if doc["baseline"]:
         tags["raglab.baseline"] = doc["baseline"]
-    for i, a in enumerate(doc["alerts"]):
+    for i, a in enumerate(fired):
         tags[f"raglab.alert.{i}"] = a["message"]
     params = {f"monitor.{k}": v for k, v in doc["monitor"].items()}
     params.update({"grader.name": doc["grader"], "traffic": doc["traffic"],
@@ -97,6 +112,6 @@ def _log(cfg: Any, mon: MonitorCfg, doc: dict[str, Any], run_dir: Path) -> str:
     return log_standalone_run(cfg.tracking.uri, mon.experiment, Path(doc["traffic"]).name,
                               params=params, series=series,
                               metrics={"lines": doc["lines"], "bad_lines": doc["bad_lines"],
-                                       "alerts": len(doc["alerts"])},
+                                       "alerts": len(fired), "untested": doc["n_untested"]},
                               tags=tags, artifacts=[run_dir / "monitor.json",
                                                     run_dir / "alerts.json"])

@@ -30,7 +30,16 @@ class MonitorCfg(BaseModel):
     window: str = Field("1d", description=(
         "time windows: a number and a unit, s m h d w (aligned to the Unix epoch, UTC)"))
     max_contradicted: float = Field(0.05, ge=0, le=1, description=(
-        "alert: a window's contradicted_claim_rate above this"))
+        "alert: a window's rate of contradicted answers (judged lines with at least one "
+        "CONTRADICTED claim) is above this with confidence alert_confidence (the exact "
+        "one-sided lower bound above it); with --baseline the window is tested against the "
+        "baseline's rate instead"))
+    alert_confidence: float = Field(0.95, ge=0.5, lt=1, description=(
+        "confidence of the contradiction alert: under a true rate at or below the threshold "
+        "(or the baseline's), at most 1 - alert_confidence of windows alert"))
+    min_judged: int = Field(5, ge=1, description=(
+        "a window is tested for contradictions only with at least this many judged lines "
+        "(and at least the fewest with which the test could alert); fewer: untested"))
     drift_p: float = Field(0.01, gt=0, lt=1, description=(
         "alert: top-1 retrieval scores of a window against the baseline's, two-sample "
         "Kolmogorov-Smirnov: a p-value below drift_p and a statistic D of at least "
@@ -39,8 +48,8 @@ class MonitorCfg(BaseModel):
         "the smallest KS statistic D (the largest gap between the two empirical "
         "distributions, 0-1) that alerts, so a huge window does not alert on a trivial shift"))
     min_lines: int = Field(20, ge=1, description=(
-        "a window is tested only with at least this many judged lines (contradictions) or "
-        "scored lines (drift)"))
+        "the drift test runs only with at least this many scored lines in the window and in "
+        "the baseline; fewer: untested"))
     experiment: str = Field("raglab-monitor", description=(
         "MLflow experiment of monitor runs (tracking=none: no MLflow)"))
 

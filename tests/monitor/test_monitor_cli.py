@@ -84,3 +84,57 @@ def test_sampling_is_deterministic_and_near_the_rate():
     assert 60 <= sum(picked) <= 140  # ~5% of 2000
     assert all(sampled(ln, 0.2) for ln, p in zip(lines, picked) if p)  # nested rates
     assert all(sampled(ln, 1.0) for ln in lines) and not any(sampled(ln, 0.0) for ln in lines)
+
+
+def test_small_windows_alert_when_the_test_can_and_are_listed_untested_when_it_cannot(tmp_path):
+    # the defaults: 200 lines a day, 5% judged (~10 judged lines a window); half the
+    # answers contradicted: today's min_lines 20 skipped every window and said nothing
+    bad = write_traffic(tmp_path / "bad.jsonl", traffic_lines(400, 5, contradict=0.5))
+    p = _monitor(tmp_path, "m", str(bad), "tracking=none")
+    assert p.returncode == 1, p.stdout + p.stderr
+    doc = json.loads((tmp_path / "m" / "monitor.json").read_text())
+    alerts = json.loads((tmp_path / "m" / "alerts.json").read_text())
+    assert doc["alerts"] == alerts and doc["n_alerts"] >= 1
+    fired = [a for a in alerts if a["status"] == "alert"]
+    assert fired and {a["kind"] for a in fired} == {"contradicted_claim_rate"}
+    for a in fired:
+        w = next(w for w in doc["windows"] if w["start"] == a["window_start"])
+        assert a["n"] == w["contradicted_claim_rate.n"] < 20
+        assert a["contradicted"] == w["contradicted_lines"] and a["ci_low"] > 0.05
+        assert a["unit"] == "judged line" and a["confidence"] == 0.95
+    assert f"{len(fired)} alert(s)" in p.stdout
+
+    # 40 lines over two days: about one judged line a window, too few for any test
+    few = write_traffic(tmp_path / "few.jsonl", traffic_lines(40, 6, contradict=0.5))
+    p = _monitor(tmp_path, "m2", str(few), "tracking=none")
+    assert p.returncode == 0, p.stdout + p.stderr
+    entries = json.loads((tmp_path / "m2" / "alerts.json").read_text())
+    assert len(entries) == 2 and all(e["status"] == "untested" for e in entries)
+    assert all(e["alert"] == "contradicted_claim_rate" and e["n"] < 5 for e in entries)
+    untested = [ln for ln in p.stdout.splitlines() if ln.startswith("UNTESTED ")]
+    assert len(untested) == 2 and "(monitor.min_judged)" in untested[0]
+    assert "0 alert(s), 2 untested" in p.stdout
+    doc = json.loads((tmp_path / "m2" / "monitor.json").read_text())
+    assert [w["contradiction.status"] for w in doc["windows"]] == ["untested", "untested"]
+
+
+def test_with_a_baseline_contradictions_are_tested_against_its_rate(tmp_path):
+    base = write_traffic(tmp_path / "base.jsonl", traffic_lines(200, 7, contradict=0.3),
+                         bad=False)
+    same = write_traffic(tmp_path / "same.jsonl", traffic_lines(200, 8, contradict=0.3))
+    args = ("monitor.sample_rate=0.5", "monitor.min_lines=5", "tracking=none")
+    p = _monitor(tmp_path, "m", str(same), "--baseline", str(base), *args)
+    assert p.returncode == 0, p.stdout + p.stderr  # above 0.05, but no worse than the baseline
+    assert "judged baseline lines contradicted" in p.stdout
+    doc = json.loads((tmp_path / "m" / "monitor.json").read_text())
+    assert doc["baseline_judged"] > 50 and doc["baseline_contradicted"] > 10
+    assert all(w["contradicted_line_rate"] > 0.05 for w in doc["windows"])
+    assert all(w["contradiction.status"] == "ok" for w in doc["windows"])
+
+    clean = write_traffic(tmp_path / "clean.jsonl", traffic_lines(200, 7), bad=False)
+    p = _monitor(tmp_path, "m2", str(same), "--baseline", str(clean), *args)
+    assert p.returncode == 1, p.stdout + p.stderr
+    alerts = json.loads((tmp_path / "m2" / "alerts.json").read_text())
+    assert alerts and all(a["kind"] == "contradicted_claim_rate" for a in alerts)
+    assert all(a["baseline_rate"] == 0 and a["p_value"] < 0.05 and "Fisher" in a["test"]
+               for a in alerts)
