@@ -267,6 +267,28 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
+    def _reply(self, kind: str | None, msg: Any) -> None:
+        """Answer 200 with ``msg``, or as the fault ``kind`` spoils it: ``malformed`` (half
+        the JSON, with its length), ``truncated`` (a content-length the body falls short
+        of, then the connection closed)."""
+        data = json.dumps(msg).encode()
+        if kind == "malformed":
+            return self._send(200, data[: len(data) // 2])
+        if kind == "truncated":
+            self._answered()
+            try:
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data[: len(data) // 2])
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
+            return None
+        return self._send(200, msg)
+
     def _error(self, status: int, etype: str, headers: dict | None = None) -> None:
         self._send(status, {"type": "error", "error": {"type": etype,
                                                        "message": f"fake {etype}"}}, headers)
@@ -311,23 +333,7 @@ class _Handler(BaseHTTPRequestHandler):
             msg = fake.message(body, fault["text"], fault["stop_reason"])
         else:
             msg = fake.message(body)
-        data = json.dumps(msg).encode()
-        if kind == "malformed":
-            return self._send(200, data[: len(data) // 2])
-        if kind == "truncated":
-            self._answered()
-            try:
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data[: len(data) // 2])
-                self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-            self.close_connection = True
-            return None
-        return self._send(200, msg)
+        return self._reply(kind, msg)
 
     def do_GET(self) -> None:  # noqa: N802
         self._record(None)

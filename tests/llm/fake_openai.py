@@ -175,23 +175,7 @@ class _ChatHandler(_Handler):
             msg = fake.completion(body, fault["text"], fault["stop_reason"])
         else:
             msg = fake.completion(body)
-        data = json.dumps(msg).encode()
-        if kind == "malformed":
-            return self._send(200, data[: len(data) // 2])
-        if kind == "truncated":
-            self._answered()
-            try:
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data[: len(data) // 2])
-                self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-            self.close_connection = True
-            return None
-        return self._send(200, msg)
+        return self._reply(kind, msg)
 
 
 def fake_openai_env(monkeypatch: Any, srv: FakeOpenAI, key: str | None = TEST_OPENAI_KEY
