@@ -1,7 +1,10 @@
 """On-disk, content-keyed stage cache shared by runs and sweep jobs.
 
 - ``get``/``put``: JSON values in one SQLite file (WAL, safe across processes), by namespace
-  and key; used for retrievals, generations and grader responses.
+  and key; used for retrievals, generations and grader responses. Every value is scrubbed
+  of known secrets before it is stored (:meth:`raglab.secrets.Scrubber.scrub_obj`), as
+  everything raglab writes is; the caller computes the key from the unscrubbed content, so
+  scrubbing never makes two different inputs share an entry.
 - ``directory``: a folder per key for large artifacts (indexes), built under a file lock by
   one process while the others wait, and marked complete by a ``DONE`` file written last.
 """
@@ -92,7 +95,13 @@ class StageCache:
         return None if row is None else json.loads(row[0])
 
     def put(self, ns: str, key: str, value: Any) -> None:
+        """Store ``value`` (JSON-like) under ``key``, its strings scrubbed of known secrets
+        (an answer echoing a token is stored with ``***`` in its place)."""
+        from raglab.secrets import SCRUBBER
+
         blob = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        if SCRUBBER.found_in_text(blob):  # string by string, never across JSON's syntax
+            blob = json.dumps(SCRUBBER.scrub_obj(value), ensure_ascii=False, allow_nan=False)
         self._execute("INSERT OR REPLACE INTO kv (ns, key, value) VALUES (?, ?, ?)",
                       (ns, key, blob))
 

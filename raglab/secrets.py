@@ -5,22 +5,28 @@ Two rules, applied to every string raglab writes or prints:
 1. :func:`redact` (by position): the value of a key whose last word (split at ``_ - .``,
    spaces and camelCase) is one of SECRET_WORDS (``api_key``, ``X-Api-Key``,
    ``accessToken``, ``client_secret``, ``password``, ``Authorization``; not ``max_tokens``,
-   ``context_token_budget``, ``keyword``); every value under a ``headers`` mapping whatever
-   its name (``X-Auth``, ``Authentication``); the password of a URL
+   ``context_token_budget``, ``keyword``); a value under a ``headers`` mapping when
+   :func:`header_secrets` finds one in it (a secret-looking header name, or a value that
+   looks random: see :func:`looks_random`); the password of a URL
    (``https://user:pw@host``) and its secret-looking query parameters (``?api_key=``,
-   ``?token=``, ``?sig=``).
+   ``?token=``, ``?sig=``). An ordinary header value (``X-Tenant: case``,
+   ``Accept-Language: en``) is no secret: it is neither hidden nor scrubbed.
 2. :class:`Scrubber` (by value): every value found by rule 1, every value a configuration
    read from the environment (``${oc.env:MY_TOKEN}``), and the values of environment
    variables whose name is secret (``ANTHROPIC_API_KEY``, ``MY_TOKEN``) are replaced by
-   ``***`` wherever they appear: records (a system's error page echoing its request
-   headers), error messages, run names, MLflow params and tags, files and both output
-   streams. The process-wide scrubber is :data:`SCRUBBER`; :func:`scrub` applies it.
+   ``***`` wherever they appear as values: records (a system's error page echoing its
+   request headers), the stage cache, error messages, run names, MLflow params and tags,
+   files and both output streams. JSON documents are scrubbed string value by string value
+   (:meth:`Scrubber.scrub_obj`): a key is never changed, so a secret that happens to be part
+   of a field name cannot wreck a record. The process-wide scrubber is :data:`SCRUBBER`;
+   :func:`scrub` applies it.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import math
 import os
 import re
 import threading
@@ -35,6 +41,18 @@ SECRET_QUERY = frozenset({"auth", "sig", "signature", "access_token", "code", "p
 PLAIN_ENV = frozenset({"HOME", "USER", "LOGNAME", "PWD", "TMPDIR", "TMP", "TEMP", "SHELL"})
 REDACTED = "***"
 MIN_SECRET_LENGTH = 4  # shorter values would scrub ordinary words
+#: words of a header name that make its value a secret (any word of the name, so
+#: ``X-Auth-User`` and ``Authentication`` count as well as ``X-Api-Key``)
+SECRET_HEADER_WORDS = SECRET_WORDS | frozenset({
+    "auth", "authentication", "authn", "session", "sessionid", "sid", "signature", "sig",
+    "credential", "apikey", "jwt", "bearer", "csrf", "xsrf"})
+#: a header value under an ordinary name is a secret when it looks random: at least this
+#: many characters, at least this Shannon entropy per character, no whitespace, and at
+#: least two of lower case letters, upper case letters and digits (``case``, ``en``,
+#: ``acme-prod``, ``application/json``, ``no-cache`` are not; ``sk-live-4f9aQ2...``, a hex
+#: digest or a UUID are)
+RANDOM_MIN_LENGTH = 16
+RANDOM_MIN_ENTROPY = 3.0
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _SPLIT = re.compile(r"[^a-z0-9]+")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
@@ -44,6 +62,46 @@ _ENV = re.compile(r"\$\{oc\.env:([^,}]+)")
 def is_secret_key(key: Any) -> bool:
     words = [w for w in _SPLIT.split(_CAMEL.sub(r"\1_\2", str(key)).lower()) if w]
     return bool(words) and words[-1] in SECRET_WORDS
+
+
+def is_secret_header(name: Any) -> bool:
+    """Whether a header's name says its value is a credential (``Authorization``,
+    ``X-Api-Key``, ``Cookie``, ``X-Auth``, ``Proxy-Authorization``, ``X-Session-Id``)."""
+    words = [w for w in _SPLIT.split(_CAMEL.sub(r"\1_\2", str(name)).lower()) if w]
+    return is_secret_key(name) or any(w in SECRET_HEADER_WORDS for w in words)
+
+
+def entropy(text: str) -> float:
+    """Shannon entropy of ``text``'s characters, in bits per character."""
+    n = len(text)
+    if not n:
+        return 0.0
+    counts: dict[str, int] = {}
+    for c in text:
+        counts[c] = counts.get(c, 0) + 1
+    return -sum(k / n * math.log2(k / n) for k in counts.values())
+
+
+def looks_random(value: str) -> bool:
+    """Whether ``value`` looks like a generated credential rather than a word or a name
+    (the rule of :data:`RANDOM_MIN_LENGTH` and :data:`RANDOM_MIN_ENTROPY`)."""
+    if len(value) < RANDOM_MIN_LENGTH or any(c.isspace() for c in value):
+        return False
+    classes = (any(c.islower() for c in value) + any(c.isupper() for c in value)
+               + any(c.isdigit() for c in value))
+    return classes >= 2 and entropy(value) >= RANDOM_MIN_ENTROPY
+
+
+def header_secrets(name: Any, value: Any) -> set[str]:
+    """The secrets in one header: the whole value (and the token of ``Bearer TOKEN``) under
+    a secret-looking name; otherwise the value, or each word of it, that looks random.
+    Empty for an ordinary header (``X-Tenant: case``)."""
+    if value is None or isinstance(value, (bool, dict, list)):
+        return set()
+    text = str(value)
+    if is_secret_header(name):
+        return {text, *text.split()[1:2]}
+    return {w for w in {text, *text.split()} if looks_random(w)}
 
 
 def _secret_query(name: str) -> bool:
@@ -99,8 +157,13 @@ def redact(obj: Any, _in_headers: bool = False) -> Any:
     if isinstance(obj, dict):
         out = {}
         for k, v in obj.items():
-            if (_in_headers or is_secret_key(k)) and v not in (None, "", {}) \
-                    and not isinstance(v, (dict, list)):
+            if v in (None, "", {}) or isinstance(v, (dict, list)):
+                secret = False
+            elif _in_headers:
+                secret = bool(header_secrets(k, v))
+            else:
+                secret = is_secret_key(k)
+            if secret:
                 out[k] = REDACTED
             else:
                 out[k] = redact(v, _in_headers or str(k).lower() == "headers")
@@ -122,8 +185,10 @@ def secret_values(resolved: Any, unresolved: Any = None) -> set[str]:
     def walk(node: Any, raw: Any, secret: bool, in_headers: bool) -> None:
         if isinstance(node, dict):
             for k, v in node.items():
+                if in_headers and not secret and not isinstance(v, (dict, list)):
+                    found.update(header_secrets(k, v))
                 walk(v, raw.get(k) if isinstance(raw, dict) else None,
-                     secret or in_headers or is_secret_key(k),
+                     secret or is_secret_key(k),
                      in_headers or str(k).lower() == "headers")
         elif isinstance(node, list):
             for i, v in enumerate(node):
@@ -153,7 +218,9 @@ def override_secrets(overrides: list[str]) -> set[str]:
             continue
         value = value.strip().strip("'\"")
         parts = key.lstrip("+~").split(".")
-        if "headers" in (p.lower() for p in parts[:-1]) or is_secret_key(parts[-1]):
+        if "headers" in (p.lower() for p in parts[:-1]):
+            found.update(header_secrets(parts[-1], value))
+        elif is_secret_key(parts[-1]):
             found.add(value)
             found.update(value.split()[1:2])
         found.update(url_secrets(value))
@@ -216,8 +283,12 @@ class Scrubber:
 
     def found_in(self, data: bytes) -> bool:
         """Whether any known secret value occurs in UTF-8 ``data``."""
+        return self.found_in_text(data.decode("utf-8", "replace"))
+
+    def found_in_text(self, text: str) -> bool:
+        """Whether any known secret value occurs in ``text``."""
         pat = self._compiled()
-        return pat is not None and pat.search(data.decode("utf-8", "replace")) is not None
+        return pat is not None and pat.search(text) is not None
 
     def scrub_bytes(self, data: bytes) -> bytes:
         try:
@@ -228,7 +299,8 @@ class Scrubber:
         return data if out == text else out.encode("utf-8")
 
     def scrub_obj(self, obj: Any, numbers: bool = True) -> Any:
-        """A copy of a JSON-like value with every string (keys too) scrubbed, and, with
+        """A copy of a JSON-like value with every string value scrubbed (keys are left as
+        they are: they are field names, raglab's or a system's, not values), and, with
         ``numbers``, every number that *is* a known secret (a digits-only token a system
         echoed back as a JSON number) replaced by ``***``; a number that only contains one
         is left alone (a metric's digits are not a secret). ``numbers=False`` for raglab's
@@ -241,8 +313,7 @@ class Scrubber:
             return REDACTED if numbers and (str(obj) in self._values
                                             or repr(obj) in self._values) else obj
         if isinstance(obj, dict):
-            return {self.scrub(k) if isinstance(k, str) else k: self.scrub_obj(v, numbers)
-                    for k, v in obj.items()}
+            return {k: self.scrub_obj(v, numbers) for k, v in obj.items()}
         if isinstance(obj, (list, tuple)):
             return [self.scrub_obj(v, numbers) for v in obj]
         return obj
@@ -260,6 +331,19 @@ def clip(text: str, limit: int) -> str:
     """``text`` scrubbed of known secrets, then cut to ``limit`` characters (cutting first
     could keep part of a secret that scrubbing no longer recognises)."""
     return SCRUBBER.scrub(text)[:limit]
+
+
+def clip_bytes(data: bytes, limit: int) -> str:
+    """The start of UTF-8 ``data`` (a response body of any size), scrubbed, then cut to
+    ``limit`` characters. Only a prefix is decoded and scrubbed, one long enough that a
+    secret the prefix cuts in two lies wholly beyond ``limit`` once scrubbed."""
+    longest = max((len(v) for v in SCRUBBER.values), default=0)
+    size = 4 * (limit + longest) + 64
+    while True:
+        text = SCRUBBER.scrub(data[:size].decode("utf-8", "replace"))
+        if size >= len(data) or len(text) >= limit + longest:
+            return text[:limit]
+        size *= 4
 
 
 def scrub_obj(obj: Any) -> Any:

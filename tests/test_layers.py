@@ -4,7 +4,7 @@
         -> compare (comparisons, sweeps, gates, decisions)
         -> systems / graders / tracking / report (a run's report) / calibration.records
         -> config -> metrics -> data -> stats -> llm / registry -> components
-        -> cache / text / secrets / report.format -> errors
+        -> cache / text / report.format -> secrets -> errors
 
 Tracking is handed the files it logs (a run's report among them) and imports no report;
 a run's report knows nothing of tracking. The comparisons read runs, from directories or
@@ -41,7 +41,8 @@ LAYERS: dict[str, float] = {
     "raglab.stats": 3,
     "raglab.llm": 2, "raglab.registry": 2,
     "raglab.components": 1.5,  # the component contracts and the build context
-    "raglab.cache": 1, "raglab.text": 1, "raglab.secrets": 1, "raglab.report.format": 1,
+    "raglab.cache": 1, "raglab.text": 1, "raglab.report.format": 1,
+    "raglab.secrets": 0.5,  # below the cache, which scrubs what it stores
     "raglab.errors": 0, "raglab": 0,
 }
 #: sideways edges within a layer (none today)

@@ -21,8 +21,8 @@ def test_redact_keeps_ordinary_settings_and_hides_secret_values():
            "system": {"headers": {"Authorization": "Bearer x", "Accept": "json"}},
            "empty_token": None, "nested": [{"api_key": "sk"}]}
     assert redact(cfg) == {"context_token_budget": 1500, "generator": {"max_tokens": 512},
-                           # every header value is secret, whatever its name (issue 10)
-                           "system": {"headers": {"Authorization": "***", "Accept": "***"}},
+                           # a header's value is secret by its name or its look (issue 24)
+                           "system": {"headers": {"Authorization": "***", "Accept": "json"}},
                            "empty_token": None, "nested": [{"api_key": "***"}]}
 
 
@@ -30,10 +30,61 @@ def test_redact_keeps_ordinary_settings_and_hides_secret_values():
 from raglab.secrets import Scrubber, ScrubbingStream, redact_url, secret_values  # noqa: E402
 
 
-@pytest.mark.parametrize("name", ["X-Auth", "Authentication", "X-Custom", "Authorization"])
-def test_every_header_value_is_secret_whatever_its_name(name):
+@pytest.mark.parametrize("name", ["X-Auth", "Authentication", "Authorization", "X-Api-Key",
+                                  "Cookie", "Proxy-Authorization", "X-Session-Id"])
+def test_a_header_value_under_a_secret_looking_name_is_secret(name):
     assert redact({"system": {"headers": {name: "s3cr3t-value"}}}) == \
         {"system": {"headers": {name: "***"}}}
+
+
+@pytest.mark.parametrize("value", ["sk-live-4f9aQ2xYz81KpLm0", "0f3a9c1e2b7d4a5f6e8c9b0a1d2e3f4a",
+                                   "123e4567-e89b-12d3-a456-426614174000",
+                                   "Bearer eyJhbGciOiJIUzI1NiJ9x"])
+def test_a_random_looking_header_value_is_secret_whatever_its_name(value):
+    from raglab.secrets import header_secrets
+
+    assert redact({"system": {"headers": {"X-Custom": value}}}) == \
+        {"system": {"headers": {"X-Custom": "***"}}}
+    assert header_secrets("X-Custom", value)
+
+
+@pytest.mark.parametrize("value", ["case", "en", "acme-prod", "application/json", "no-cache",
+                                   "gzip, deflate", "raglab-eval/1.0", "tenant-42",
+                                   "Mozilla/5.0 (X11; Linux x86_64)"])
+def test_an_ordinary_header_value_is_no_secret(value):
+    """Issue 24, defect 1: ``X-Tenant: case`` was scrubbed everywhere as a substring."""
+    from raglab.secrets import header_secrets, override_secrets, secret_values
+
+    assert redact({"system": {"headers": {"X-Tenant": value}}}) == \
+        {"system": {"headers": {"X-Tenant": value}}}
+    assert not header_secrets("X-Tenant", value)
+    assert value not in override_secrets([f"+system.headers.X-Tenant={value}"])
+    assert value not in secret_values({"system": {"headers": {"X-Tenant": value}}})
+
+
+def test_scrub_obj_never_changes_keys():
+    """Issue 24, defect 1: a known secret inside a field name (``case`` in ``case_id``)
+    left the field name alone; only values are scrubbed."""
+    s = Scrubber({"case"}, environment=False)
+    assert s.scrub_obj({"case_id": "a case", "cases": ["case-1"]}) == \
+        {"case_id": "a ***", "cases": ["***-1"]}
+
+
+def test_clip_bytes_scrubs_before_cutting(monkeypatch):
+    """Issue 24, defect 3: cutting first kept 55 of a 62-character token."""
+    import raglab.secrets
+    from raglab.secrets import clip_bytes
+
+    token = "tk-" + "a1B2c3D4e5" * 6  # 63 characters
+    monkeypatch.setattr(raglab.secrets, "SCRUBBER", Scrubber({token}, environment=False))
+    for pad in (0, 10, 65, 110, 200):
+        body = ("x" * pad + token + " tail").encode()
+        for limit in (40, 120, 200):
+            out = clip_bytes(body, limit)
+            assert len(out) <= limit
+            assert "a1B2c3D4e5a1" not in out and "tk-a1B2" not in out, (pad, limit, out)
+    many = (token + ",") * 2000  # shrinks by 60 characters a token once scrubbed
+    assert clip_bytes(many.encode(), 200) == ("***," * 50)
 
 
 @pytest.mark.parametrize("url, shown", [

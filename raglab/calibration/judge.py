@@ -15,6 +15,7 @@ from typing import Any
 
 from raglab.calibration.labels import LabelLine
 from raglab.graders.orchestrate import GraderCallError, Grading
+from raglab.secrets import clip
 
 
 async def judge_labels(grading: Grading, labels: list[LabelLine],
@@ -40,7 +41,7 @@ async def judge_labels(grading: Grading, labels: list[LabelLine],
                 res = await grading.ask("nuggets", "nuggets", questions.get(key[1], ""),
                                         key[2], items, repeat=repeat)
         except GraderCallError as e:
-            errors.append(f"case {key[1]} ({key[0]}s, repeat {repeat}): {e}"[:500])
+            errors.append(clip(f"case {key[1]} ({key[0]}s, repeat {repeat}): {e}", 500))
             return
         for i, judged in zip(idx, res):  # [label, evidence, ...] per item
             out[i][repeat] = judged[0]

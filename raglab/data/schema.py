@@ -1,6 +1,9 @@
 """The data contract (docs/data.md) as pydantic v2 models.
 
-Unknown fields are errors: they are almost always typos.
+Unknown fields are errors: they are almost always typos. The one exception is what a
+system under test returns: fields it adds to its output or to a hit are kept
+(:func:`accept_output`), since a real system's answer carries its own (a trace id, a chunk
+id).
 """
 
 from __future__ import annotations
@@ -137,6 +140,11 @@ class Citation(Strict):
 
 
 class SystemOutput(Strict):
+    # a system's output may echo a secret: its validation messages never quote a value
+    # (pydantic would keep a part of a long one, which scrubbing cannot recognise)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False,
+                              hide_input_in_errors=True)
+
     case_id: str = Field(min_length=1)
     candidates: list[Hit] = Field(default_factory=list)
     context: list[Hit] = Field(default_factory=list)
@@ -149,6 +157,76 @@ class SystemOutput(Strict):
     # judge grading its own model's answers is reported as self-graded). Left out of the
     # record when not given, so outputs without it keep their exact form.
     model: str | None = Field(default=None, min_length=1, exclude_if=lambda v: v is None)
+    # fields a system added that the contract does not name (a trace id, a request id),
+    # kept in the record as given; left out when there are none (see accept_output)
+    extra: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+_HIT_FIELDS = frozenset(Hit.model_fields)
+_OUTPUT_FIELDS = frozenset(SystemOutput.model_fields)
+
+
+class ContractError(ValueError):
+    """An output whose added fields contradict the contract (the case fails)."""
+
+
+def _move(extras: dict[str, Any], into: dict[str, Any], owner: str, container: str) -> None:
+    for key, value in extras.items():
+        if key in into and into[key] != value:
+            raise ContractError(f"{owner} field {key!r} is also in its {container!r}, with "
+                                "another value")
+        into[key] = value
+
+
+def accept_output(data: dict[str, Any]) -> tuple[SystemOutput, list[str]]:
+    """A system's output with the fields it added kept, and their names.
+
+    The contract's fields are validated as always (a wrong type, a missing ``case_id``, a
+    reversed span is refused). A key the contract does not name is kept, not refused: on a
+    hit it goes into the hit's ``metadata``, on the output into ``extra``; the names come
+    back as ``trace_id`` and ``candidates[].chunk_id``. Refused (ContractError): an added
+    key that is also in the hit's ``metadata`` (or the output's ``extra``) with another
+    value. Outputs without added fields take the strict path unchanged (no copy)."""
+    try:
+        return SystemOutput.model_validate(data), []
+    except Exception as e:  # noqa: BLE001 - a ValidationError: see whether fields were added
+        from pydantic import ValidationError
+
+        if not isinstance(e, ValidationError) or not any(
+                err["type"] == "extra_forbidden" for err in e.errors()):
+            raise
+    added: set[str] = set()
+    fixed = dict(data)
+    extras = {k: v for k, v in data.items() if k not in _OUTPUT_FIELDS}
+    if extras:
+        for k in extras:
+            del fixed[k]
+        kept = fixed.get("extra")
+        if kept is not None and not isinstance(kept, dict):
+            raise ContractError("output field 'extra' must be an object")
+        kept = dict(kept or {})
+        _move(extras, kept, "output", "extra")
+        fixed["extra"] = kept
+        added.update(extras)
+    for stage in ("candidates", "context"):
+        hits = data.get(stage)
+        if not isinstance(hits, list):
+            continue
+        new_hits = []
+        for hit in hits:
+            if isinstance(hit, dict) and not hit.keys() <= _HIT_FIELDS:
+                more = {k: v for k, v in hit.items() if k not in _HIT_FIELDS}
+                hit = {k: v for k, v in hit.items() if k in _HIT_FIELDS}
+                meta = hit.get("metadata")
+                if meta is not None and not isinstance(meta, dict):
+                    raise ContractError(f"{stage} hit field 'metadata' must be an object")
+                meta = dict(meta or {})
+                _move(more, meta, f"{stage} hit", "metadata")
+                hit["metadata"] = meta
+                added.update(f"{stage}[].{k}" for k in more)
+            new_hits.append(hit)
+        fixed[stage] = new_hits
+    return SystemOutput.model_validate(fixed), sorted(added)
 
 
 class HumanLabel(Strict):

@@ -91,7 +91,9 @@ class LLMResponse:
 
 
 def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())[:300] or type(e).__name__
+    from raglab.secrets import clip
+
+    return clip(" ".join(str(e).split()), 300) or type(e).__name__  # scrubbed, then cut
 
 
 def cost_usd(usage: dict, prices: dict[str, float] | None, batch: bool) -> float | None:

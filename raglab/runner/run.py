@@ -151,7 +151,8 @@ class Run:
         system_identity = system_identity_of(cfg)
         check_system(self.run_dir, system_identity)
         write_jsonl(self.run_dir / "quarantine.jsonl", [q.as_dict() for q in ds.quarantined])
-        atomic_write_text(self.run_dir / "config.yaml", self.resolved_yaml)
+        # built from the configuration scrubbed value by value (a key is never changed)
+        atomic_write_text(self.run_dir / "config.yaml", self.resolved_yaml, scrubbed=True)
         versions = self.versions
         write_identity(self.run_dir, versions, content_key(self.resolved_yaml, length=16),
                        hashes, {"system": system_identity} if system_identity else None)

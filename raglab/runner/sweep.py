@@ -20,8 +20,11 @@ OVER_ERROR_RATE: list[Path] = []
 
 
 class SweepSummary:
-    """A Hydra callback (Hydra calls each ``on_*`` hook by name; only the end of a sweep
-    does anything)."""
+    """A Hydra callback (Hydra calls each ``on_*`` hook by name): a sweep's multirun.yaml
+    is rewritten without secrets as its first job starts, and the end of a sweep prints
+    the table."""
+
+    _scrubbed = False
 
     def on_run_start(self, config: Any, **kwargs: Any) -> None:
         pass
@@ -33,7 +36,11 @@ class SweepSummary:
         pass
 
     def on_job_start(self, config: Any, **kwargs: Any) -> None:
-        pass
+        # Hydra saved multirun.yaml before the first job: hide its secrets now, so a sweep
+        # stopped half way leaves none (and again at the end)
+        if not self._scrubbed:
+            self._scrubbed = True
+            _scrub_multirun_yaml()
 
     def on_job_end(self, config: Any, job_return: Any = None, **kwargs: Any) -> None:
         pass
@@ -41,6 +48,7 @@ class SweepSummary:
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         from raglab.runner.naming import job_overrides
 
+        _scrub_multirun_yaml(Path(str(config.hydra.sweep.dir)))
         n_jobs = len(job_overrides([str(o) for o in config.hydra.overrides.task], True))
         OVER_ERROR_RATE[:] = over_error_rate(Path(str(config.hydra.sweep.dir)).resolve(),
                                              n_jobs)
@@ -49,6 +57,43 @@ class SweepSummary:
         except Exception as exc:  # noqa: BLE001 - the jobs are done; say why no table
             print(f"raglab: sweep summary not written: {type(exc).__name__}: {exc}",
                   file=sys.stderr)
+
+
+def _scrub_multirun_yaml(sweep_dir: Path | None = None) -> None:
+    """Rewrite the sweep's ``multirun.yaml`` (Hydra writes the whole configuration there,
+    the header overrides included) with its secrets hidden: redacted by position, then
+    every known secret (those of its ``hydra.overrides.task`` too) scrubbed by value, string
+    by string, so keys and the overrides' structure stay readable (compare names the jobs
+    from it). Nothing happens outside a sweep."""
+    from omegaconf import OmegaConf
+
+    from raglab.data.io import atomic_write_text
+    from raglab.secrets import SCRUBBER, override_secrets, redact, register, secret_values
+
+    if sweep_dir is None:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        try:
+            hc = HydraConfig.get()
+        except ValueError:
+            return
+        if hc.mode != RunMode.MULTIRUN:
+            return
+        sweep_dir = Path(str(hc.sweep.dir))
+    path = sweep_dir / "multirun.yaml"
+    try:
+        node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+    except Exception:  # noqa: BLE001 - absent or unreadable (another launcher's layout)
+        return
+    if not isinstance(node, dict):
+        return
+    tasks = ((node.get("hydra") or {}).get("overrides") or {}).get("task") or []
+    register(override_secrets([str(o) for o in tasks]))
+    register(secret_values(node, node))
+    clean = SCRUBBER.scrub_obj(redact(node))
+    if clean != node:
+        atomic_write_text(path, OmegaConf.to_yaml(OmegaConf.create(clean)), scrubbed=True)
 
 
 def over_error_rate(sweep_dir: Path, n_jobs: int) -> list[Path]:

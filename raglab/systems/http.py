@@ -9,8 +9,11 @@ Request body (application/json)::
                 "generator": {...}}}
 
 Response: 200 with a SystemOutput JSON object (raglab.data.schema.SystemOutput; ``case_id`` may be
-omitted). Retried with exponential backoff (``retries`` times): connection errors, timeouts,
-5xx answers, 429, and bodies cut short (a Content-Length not reached, a torn chunked body);
+omitted). Fields the system adds are kept (on a hit: in its ``metadata``; on the output: in
+``extra``), with one warning per run naming them (raglab.data.schema.accept_output). The body
+counts against ``max_body_bytes`` as decoded (a gzip bomb stops there). Retried with
+exponential backoff (``retries`` times): connection errors, timeouts, 5xx answers, 429, and
+bodies cut short (a Content-Length not reached, a torn chunked body);
 a ``Retry-After`` header (seconds or an HTTP date) is honoured up to ``max_retry_after_s``.
 Other 4xx answers and malformed bodies (not JSON, NaN/Infinity, wrong shape) fail that case
 at once. ``read_timeout_s`` bounds the whole request, not each read: a server sending a byte
@@ -31,9 +34,9 @@ from raglab.components import NO_CONTEXT, BuildContext, System
 from raglab.config import UNLISTED
 from raglab.data.finite import NotFiniteError
 from raglab.data.finite import loads as finite_loads
-from raglab.data.schema import Strict, SystemOutput
+from raglab.data.schema import ContractError, Strict, SystemOutput, accept_output
 from raglab.registry import register
-from raglab.secrets import clip
+from raglab.secrets import clip_bytes
 from raglab.systems.base import SystemRequest
 
 
@@ -79,6 +82,8 @@ class HttpSystem(System):
         self._slots = threading.BoundedSemaphore(cfg.concurrency)
         self._run_deadline = (time.monotonic() + cfg.run_deadline_s
                               if cfg.run_deadline_s else None)
+        self._warned = False
+        self._warn_lock = threading.Lock()
 
     def answer(self, req: SystemRequest) -> SystemOutput:
         body = req.as_json()
@@ -90,7 +95,11 @@ class HttpSystem(System):
             try:
                 with self._slots:
                     data = self._request(body)
-                return self._parse_data(data, req.case_id)
+                added: list[str] = []
+                out = self._parse_data(data, req.case_id, added)
+                if added:
+                    self._warn_added(added)
+                return out
             except _Retry as r:
                 if attempt >= self.cfg.retries:
                     raise HttpSystemError(f"{r} (after {attempt + 1} attempt(s))") from None
@@ -129,7 +138,7 @@ class HttpSystem(System):
                              "(read_timeout_s bounds the whole request)") from None
             status = resp.status_code
             if status >= 300:
-                text = clip(raw[:8192].decode("utf-8", "replace"), 200)
+                text = clip_bytes(raw, 200)
                 err = f"HTTP {status}: {text}"
                 if status == 429 or status >= 500:
                     raise _Retry(err, _retry_after(resp.headers.get("Retry-After")))
@@ -139,8 +148,8 @@ class HttpSystem(System):
         except NotFiniteError as e:
             raise HttpSystemError(f"response: {e}") from None
         except (ValueError, UnicodeDecodeError):
-            raise HttpSystemError(f"malformed JSON in response: "
-                                  f"{raw[:120].decode('utf-8', 'replace')!r}") from None
+            raise HttpSystemError(f"malformed JSON in response: {clip_bytes(raw, 120)!r}"
+                                  ) from None
 
     def _read_body(self, resp, deadline: float) -> bytes:
         import requests
@@ -170,14 +179,44 @@ class HttpSystem(System):
             raise requests.exceptions.ChunkedEncodingError("short body")
         return data
 
+    def _warn_added(self, added: list[str]) -> None:
+        """One line per run naming the fields the system added (kept, not refused)."""
+        import sys
+
+        with self._warn_lock:
+            if self._warned:
+                return
+            self._warned = True
+        print(f"raglab: warning: the system's answers carry fields the output contract does "
+              f"not name, kept in the record (on hits: in 'metadata'; on the output: in "
+              f"'extra'): {', '.join(added)}", file=sys.stderr, flush=True)
+
     @staticmethod
-    def _parse_data(data: Any, case_id: str) -> SystemOutput:
+    def _parse_data(data: Any, case_id: str, added: list[str] | None = None) -> SystemOutput:
+        """The validated output; the names of the fields the system added go to ``added``."""
+        from pydantic import ValidationError
+
+        from raglab.data.io import first_problem
+
         if not isinstance(data, dict):
             raise HttpSystemError("response is not a JSON object")
         data.setdefault("case_id", case_id)
         if data["case_id"] != case_id:
             raise HttpSystemError(f"response is for case {data['case_id']!r}, not {case_id!r}")
-        return SystemOutput.model_validate(data)
+        try:
+            out, names = accept_output(data)
+        except ContractError as e:
+            raise HttpSystemError(f"response: {e}") from None
+        except ValidationError as e:  # named without the value (it may hold a secret)
+            p = first_problem(e, SystemOutput)
+            more = e.error_count() - 1
+            raise HttpSystemError(
+                f"response does not fit the output contract: "
+                f"{'field ' + repr(p.loc) + ': ' if p.loc else ''}{p.msg}"
+                f"{f' (and {more} more problem(s))' if more else ''}") from None
+        if added is not None:
+            added.extend(names)
+        return out
 
 
 def _retry_after(value: str | None) -> float | None:

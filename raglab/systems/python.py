@@ -14,6 +14,7 @@ from raglab.components import NO_CONTEXT, BuildContext, System
 from raglab.data.schema import Strict
 from raglab.errors import ConfigError
 from raglab.registry import register
+from raglab.secrets import clip
 
 
 class PythonSystemCfg(Strict):
@@ -64,14 +65,15 @@ def load_python_system(target: str, options: dict):
                     "packages; make it importable with PYTHONPATH=ITS_FOLDER or "
                     "pip install -e ITS_PROJECT)")
         raise ConfigError(f"config system._target_: cannot import {module_name!r}: "
-                          f"{type(e).__name__}: {' '.join(str(e).split())[:300]}{hint}") from None
+                          f"{type(e).__name__}: {clip(' '.join(str(e).split()), 300)}{hint}"
+                          ) from None
     factory = getattr(module, attr, None)
     if factory is None or not callable(factory):
         raise ConfigError(f"config system._target_: {module_name!r} has no callable {attr!r}")
     try:
         system = factory(dict(options))
     except Exception as e:  # noqa: BLE001 - the user's factory failed: one line, no traceback
-        msg = " ".join(str(e).split())[:300]
+        msg = clip(" ".join(str(e).split()), 300)  # scrubbed, then cut
         raise ConfigError(f"config system._target_: {target}(options) raised "
                           f"{type(e).__name__}: {msg}") from None
     if not callable(getattr(system, "answer", None)):

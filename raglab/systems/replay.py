@@ -7,7 +7,10 @@ case is scored, so memory stays bounded whatever the size of the file.
 
 A replayed line with a bad value (NaN, Infinity, a lone surrogate) fails its own case with
 that error, and the run goes on; a line that is not JSON, or not a SystemOutput, is refused
-with one line. Outputs for cases not in the case set are counted in a warning.
+with one line. Outputs for cases not in the case set are counted in a warning, and so are
+fields the contract does not name (kept, as the http adapter keeps them:
+raglab.data.schema.accept_output). Lines without such fields take pydantic's JSON reader
+directly; only the others take the slower way.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from raglab.data.finite import NotFiniteError, may_escape_surrogate
 from raglab.data.finite import check as check_finite
 from raglab.data.finite import loads as finite_loads
 from raglab.data.io import MAX_LINE_BYTES, check_readable_file, parse_model, shallow_loads
-from raglab.data.schema import Strict, SystemOutput
+from raglab.data.schema import ContractError, Strict, SystemOutput, accept_output
 from raglab.errors import UserError
 from raglab.registry import register
 from raglab.systems.base import SystemRequest, ValidatedOutput
@@ -69,6 +72,7 @@ class ReplaySystem(System):
         self.bad: dict[str, str] = {}  # case id -> the refused value's message
         self.warnings: list[str] = []
         seen: dict[str, int] = {}  # case id -> its line
+        self.added: set[str] = set()  # fields outside the contract, kept
         with open(p, "rb", buffering=_READ_BUFFER) as fh:
             for lineno, (start, raw) in enumerate(_raw_lines(fh), start=1):
                 if len(raw) - raw.endswith(b"\n") > MAX_LINE_BYTES:
@@ -101,6 +105,11 @@ class ReplaySystem(System):
                 self.warnings.append(
                     f"{self.path}: {len(extra)} replayed output(s) for cases not in the case "
                     f"set, ignored ({shown}{', ...' if len(extra) > 3 else ''})")
+        if self.added:
+            self.warnings.append(
+                f"{self.path}: the outputs carry fields the output contract does not name, "
+                "kept in the record (on hits: in 'metadata'; on the output: in 'extra'): "
+                + ", ".join(sorted(self.added)))
 
     def _parse(self, raw: bytes, lineno: int) -> SystemOutput | _Bad:
         """The line's output, or _Bad (a value that fails its case)."""
@@ -119,7 +128,7 @@ class ReplaySystem(System):
                     return out
                 except NotFiniteError:
                     pass
-        return _slow_parse(raw, self.path, lineno)
+        return _slow_parse(raw, self.path, lineno, self.added)
 
     def answer(self, req: SystemRequest) -> ValidatedOutput:
         if req.case_id in self.bad:
@@ -130,7 +139,12 @@ class ReplaySystem(System):
             start, size = self.index[req.case_id]
             assert self._fh is not None  # an indexed file is kept open
             self._fh.seek(start)
-            out = SystemOutput.model_validate_json(self._fh.read(size)).model_dump()
+            line = self._fh.read(size)
+            try:
+                out = SystemOutput.model_validate_json(line).model_dump()
+            except ValidationError:  # checked when built: a line with fields of its own
+                out = accept_output(finite_loads(line.decode("utf-8"),
+                                                 from_utf8=True))[0].model_dump()
         if out is None:
             raise LookupError(f"no output for this case in {self.path}")
         return ValidatedOutput(out)
@@ -155,7 +169,8 @@ class _Bad:
         self.case_id, self.message = case_id, message
 
 
-def _slow_parse(raw: bytes, path: str, lineno: int) -> SystemOutput | _Bad:
+def _slow_parse(raw: bytes, path: str, lineno: int,
+                added: set[str] | None = None) -> SystemOutput | _Bad:
     try:
         line = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -176,11 +191,19 @@ def _slow_parse(raw: bytes, path: str, lineno: int) -> SystemOutput | _Bad:
         raise UserError(f"expected a JSON object, got {type(obj).__name__}", file=path,
                         line=lineno)
     try:
-        return SystemOutput.model_validate(obj)
+        out, names = accept_output(obj)
+    except ContractError as e:
+        raise UserError(str(e), file=path, line=lineno,
+                        case_id=obj.get("case_id") if isinstance(obj.get("case_id"), str)
+                        else None) from None
     except ValidationError as e:
         reversed_span = _reversed_span(obj, e)
         if reversed_span is not None:  # a value that fails its case, as a system's would
             return _Bad(obj["case_id"], reversed_span)
+    else:
+        if added is not None:
+            added.update(names)
+        return out
     return parse_model(SystemOutput, obj, file=path, line=lineno)  # the one line
 
 

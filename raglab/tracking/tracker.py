@@ -24,8 +24,11 @@ class _TrackingSettings(Strict):
     uri: str | None = None
     experiment: str | None = None
     # the longest a run waits for an MLflow server that stopped answering (all retries of
-    # one request), before it says how to finish the logging later
-    timeout_s: float = Field(30.0, gt=0, json_schema_extra=UNLISTED)
+    # one request), before it says how to finish the logging later; in the composed
+    # config, so tracking.timeout_s=5 works without a +
+    timeout_s: float = Field(30.0, gt=0, description=(
+        "the longest a run waits for an MLflow server that stopped answering (all retries "
+        "of one request, seconds)"))
     slice_metrics: Literal["all", "headline"] = Field("all", description=(
         "per slice: all (every metric, the default) or headline (headline metrics only; the "
         "full slice table stays in the metrics.json artifact)"))
