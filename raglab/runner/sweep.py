@@ -36,11 +36,11 @@ class SweepSummary:
         pass
 
     def on_job_start(self, config: Any, **kwargs: Any) -> None:
-        # Hydra saved multirun.yaml before the first job: hide its secrets now, so a sweep
-        # stopped half way leaves none (and again at the end)
-        if not self._scrubbed:
-            self._scrubbed = True
-            _scrub_multirun_yaml()
+        # Hydra saved multirun.yaml before the first job, and a job's .hydra/ files (when
+        # hydra.output_subdir is set) before it starts: hide their secrets now, so a sweep
+        # stopped half way leaves none (multirun.yaml again at the end)
+        _scrub_hydra_files(first=not self._scrubbed)
+        self._scrubbed = True
 
     def on_job_end(self, config: Any, job_return: Any = None, **kwargs: Any) -> None:
         pass
@@ -48,7 +48,7 @@ class SweepSummary:
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
         from raglab.runner.naming import job_overrides
 
-        _scrub_multirun_yaml(Path(str(config.hydra.sweep.dir)))
+        _scrub_config_file(Path(str(config.hydra.sweep.dir)) / "multirun.yaml")
         n_jobs = len(job_overrides([str(o) for o in config.hydra.overrides.task], True))
         OVER_ERROR_RATE[:] = over_error_rate(Path(str(config.hydra.sweep.dir)).resolve(),
                                              n_jobs)
@@ -59,36 +59,46 @@ class SweepSummary:
                   file=sys.stderr)
 
 
-def _scrub_multirun_yaml(sweep_dir: Path | None = None) -> None:
-    """Rewrite the sweep's ``multirun.yaml`` (Hydra writes the whole configuration there,
-    the header overrides included) with its secrets hidden: redacted by position, then
-    every known secret (those of its ``hydra.overrides.task`` too) scrubbed by value, string
-    by string, so keys and the overrides' structure stay readable (compare names the jobs
-    from it). Nothing happens outside a sweep."""
+def _scrub_hydra_files(first: bool) -> None:
+    """The files Hydra wrote for this job (``.hydra/config.yaml``, ``hydra.yaml``,
+    ``overrides.yaml`` when ``hydra.output_subdir`` is set) and, for the ``first`` job of a
+    sweep, the sweep's ``multirun.yaml``, rewritten without secrets."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    try:
+        hc = HydraConfig.get()
+    except ValueError:
+        return
+    if hc.output_subdir is not None:
+        folder = Path(str(hc.runtime.output_dir)) / str(hc.output_subdir)
+        for name in ("config.yaml", "hydra.yaml", "overrides.yaml"):
+            _scrub_config_file(folder / name)
+    if first and hc.mode == RunMode.MULTIRUN:
+        _scrub_config_file(Path(str(hc.sweep.dir)) / "multirun.yaml")
+
+
+def _scrub_config_file(path: Path) -> None:
+    """Rewrite a YAML file Hydra wrote (it holds the whole configuration, or the command
+    line's overrides, header values included) with its secrets hidden: redacted by
+    position, then every known secret (those of its overrides too) scrubbed by value,
+    string by string, so keys and the overrides' structure stay readable (compare names a
+    sweep's jobs from multirun.yaml). A file absent or unreadable is left alone."""
     from omegaconf import OmegaConf
 
     from raglab.data.io import atomic_write_text
     from raglab.secrets import SCRUBBER, override_secrets, redact, register, secret_values
 
-    if sweep_dir is None:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
-        try:
-            hc = HydraConfig.get()
-        except ValueError:
-            return
-        if hc.mode != RunMode.MULTIRUN:
-            return
-        sweep_dir = Path(str(hc.sweep.dir))
-    path = sweep_dir / "multirun.yaml"
     try:
         node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
     except Exception:  # noqa: BLE001 - absent or unreadable (another launcher's layout)
         return
-    if not isinstance(node, dict):
+    if isinstance(node, dict):
+        tasks = ((node.get("hydra") or {}).get("overrides") or {}).get("task") or []
+    elif isinstance(node, list):  # overrides.yaml
+        tasks = node
+    else:
         return
-    tasks = ((node.get("hydra") or {}).get("overrides") or {}).get("task") or []
     register(override_secrets([str(o) for o in tasks]))
     register(secret_values(node, node))
     clean = SCRUBBER.scrub_obj(redact(node))

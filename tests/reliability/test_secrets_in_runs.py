@@ -140,13 +140,16 @@ def test_a_secret_stored_in_the_stage_cache_is_scrubbed_but_keys_stay_apart(tmp_
     assert len(rows) == 2 and not any(TOKEN in v for (v,) in rows)
 
 
-def test_a_sweep_keeps_no_header_secret_in_multirun_yaml(tiny, tmp_path, system_url):
+def test_a_sweep_keeps_no_header_secret_in_multirun_yaml_or_hydra_files(tiny, tmp_path,
+                                                                         system_url):
     corpus, cases = tiny
     sweep = tmp_path / "sweep"
     proc = run_cli("run", "-m", *BASE, f"system.url={system_url}", f"dataset.corpus={corpus}",
                    f"dataset.cases={cases}", f"cache_dir={tmp_path / 'cache'}", "k=2,3",
-                   f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+                   f"hydra.sweep.dir={sweep}", "hydra.output_subdir=.hydra", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    # each job's .hydra/ files (asked for with hydra.output_subdir) hold no secret either
+    assert "X-Tenant=case" in (sweep / "1" / ".hydra" / "overrides.yaml").read_text()
     written = (sweep / "multirun.yaml").read_text()
     assert "X-Tenant=case" in written  # the sweep's overrides are still readable
     assert "Authorization=***" in written
