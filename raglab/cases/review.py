@@ -95,7 +95,9 @@ class Review:
         a, b = max(0, start - around), min(len(doc.text), end + around)
         before = ("..." if a else "") + " ".join(doc.text[a:start].split())
         after = " ".join(doc.text[end:b].split()) + ("..." if b < len(doc.text) else "")
-        body = f"{before} {self._mark(' '.join(doc.text[start:end].split()))} {after}".strip()
+        sep = "" if after[:1] in tuple(".,;:!?)") else " "
+        body = f"{before} {self._mark(' '.join(doc.text[start:end].split()))}{sep}{after}"
+        body = body.strip()
         lines = [head + (f" ({doc.title})" if doc.title else "")
                  + (f", acl {doc.acl}" if doc.acl else "")]
         return lines + textwrap.wrap(body, width - 4, initial_indent="    ",
