@@ -156,7 +156,7 @@ class Outcome:
     drafts: list[dict[str, Any]] = field(default_factory=list)
     dropped: Counter = field(default_factory=Counter)
     first_drop: dict[str, str] = field(default_factory=dict)
-    paraphrased: int = 0
+    paraphrased: int = 0  # drafts written with a paraphrased question
 
     def drop(self, reason: str, detail: str) -> None:
         self.dropped[reason] += 1
@@ -305,7 +305,6 @@ async def run_plan(p: Plan, cfg: DrafterCfg, corpus: list[Document], llm: Any,
                 note.update(question_before=case["question"], vocabulary_share_before=share,
                             vocabulary_share=dc.vocabulary_share(new, texts))
                 case["question"] = new
-                out.paraphrased += 1
         case["_note"] = note
 
     await asyncio.gather(*(vocab(i, c) for i, c in built))
@@ -337,6 +336,7 @@ async def run_plan(p: Plan, cfg: DrafterCfg, corpus: list[Document], llm: Any,
                          "documents": [d.doc_id for d in item.unit.docs],
                          "model": cfg.model, **note}
         out.drafts.append(case)
+        out.paraphrased += "question_before" in note
     return out
 
 

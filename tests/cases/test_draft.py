@@ -16,7 +16,7 @@ from raglab.data.dataset import load_corpus, resolve_path
 from raglab.data.schema import Case, Document, User, may_see
 from raglab.text.normalize import normalize
 from tests.conftest import TINY_CASES, TINY_CORPUS, run_cli, write_jsonl
-from tests.graders.fake_anthropic import user_text
+from tests.graders.fake_anthropic import malformed, rate_limited, server_error, user_text
 from tests.llm.backends import ANTHROPIC, OPENAI
 
 DEMO_CORPUS = resolve_path("pkg://raglab/datasets/demo/corpus.jsonl")
@@ -163,6 +163,20 @@ def test_kinds_are_allocated_in_proportion_and_every_kind_by_default():
                                                                   "unanswerable": 2}
 
 
+def test_documents_are_sampled_in_turn_from_each_stratum():
+    corpus = list(load_corpus(DEMO_CORPUS).values())
+    pools, _ = dc.units(corpus, 80.0)
+    sources = {d.metadata["source"] for d in corpus}
+    assert len(sources) == 5
+    got = dc.sample(pools["lookup"], 5, ["source"], random.Random(0))
+    assert {u.main.metadata["source"] for u in got} == sources  # one of each source
+    got = dc.sample(pools["lookup"], 10, ["source", "product"], random.Random(0))
+    strata = {(u.main.metadata["source"], u.main.metadata["product"]) for u in got}
+    assert len(strata) == 10
+    assert got == dc.sample(pools["lookup"], 10, ["source", "product"], random.Random(0))
+    assert len(dc.sample(pools["acl_restricted"], 50, ["source"], random.Random(0))) == 13
+
+
 def test_the_drafted_outsider_cannot_see_the_restricted_document():
     corpus = list(load_corpus(DEMO_CORPUS).values())
     restricted = [d for d in corpus if d.acl]
@@ -268,6 +282,7 @@ def test_dry_run_prints_requests_and_cost_and_sends_nothing(tmp_path):
 
 def test_unplaceable_evidence_is_dropped_and_counted(tmp_path):
     with ANTHROPIC.server(handler=lambda body: fake_drafter(body, invent=True)) as srv:
+        srv.push(rate_limited(0.05), server_error(), malformed())  # retried, not dropped
         p = _draft(tmp_path, ANTHROPIC, srv, "n=6", "drafter.kinds.lookup=1",
                    "drafter.kinds.cross_section=0", "drafter.kinds.unanswerable=1",
                    "drafter.kinds.acl_restricted=0", "drafter.kinds.withdrawn_policy=0",
@@ -355,15 +370,17 @@ def test_bad_settings_are_one_line(tmp_path):
     assert p.returncode == 2 and "ANTHROPIC_API_KEY" in p.stderr
 
 
-def test_cases_add_refuses_a_draft_still_marked_needs_review(tmp_path):
-    corpus = write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS)
-    cases = write_jsonl(tmp_path / "cases.jsonl", TINY_CASES)
-    data = [f"dataset.corpus={corpus}", f"dataset.cases={cases}", "dataset.labels=null"]
+def test_drafts_of_every_kind_grow_the_demo_set_once_reviewed(tmp_path):
+    """draft, then add (refused while marked needs_review), then validate: nothing
+    quarantined."""
+    cases = tmp_path / "cases.jsonl"
+    cases.write_bytes(resolve_path("pkg://raglab/datasets/demo/cases.jsonl").read_bytes())
+    data = [f"dataset.cases={cases}", "dataset.labels=null"]
     with ANTHROPIC.server(handler=fake_drafter) as srv:
         p = _draft(tmp_path, ANTHROPIC, srv, "n=7", *data)
     assert p.returncode == 0, p.stderr
     drafts = _rows(tmp_path / "drafts.jsonl")
-    assert drafts
+    assert {d["draft"]["kind"] for d in drafts} == set(dc.KINDS)
     before = cases.read_bytes()
     p = run_cli("cases", "add", str(tmp_path / "drafts.jsonl"), *data, cwd=tmp_path)
     assert p.returncode == 2 and cases.read_bytes() == before
@@ -372,6 +389,7 @@ def test_cases_add_refuses_a_draft_still_marked_needs_review(tmp_path):
                                                     if k != "needs_review"} for d in drafts])
     p = run_cli("cases", "add", str(reviewed), *data, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
+    assert f"added {len(drafts)} case(s)" in p.stdout
     p = run_cli("validate", *data, cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     assert (tmp_path / "quarantine.jsonl").read_text().strip() == ""
