@@ -33,9 +33,12 @@ OWN = ("n", "out", "seed")
 def main(argv: list[str]) -> None:
     from raglab.errors import UserError
 
-    if argv[1:2] in (["-h"], ["--help"]) or argv == ["review"]:
+    if argv[1:2] in (["-h"], ["--help"]):
         print(HELP)
         return
+    if argv == ["review"]:
+        print(HELP, file=sys.stderr)
+        sys.exit(2)
     try:
         if argv[0] == "draft":
             _draft(argv[1:])

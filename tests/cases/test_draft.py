@@ -358,6 +358,10 @@ def test_a_kind_the_corpus_cannot_give_is_reported_not_made_up(tmp_path):
 
 
 def test_bad_settings_are_one_line(tmp_path):
+    p = run_cli("cases", "draft", "--help", cwd=tmp_path)
+    assert p.returncode == 0 and "raglab cases draft [n=N]" in p.stdout
+    p = run_cli("cases", "review", cwd=tmp_path)
+    assert p.returncode == 2 and "raglab cases review DRAFTS" in p.stderr
     p = run_cli("cases", "draft", "n=zero", "--dry-run", cwd=tmp_path)
     assert p.returncode == 2 and p.stderr.strip() == "raglab: error: n=zero: not a whole number"
     p = run_cli("cases", "draft", "drafter.kinds.lookup=-1", "--dry-run", cwd=tmp_path)
@@ -385,8 +389,12 @@ def test_drafts_of_every_kind_grow_the_demo_set_once_reviewed(tmp_path):
     p = run_cli("cases", "add", str(tmp_path / "drafts.jsonl"), *data, cwd=tmp_path)
     assert p.returncode == 2 and cases.read_bytes() == before
     assert "still marked needs_review" in p.stderr
-    reviewed = write_jsonl(tmp_path / "ok.jsonl", [{k: v for k, v in d.items()
-                                                    if k != "needs_review"} for d in drafts])
+    p = run_cli("cases", "review", str(tmp_path / "drafts.jsonl"), cwd=tmp_path,
+                input_text="a\n" * len(drafts))  # a person accepts every draft
+    assert p.returncode == 0, p.stderr
+    reviewed = tmp_path / "drafts.accepted.jsonl"
+    assert [d["id"] for d in _rows(reviewed)] == [d["id"] for d in drafts]
+    assert not any("needs_review" in d for d in _rows(reviewed))
     p = run_cli("cases", "add", str(reviewed), *data, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert f"added {len(drafts)} case(s)" in p.stdout
