@@ -12,6 +12,7 @@ missing, never made up. Every draft is a case plus ``needs_review: true`` and ``
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -277,7 +278,8 @@ async def run_plan(p: Plan, cfg: DrafterCfg, corpus: list[Document], llm: Any,
 
     out = Outcome()
     answers = await asyncio.gather(*(_ask(llm, x) for x in p.planned))
-    known = {normalize(c.question): c.id for c in existing}
+    # (normalised question, filters) -> case id: twins ask one question under two filters
+    known = {(normalize(c.question), _filters(c.filters)): c.id for c in existing}
     built: list[tuple[Planned, dict[str, Any]]] = []
     for item, parsed, error in answers:
         if error is not None:
@@ -312,15 +314,16 @@ async def run_plan(p: Plan, cfg: DrafterCfg, corpus: list[Document], llm: Any,
         note = case.pop("_note")
         if "_closest" in case:
             note["closest"] = case.pop("_closest")
-        key = normalize(case["question"])
+        key = (normalize(case["question"]), _filters(case["filters"]))
         if key in known:
             out.drop("duplicate question", f"{case['question']!r} (as {known[key]})")
             continue
-        near = next((q for q in known if fuzz.ratio(key, q) >= 95), None)
+        near = next((k for k in known if k[1] == key[1] and fuzz.ratio(key[0], k[0]) >= 95),
+                    None)
         if near is not None:
             out.drop("duplicate question", f"{case['question']!r} (near {known[near]})")
             continue
-        if any(fuzz.ratio(key, normalize(e["quote"])) >= cfg.near_copy
+        if any(fuzz.ratio(key[0], normalize(e["quote"])) >= cfg.near_copy
                for e in case["evidence"]):
             out.drop("question copies its evidence", case["question"])
             continue
@@ -338,6 +341,10 @@ async def run_plan(p: Plan, cfg: DrafterCfg, corpus: list[Document], llm: Any,
         out.drafts.append(case)
         out.paraphrased += "question_before" in note
     return out
+
+
+def _filters(filters: dict[str, Any] | None) -> str:
+    return json.dumps(filters or {}, sort_keys=True)
 
 
 def existing_share(cases: list[Case], corpus: dict[str, Document]) -> float | None:

@@ -311,12 +311,16 @@ def test_duplicates_of_the_set_and_of_other_drafts_are_dropped(tmp_path):
         assert "dropped 1: duplicate question 1" in p.stdout  # kb/b and its copy
         assert len(first) == 3
         # one drafted question is now in the set: drafted again, it is dropped
-        write_jsonl(cases, TINY_CASES + [{"id": "t-x", "question": first[0]["question"].upper(),
-                                          "answerable": False}])
+        # (the same question under other filters is another case: a twin's)
+        write_jsonl(cases, TINY_CASES + [
+            {"id": "t-x", "question": first[0]["question"].upper(), "answerable": False},
+            {"id": "t-y", "question": first[1]["question"], "answerable": False,
+             "filters": {"region": "EU"}}])
         p = _draft(tmp_path, ANTHROPIC, srv, "n=4", *lookups, *data, out="d2.jsonl")
         assert p.returncode == 0, p.stderr
         assert "dropped 2: duplicate question 2" in p.stdout and "(as t-x)" in p.stdout
-        assert len(_rows(tmp_path / "d2.jsonl")) == 2
+        again = [d["id"] for d in _rows(tmp_path / "d2.jsonl")]
+        assert len(again) == 2 and first[1]["id"] in again and first[0]["id"] not in again
 
 
 def test_a_question_that_copies_its_evidence_is_dropped(tmp_path):
