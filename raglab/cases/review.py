@@ -132,6 +132,15 @@ class Review:
         out.append(f"evidence ({len(d.get('evidence') or [])}):")
         for ev in d.get("evidence") or []:
             out += self._in_document(ev, width)
+        others = [x for x in note.get("documents") or []
+                  if x not in {e.get("doc_id") for e in d.get("evidence") or []}]
+        for m in d.get("must_not_contain") or []:
+            text = m.get("text") if isinstance(m, dict) else m
+            for doc_id in others:  # the old or twin value, where it comes from
+                if doc_id in self.corpus and text and locate_quote(
+                        text, self.corpus[doc_id].text, 100.0) is not None:
+                    out.append(f"must not contain {text!r}, from the other document:")
+                    out += self._in_document({"doc_id": doc_id, "quote": text}, width)
         if note.get("closest"):
             out.append("closest sentences (not evidence):")
             for ev in note["closest"]:

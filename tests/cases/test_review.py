@@ -36,11 +36,13 @@ def _drafts(tmp_path):
                               "end": start + len(quote), "grade": 1}],
                 "nuggets": [{"text": "the fact", "vital": True}], "answerable": True,
                 "tags": {"origin": "drafted", "kind": kind}, "must_not_contain": [],
-                "needs_review": True, "draft": {**note, "kind": kind}, **extra}
+                "needs_review": True, "draft": {**note, "kind": kind, "documents": [doc, "kb/b"]},
+                **extra}
 
     drafts = write_jsonl(tmp_path / "drafts.jsonl", [
         draft(1, "lookup", "is there a fee on refunds for pro?",
-              "The refund fee is waived for Pro plans."),
+              "The refund fee is waived for Pro plans.",
+              must_not_contain=[{"text": "02:00 UTC", "kind": "distractor"}]),
         draft(2, "lookup", "can i get part of my money back",
               "Partial refunds are allowed."),
         draft(3, "lookup", "exports when", "Exports run nightly at 02:00 UTC.", doc="kb/b"),
@@ -71,6 +73,9 @@ def test_review_decisions_are_saved_and_a_second_session_goes_on(tmp_path):
                 input_text="a\nr\nwrong product\nl\n")  # the input ends: a quit
     assert p.returncode == 0, p.stderr
     assert ">>>The refund fee is waived for Pro plans.<<<" in p.stdout
+    # the forbidden value shown where it comes from, in the other document
+    assert "must not contain '02:00 UTC', from the other document:" in p.stdout
+    assert "in kb/b (Exports)" in p.stdout and ">>>02:00 UTC<<<" in p.stdout
     assert "1 accepted, 1 rejected, 1 later, 1 not yet seen" in p.stdout
     rows = {d["id"]: d for d in _rows(drafts)}
     assert "needs_review" not in rows["drafted-1"]
