@@ -30,7 +30,8 @@ from raglab.text.normalize import count_tokens, normalize
 
 
 class KindShares(Strict):
-    """The share of each kind among the drafts (normalised to their sum)."""
+    """The share of each kind among the drafts (normalised to their sum; 0 leaves a kind
+    out; when ``n`` allows, every kind with a share gets at least one)."""
 
     lookup: float = Field(0.25, ge=0)
     cross_section: float = Field(0.15, ge=0)
@@ -48,16 +49,24 @@ class DrafterCfg(Strict):
     name: str
     model: str = Field(min_length=1)
     max_tokens: int = Field(1024, gt=0)
-    concurrency: int = Field(4, ge=1)
+    concurrency: int = Field(4, ge=1, description="requests in flight at most")
     timeout_s: float = Field(60.0, gt=0)
-    max_retries: int = Field(5, ge=0)
-    prices: dict[str, float] = Field(default_factory=dict)
+    max_retries: int = Field(5, ge=0, description="transport retries of one request")
+    prices: dict[str, float] = Field(default_factory=dict, description=(
+        "USD per million tokens (input, output, cache_write, cache_read): cost accounting "
+        "and the --dry-run estimate"))
     kinds: KindShares = Field(default_factory=KindShares)
-    stratify: list[str] = Field(default_factory=lambda: ["source"])
-    max_doc_chars: int = Field(6000, gt=0)
-    twin_similarity: float = Field(80.0, ge=0, le=100)
-    paraphrase_above: float | None = Field(0.8, ge=0, le=1)
-    near_copy: float = Field(85.0, ge=0, le=100)
+    stratify: list[str] = Field(default_factory=lambda: ["source"], description=(
+        "metadata keys: documents are picked in turn from the groups of their values"))
+    max_doc_chars: int = Field(6000, gt=0, description=(
+        "a longer document is shown as a window of whole sentences (a section)"))
+    twin_similarity: float = Field(80.0, ge=0, le=100, description=(
+        "near-duplicate twins: rapidfuzz ratio of two documents' texts at least this"))
+    paraphrase_above: float | None = Field(0.8, ge=0, le=1, description=(
+        "a second request asks for a paraphrase when more than this share of the "
+        "question's content words are in its evidence documents (null: never)"))
+    near_copy: float = Field(85.0, ge=0, le=100, description=(
+        "a question this close (rapidfuzz ratio) to one of its quotes is dropped"))
 
 
 class ClaudeDrafterCfg(DrafterCfg):
