@@ -130,7 +130,8 @@ def _draft(argv: list[str]) -> None:
         kinds[d["draft"]["kind"]] = kinds.get(d["draft"]["kind"], 0) + 1
     print(f"{len(outcome.drafts)} draft(s) of {len(the_plan.planned)} requested written to "
           f"{out}, each marked needs_review (raglab cases review {out})")
-    print("  by kind: " + ", ".join(f"{k} {v}" for k, v in kinds.items()))
+    print("  by kind (written of planned): " + ", ".join(
+        f"{k} {v} of {the_plan.wanted[k]}" for k, v in kinds.items()))
     if outcome.dropped:
         print(f"dropped {sum(outcome.dropped.values())}: " + "; ".join(
             f"{reason} {k} (first: {outcome.first_drop[reason][:120]})"

@@ -229,6 +229,12 @@ def test_draft_every_kind_with_verbatim_evidence(tmp_path, backend):
     corpus = load_corpus(DEMO_CORPUS)
     kinds = {d["draft"]["kind"] for d in drafts}
     assert kinds == set(dc.KINDS), p.stdout
+    # planned in the default proportions (largest remainder): 14 = 4 + 2 + 2 + 2 + 1 + 2 + 1
+    planned = dict(re.findall(r"(\w+) \d+ of (\d+)", p.stdout.split("by kind")[1]
+                              .splitlines()[0]))
+    assert {k: int(v) for k, v in planned.items()} == {
+        "lookup": 4, "cross_section": 2, "unanswerable": 2, "acl_restricted": 2,
+        "withdrawn_policy": 1, "near_duplicate": 2, "counter_common_knowledge": 1}
     assert len(drafts) + sum(int(k) for k in re.findall(r" (\d+) \(first:", p.stdout)) == 14
     for d in drafts:
         assert d["needs_review"] is True and d["tags"]["origin"] == "drafted"
