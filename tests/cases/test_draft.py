@@ -16,7 +16,13 @@ from raglab.data.dataset import load_corpus, resolve_path
 from raglab.data.schema import Case, Document, User, may_see
 from raglab.text.normalize import normalize
 from tests.conftest import TINY_CASES, TINY_CORPUS, run_cli, write_jsonl
-from tests.graders.fake_anthropic import malformed, rate_limited, server_error, user_text
+from tests.graders.fake_anthropic import (
+    bad_request,
+    malformed,
+    rate_limited,
+    server_error,
+    user_text,
+)
 from tests.llm.backends import ANTHROPIC, OPENAI
 
 DEMO_CORPUS = resolve_path("pkg://raglab/datasets/demo/corpus.jsonl")
@@ -196,6 +202,25 @@ def test_vocabulary_share_of_a_question_in_its_document():
     assert dc.vocabulary_share("How long do refunds take to reach the card?", [doc]) == 2 / 5
     assert dc.vocabulary_share("refund card days", [doc]) == 1.0
     assert dc.vocabulary_share("how is it?", [doc]) is None
+
+
+def test_twins_and_superseded_versions_are_told_apart():
+    text = ("Card payouts arrive within {} business days of the sale. Payouts are sent to "
+            "the bank account set under Settings. Weekends and bank holidays do not count. ")
+    eu = Document(doc_id="kb/payouts-eu", text=text.format(2) * 3, metadata={"region": "EU"})
+    uk = Document(doc_id="kb/payouts-uk", text=text.format(3) * 3, metadata={"region": "UK"})
+    copy = Document(doc_id="kb/payouts-copy", text=eu.text, metadata={"region": "EU"})
+    old = Document(doc_id="notes/2025-01", text="Payouts take 5 days.", metadata={})
+    new = Document(doc_id="notes/2026-01", text="Payouts take 2 days.", metadata={})
+    other = Document(doc_id="kb/other", text="Exports run nightly at 02:00 UTC. " * 5,
+                     metadata={"region": "UK"})
+    corpus = [eu, uk, copy, old, new, other]
+    pairs = {(a.doc_id, b.doc_id) for a, b in dc.twin_pairs(corpus, 80.0)}
+    # the twins both ways; not the copy with the same metadata, not two versions of a note
+    assert pairs == {("kb/payouts-eu", "kb/payouts-uk"), ("kb/payouts-uk", "kb/payouts-eu"),
+                     ("kb/payouts-copy", "kb/payouts-uk"), ("kb/payouts-uk", "kb/payouts-copy")}
+    assert [(a.doc_id, b.doc_id) for a, b in dc.superseded_pairs(corpus)] == [
+        ("notes/2026-01", "notes/2025-01")]
 
 
 def test_the_demo_corpus_offers_every_kind():
@@ -411,3 +436,16 @@ def test_drafts_of_every_kind_grow_the_demo_set_once_reviewed(tmp_path):
     p = run_cli("validate", *data, cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     assert (tmp_path / "quarantine.jsonl").read_text().strip() == ""
+
+
+def test_requests_that_fail_are_counted_and_all_failing_is_exit_1(tmp_path):
+    only = ["drafter.kinds.cross_section=0", "drafter.kinds.unanswerable=0",
+            "drafter.kinds.acl_restricted=0", "drafter.kinds.withdrawn_policy=0",
+            "drafter.kinds.near_duplicate=0", "drafter.kinds.counter_common_knowledge=0"]
+    with ANTHROPIC.server(handler=fake_drafter) as srv:
+        srv.push(bad_request(), bad_request())  # not retried: the request is wrong
+        p = _draft(tmp_path, ANTHROPIC, srv, "n=2", *only)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "0 draft(s) of 2 requested" in p.stdout
+    assert "dropped 2: model call failed 2" in p.stdout
+    assert ANTHROPIC.key not in p.stdout + p.stderr
