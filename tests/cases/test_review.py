@@ -5,6 +5,7 @@ session runs the real program under tmux (keys sent, screen read back)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -115,6 +116,7 @@ class Tmux:
     def __init__(self, tmp_path):
         self.sock = f"raglab-review-{uuid.uuid4().hex[:8]}"
         self.tmp = tmp_path
+        self.socket = ""
 
     def __call__(self, *args: str) -> str:
         return subprocess.run(["tmux", "-L", self.sock, *args], check=True,
@@ -125,6 +127,7 @@ class Tmux:
         self("new-session", "-d", "-s", "r", "-x", "110", "-y", "50",
              f"cd {shlex.quote(str(self.tmp))} && env {exports} {command}; "
              "echo REVIEW-EXIT=$?; sleep 120")
+        self.socket = self("display-message", "-p", "#{socket_path}").strip()
 
     def screen(self) -> str:
         return self("capture-pane", "-p", "-t", "r", "-S", "-200")
@@ -144,6 +147,9 @@ class Tmux:
 
     def stop(self) -> None:
         subprocess.run(["tmux", "-L", self.sock, "kill-server"], capture_output=True)
+        if self.socket:  # the server's socket file, left behind by kill-server
+            with contextlib.suppress(OSError):
+                os.unlink(self.socket)
 
 
 @pytest.mark.slow
