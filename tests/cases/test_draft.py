@@ -314,10 +314,12 @@ def test_dry_run_prints_requests_and_cost_and_sends_nothing(tmp_path):
 def test_unplaceable_evidence_is_dropped_and_counted(tmp_path):
     with ANTHROPIC.server(handler=lambda body: fake_drafter(body, invent=True)) as srv:
         srv.push(rate_limited(0.05), server_error(), malformed())  # retried, not dropped
-        p = _draft(tmp_path, ANTHROPIC, srv, "n=6", "drafter.kinds.lookup=1",
+        p = _draft(tmp_path, ANTHROPIC, srv, "n=6", "drafter.concurrency=2",
+                   "drafter.kinds.lookup=1",
                    "drafter.kinds.cross_section=0", "drafter.kinds.unanswerable=1",
                    "drafter.kinds.acl_restricted=0", "drafter.kinds.withdrawn_policy=0",
                    "drafter.kinds.near_duplicate=0", "drafter.kinds.counter_common_knowledge=0")
+        assert 1 <= srv.peak_in_flight <= 2  # at most drafter.concurrency at once
     assert p.returncode == 0, p.stderr
     drafts = _rows(tmp_path / "drafts.jsonl")
     # the lookups cited sentence 999: dropped; the unanswerable ones need no evidence
