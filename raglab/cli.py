@@ -23,8 +23,9 @@ commands:
   monitor TRAFFIC [--baseline B] [overrides]
                          reference-free metrics of production traffic per time window,
                          drift and contradiction alerts (exit 1 when one fired)
-  cases from-run|from-traffic|add
-                         failing cases and traffic as drafts; add labelled cases to the set
+  cases from-run|from-traffic|draft|review|add
+                         failing cases, traffic and the corpus as drafts; review drafts; add
+                         labelled cases to the set
 
 overrides are Hydra overrides, e.g. dataset.corpus=PATH dataset.cases=PATH system=replay
 system.path=PATH grader=heuristic|claude|openai|none chunker.size=256 k=5 tracking=none.
@@ -65,6 +66,8 @@ def _main(argv: list[str] | None) -> None:
         return
     cmd, rest = argv[0], argv[1:]
     module = COMMANDS.get(cmd)
+    if cmd == "cases" and rest[:1] in (["draft"], ["review"]):
+        module = "raglab.commands.cases_draft"
     if module is None:
         from raglab.commands.common import fail
 

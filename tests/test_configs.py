@@ -16,8 +16,9 @@ REQUIRED = {"system/replay": ["system.path=x.jsonl"], "system/http": ["system.ur
 
 
 # groups read by other commands, not composed into a run (each has its own schema test;
-# monitor is composed by raglab monitor with +monitor=NAME)
-NOT_RUN_GROUPS = {"compare", "gates", "monitor"}
+# monitor and drafter are composed by raglab monitor and raglab cases draft with
+# +monitor=NAME, +drafter=NAME)
+NOT_RUN_GROUPS = {"compare", "drafter", "gates", "monitor"}
 
 
 def _options():

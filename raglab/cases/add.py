@@ -1,7 +1,8 @@
 """``raglab cases add``: validate labelled cases and append them to the set, atomically.
 
 Refused (each problem one line, naming file, line and case id; the set is left as it was):
-a line that is not a case (schema), a draft still marked ``needs_labels``, an id already
+a line that is not a case (schema), a draft still marked ``needs_labels`` or
+``needs_review``, an id already
 in the set (or earlier in the file), the same normalised question and filters as a case
 already there, evidence whose document or quote is not in the corpus, an answerable case
 without evidence.
@@ -40,6 +41,10 @@ def check_new_cases(path: Path, cases_path: Path, corpus_path: Path,
         if obj.pop("needs_labels", False):
             problems.append(f"{where}: a draft still marked needs_labels (write its labels, "
                             "then remove the field)")
+            continue
+        if obj.pop("needs_review", False):
+            problems.append(f"{where}: a drafted case still marked needs_review (review it "
+                            "with raglab cases review, which removes the mark)")
             continue
         try:
             case = parse_model(Case, obj, file=str(path), line=lineno)

@@ -14,6 +14,7 @@ from raglab.commands.common import fail
 HELP = """usage: raglab cases from-run RUN_DIR --out FILE
        raglab cases from-traffic TRAFFIC --out FILE [--feedback VALUE] [--alerts ALERTS_JSON]
        raglab cases add FILE [overrides]
+       raglab cases draft|review ... (raglab cases draft --help)
 
 from-run      the failed cases of a run (those with a diagnosis: the run's "failed cases:
               N"; errors, evidence lost in retrieval or reranking, false refusals and
@@ -25,7 +26,8 @@ from-traffic  traffic lines (those with --feedback VALUE, e.g. down, and/or in a
               one per distinct question and filters, each marked needs_labels
 add           validates labelled cases against the corpus and schema and appends them to
               dataset.cases (overrides as for raglab run), refusing duplicates (same id, or
-              same normalised question and filters), drafts still marked needs_labels,
+              same normalised question and filters), drafts still marked needs_labels or
+              needs_review,
               answerable cases without evidence and evidence not in the corpus; atomic:
               on any problem the set is left untouched (exit 2)
 """

@@ -52,10 +52,12 @@ def register_schema_defaults() -> None:
 
 def command_sections() -> dict[str, type[Any]]:
     """The schemas of the config groups that only a command reads (composed by Hydra too)."""
+    from raglab.cases.draft import ClaudeDrafterCfg, OpenAIDrafterCfg
     from raglab.compare.gates import GateSet
     from raglab.monitor.traffic import MonitorCfg
 
-    return {"monitor": MonitorCfg, "gates": GateSet}
+    return {"monitor": MonitorCfg, "gates": GateSet, "drafter/claude": ClaudeDrafterCfg,
+            "drafter/openai": OpenAIDrafterCfg}
 
 
 def run_help(overrides: list[str]) -> str:

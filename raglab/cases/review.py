@@ -1,0 +1,304 @@
+"""``raglab cases review DRAFTS``: a person goes through drafted cases one at a time.
+
+Each draft is shown with its question, answer, nuggets, forbidden strings and its evidence
+inside its document, the quote marked ``>>>like this<<<``. Keys: ``a`` accept, ``e`` edit
+(the case as JSON in ``$VISUAL``/``$EDITOR``; checked against the case schema and the
+corpus when the editor closes, offered again when it does not pass), ``r`` reject (with a
+reason), ``l`` later, ``q`` quit. After every decision the drafts file is rewritten
+(atomically) with the decision in each draft's ``draft.review``, and the accepted drafts,
+without ``needs_review``, are written to the accepted file: stopping at any point loses
+nothing, and running the command again goes on with the drafts not yet decided (those left
+for later come after the unseen ones).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from raglab.data.dataset import _locate_case, load_corpus
+from raglab.data.io import atomic_write_text, first_problem, iter_json_lines
+from raglab.data.schema import Case, Document
+from raglab.errors import UserError
+from raglab.text.normalize import locate_quote
+
+DECIDED = ("accepted", "rejected")
+KEYS = "[a]ccept  [e]dit  [r]eject  [l]ater  [q]uit > "
+NOTES = ("draft", "needs_review")
+
+
+def _status(d: dict[str, Any]) -> str | None:
+    return ((d.get("draft") or {}).get("review") or {}).get("status")
+
+
+class Review:
+    def __init__(self, path: Path, accepted: Path, corpus: dict[str, Document]):
+        self.path, self.accepted, self.corpus = path, accepted, corpus
+        self.drafts: list[dict[str, Any]] = []
+        for lineno, obj in iter_json_lines(path, "drafts file"):
+            if not isinstance(obj.get("id"), str):
+                raise UserError("not a draft (no id)", file=str(path), line=lineno)
+            self.drafts.append(obj)
+        self.fancy = sys.stdout.isatty()
+
+    # -- saving --------------------------------------------------------------------------
+    def save(self) -> None:
+        """The drafts with their decisions, then the accepted ones (each file atomic)."""
+        atomic_write_text(self.path, "".join(json.dumps(d, ensure_ascii=False) + "\n"
+                                             for d in self.drafts))
+        ok = [{k: v for k, v in d.items() if k != "needs_review"}
+              for d in self.drafts if _status(d) == "accepted"]
+        atomic_write_text(self.accepted, "".join(json.dumps(d, ensure_ascii=False) + "\n"
+                                                 for d in ok))
+
+    def decide(self, d: dict[str, Any], status: str, reason: str | None = None) -> None:
+        note = d.setdefault("draft", {})
+        review = dict(note.get("review") or {})
+        review.update(status=status, at=datetime.now(UTC).isoformat(timespec="seconds"))
+        if reason is not None:
+            review["reason"] = reason
+        note["review"] = review
+        if status == "accepted":
+            d.pop("needs_review", None)
+        else:
+            d["needs_review"] = True
+        self.save()
+
+    # -- showing -------------------------------------------------------------------------
+    def _mark(self, text: str) -> str:
+        return f"\033[7m>>>{text}<<<\033[0m" if self.fancy else f">>>{text}<<<"
+
+    def _in_document(self, ev: dict[str, Any], width: int, around: int = 280) -> list[str]:
+        doc = self.corpus.get(str(ev.get("doc_id")))
+        head = f"  in {ev.get('doc_id')}"
+        if doc is None:
+            return [head + ": (document not in the corpus)", f"    {ev.get('quote')!r}"]
+        start, end = ev.get("start"), ev.get("end")
+        quote = ev.get("quote")
+        if not (isinstance(start, int) and isinstance(end, int)
+                and (quote is None or doc.text[start:end] == quote)):
+            loc = locate_quote(quote or "", doc.text)
+            if loc is None:
+                return [head + ": (quote not found in the document)", f"    {quote!r}"]
+            start, end = loc.start, loc.end
+        a, b = max(0, start - around), min(len(doc.text), end + around)
+        before = ("..." if a else "") + " ".join(doc.text[a:start].split())
+        after = " ".join(doc.text[end:b].split()) + ("..." if b < len(doc.text) else "")
+        sep = "" if after[:1] in tuple(".,;:!?)") else " "
+        body = f"{before} {self._mark(' '.join(doc.text[start:end].split()))}{sep}{after}"
+        body = body.strip()
+        lines = [head + (f" ({doc.title})" if doc.title else "")
+                 + (f", acl {doc.acl}" if doc.acl else "")]
+        return lines + textwrap.wrap(body, width - 4, initial_indent="    ",
+                                     subsequent_indent="    ", break_on_hyphens=False)
+
+    def show(self, d: dict[str, Any], pos: int, total: int) -> None:
+        width = max(60, min(shutil.get_terminal_size((100, 40)).columns, 120))
+        note = d.get("draft") or {}
+        counts = {s: sum(1 for x in self.drafts if _status(x) == s)
+                  for s in ("accepted", "rejected", "later")}
+        out = []
+        if self.fancy:
+            out.append("\033[2J\033[H")
+        out.append(f"draft {pos} of {total} this session: {d['id']}  kind {note.get('kind')}"
+                   f"  ({counts['accepted']} accepted, {counts['rejected']} rejected, "
+                   f"{counts['later']} later)")
+        wrap = lambda label, text: textwrap.wrap(  # noqa: E731
+            f"{label}{text}", width, subsequent_indent=" " * len(label))
+        out += wrap("question: ", d.get("question"))
+        if d.get("filters"):
+            out.append(f"filters:  {json.dumps(d['filters'])}")
+        if d.get("user"):
+            out.append(f"user:     {json.dumps(d['user'])}")
+        out.append(f"answerable: {'yes' if d.get('answerable', True) else 'no'}")
+        out += wrap("answer:   ", d.get("reference_answer") or "(none)")
+        for n in d.get("nuggets") or []:
+            out += wrap("  nugget " + ("(vital) " if n.get("vital") else "(extra) "),
+                        n.get("text"))
+        for m in d.get("must_not_contain") or []:
+            text, kind = (m.get("text"), m.get("kind")) if isinstance(m, dict) else (m, None)
+            out.append(f"  must not contain ({kind or 'any'}): {text!r}")
+        out.append(f"evidence ({len(d.get('evidence') or [])}):")
+        for ev in d.get("evidence") or []:
+            out += self._in_document(ev, width)
+        others = [x for x in note.get("documents") or []
+                  if x not in {e.get("doc_id") for e in d.get("evidence") or []}]
+        for m in d.get("must_not_contain") or []:
+            text = m.get("text") if isinstance(m, dict) else m
+            for doc_id in others:  # the old or twin value, where it comes from
+                if doc_id in self.corpus and text and locate_quote(
+                        text, self.corpus[doc_id].text, 100.0) is not None:
+                    out.append(f"must not contain {text!r}, from the other document:")
+                    out += self._in_document({"doc_id": doc_id, "quote": text}, width)
+        if note.get("closest"):
+            out.append("closest sentences (not evidence):")
+            for ev in note["closest"]:
+                out += self._in_document(ev, width)
+        if note.get("question_before"):
+            out += wrap("paraphrased from: ", note["question_before"])
+        review = note.get("review") or {}
+        if review.get("edited"):
+            out.append("(edited)")
+        print("\n".join(out), flush=True)
+
+    # -- editing -------------------------------------------------------------------------
+    def check(self, obj: Any) -> str | None:
+        """The one-line problem of an edited case (None: it passes); offsets of an edited
+        quote are found again in its document."""
+        if not isinstance(obj, dict):
+            return "not a JSON object"
+        try:
+            case = Case.model_validate({k: v for k, v in obj.items() if k not in NOTES})
+        except ValidationError as e:
+            p = first_problem(e, Case, data=obj)
+            return f"{p.loc}: {p.msg}" if p.loc else p.msg
+        for i, ev in enumerate(obj.get("evidence") or []):
+            doc = self.corpus.get(ev.get("doc_id"))
+            if doc is None or not ev.get("quote"):
+                continue
+            if doc.text[ev.get("start") or 0:ev.get("end") or 0] != ev["quote"]:
+                loc = locate_quote(ev["quote"], doc.text)
+                if loc is None:
+                    return f"evidence {i}: quote not found in document '{doc.doc_id}'"
+                ev["start"], ev["end"] = loc.start, loc.end
+        case = Case.model_validate({k: v for k, v in obj.items() if k not in NOTES})
+        _, problem = _locate_case(case, self.corpus, 90.0)
+        if problem is not None:
+            return str(getattr(problem, "reason", problem))
+        if case.answerable and not case.evidence:
+            return "an answerable case needs evidence"
+        return None
+
+    def edit(self, d: dict[str, Any]) -> bool:
+        """Edit ``d`` in the editor until it passes or the edit is dropped; True if changed."""
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        text = json.dumps({k: v for k, v in d.items() if k not in NOTES}, indent=2,
+                          ensure_ascii=False) + "\n"
+        with tempfile.TemporaryDirectory(prefix="raglab-review-") as tmp:
+            path = Path(tmp) / f"{d['id']}.json"
+            path.write_text(text, encoding="utf-8")
+            while True:
+                done = subprocess.run([*shlex.split(editor), str(path)], check=False)
+                if done.returncode != 0:
+                    print(f"the editor exited with {done.returncode}: edit dropped")
+                    return False
+                try:
+                    obj = json.loads(path.read_text(encoding="utf-8"))
+                    problem = self.check(obj)
+                except ValueError as e:
+                    problem = f"not JSON: {' '.join(str(e).split())}"
+                if problem is None:
+                    break
+                print(f"not saved: {problem}")
+                if read_key("[e]dit again  [d]rop the edit > ") != "e":
+                    return False
+        d.update({k: v for k, v in obj.items() if k not in NOTES})
+        for k in [k for k in d if k not in obj and k not in NOTES]:
+            d.pop(k)
+        note = d.setdefault("draft", {})
+        note["review"] = {**(note.get("review") or {}), "edited": True}
+        self.save()
+        return True
+
+    # -- the session ---------------------------------------------------------------------
+    def run(self) -> int:
+        todo = [d for d in self.drafts if _status(d) is None]
+        todo += [d for d in self.drafts if _status(d) == "later"]
+        if not todo:
+            print(f"nothing to review in {self.path}: every draft is decided")
+            self.save()
+            return 0
+        self.save()  # the accepted file exists from the start
+        pos = 0
+        quit_ = False
+        while pos < len(todo) and not quit_:
+            d = todo[pos]
+            self.show(d, pos + 1, len(todo))
+            key = read_key(KEYS)
+            if key == "a":
+                self.decide(d, "accepted")
+            elif key == "r":
+                reason = read_line("reason: ").strip()
+                if not reason:
+                    print("a rejection needs a reason")
+                    continue
+                self.decide(d, "rejected", reason)
+            elif key == "l":
+                self.decide(d, "later")
+            elif key == "e":
+                self.edit(d)
+                continue
+            elif key == "q":
+                quit_ = True
+                continue
+            else:
+                continue
+            pos += 1
+        counts = {s: sum(1 for x in self.drafts if _status(x) == s)
+                  for s in ("accepted", "rejected", "later")}
+        left = sum(1 for x in self.drafts if _status(x) is None)
+        print(f"{counts['accepted']} accepted, {counts['rejected']} rejected, "
+              f"{counts['later']} later, {left} not yet seen; progress saved in {self.path}; "
+              f"accepted drafts in {self.accepted} (raglab cases add {self.accepted})")
+        return 0
+
+
+def read_key(prompt: str) -> str:
+    """One key (no Enter needed on a terminal); ``q`` at the end of the input."""
+    print(prompt, end="", flush=True)
+    if sys.stdin.isatty():
+        import termios
+        import tty
+
+        fd = sys.stdin.fileno()
+        old = termios.tcgetattr(fd)
+        try:
+            tty.setcbreak(fd)
+            ch = sys.stdin.read(1)
+        finally:
+            termios.tcsetattr(fd, termios.TCSADRAIN, old)
+        print(ch if ch.isprintable() else "", flush=True)
+        return ch.lower() if ch != "\x04" else "q"
+    line = sys.stdin.readline()
+    return line.strip()[:1].lower() if line else "q"
+
+
+def read_line(prompt: str) -> str:
+    try:
+        return input(prompt)
+    except EOFError:
+        return ""
+
+
+def review(path: Path, accepted: Path, corpus_path: Path | None) -> int:
+    """The review session of the drafts file ``path`` (exit code)."""
+    if not path.is_file():
+        raise UserError(f"{path}: no such drafts file")
+    if accepted.resolve() == path.resolve():
+        raise UserError(f"--accepted {accepted}: that is the drafts file itself")
+    session = Review(path, accepted, {})
+    if corpus_path is None:
+        named = {str((d.get("draft") or {}).get("corpus")) for d in session.drafts
+                 if (d.get("draft") or {}).get("corpus")}
+        if len(named) > 1:
+            raise UserError(f"{path}: drafts of {len(named)} corpora; name one with --corpus")
+        corpus_path = Path(named.pop()) if named else None
+    if corpus_path is None:
+        raise UserError(f"{path}: its drafts name no corpus; name it with --corpus FILE")
+    session.corpus = load_corpus(corpus_path)
+    try:
+        return session.run()
+    except KeyboardInterrupt:
+        print(f"\nstopped; every decision so far is saved in {path}")
+        return 0
