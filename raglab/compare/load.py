@@ -9,9 +9,12 @@ from __future__ import annotations
 import atexit
 import re
 import shutil
+import sys
 import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from raglab.errors import UserError
 
@@ -112,23 +115,78 @@ def _answer_of(rec: dict) -> str | None:
     return answer if isinstance(answer, str) else None
 
 
+class MetricRow(Mapping):
+    """One record's metrics, read-only and compact: the metric names are one tuple shared
+    by every record that has the same ones (in the same order), and repeated values (0.0,
+    1.0, None) are one object each for the whole run. A dict of 150 metrics per record
+    doubled a comparison's memory."""
+
+    __slots__ = ("_names", "_index", "_values")
+
+    def __init__(self, names: tuple[str, ...], index: dict[str, int], values: tuple):
+        self._names, self._index, self._values = names, index, values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[self._index[key]]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        i = self._index.get(key)
+        return default if i is None else self._values[i]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class _Compactor:
+    """Shares what the rows of one run have in common (names, values, tags)."""
+
+    def __init__(self) -> None:
+        self.schemas: dict[tuple[str, ...], tuple[tuple[str, ...], dict[str, int]]] = {}
+        self.values: dict[tuple[type, Any], Any] = {}
+        self.golds = {True: {"answerable": True}, False: {"answerable": False}}
+
+    def metrics(self, metrics: dict[str, Any]) -> MetricRow:
+        names = tuple(metrics)
+        schema = self.schemas.get(names)
+        if schema is None:
+            names = tuple(sys.intern(n) for n in names)
+            schema = self.schemas[names] = (names, {n: i for i, n in enumerate(names)})
+        values = self.values
+        return MetricRow(schema[0], schema[1], tuple(
+            v if v == 0 and isinstance(v, float) and str(v) == "-0.0"  # (-0.0 == 0.0)
+            else values.setdefault((type(v), v), v) for v in metrics.values()))
+
+    def tags(self, tags: dict[str, Any]) -> dict[str, Any]:
+        return {sys.intern(k) if isinstance(k, str) else k:
+                sys.intern(v) if isinstance(v, str) else v for k, v in tags.items()}
+
+
 def read_rows(path: Path) -> list[dict]:
     """What a comparison reads of each record of ``records.jsonl``, streamed (one whole
     record in memory at a time): ``case_id``, ``tags``, ``gold: {answerable}``, ``metrics``
-    and :data:`ROW_FIELDS`. UserError, naming file, line and case id, on a line that is not
-    a record, a metric value that is not a number or null, or a case recorded twice."""
+    (a read-only :class:`MetricRow`) and :data:`ROW_FIELDS`. UserError, naming file, line
+    and case id, on a line that is not a record, a metric value that is not a number or
+    null, or a case recorded twice."""
     if not path.is_file():
         hint = (" (a sweep directory: compare it with SWEEP --baseline JOB)"
                 if (path.parent / "multirun.yaml").is_file() else "")
         raise UserError(f"not a raglab run directory: {path.name} is missing{hint}",
                         file=str(path.parent))
-    import sys
-
     from raglab.data.record import CaseRecord, RecordLines
 
     file = str(path)
     rows: list[dict] = []
     seen: dict[str, int] = {}
+    shared = _Compactor()
     for i, _, r in RecordLines(path):
         if not isinstance(r.get("case_id"), str):
             raise UserError("a record without a case_id", file=file, line=i)
@@ -140,16 +198,15 @@ def read_rows(path: Path) -> list[dict]:
             raise UserError(f"the case is recorded twice (first on line {seen[cid]}): not "
                             "a file raglab wrote", file=file, line=i, case_id=cid)
         seen[cid] = i
-        metrics = {}
         for name, value in rec.metrics.items():
             if value is not None and (not isinstance(value, int | float)
                                       or isinstance(value, bool)):
                 raise UserError(f"metric '{name}' is {type(value).__name__} "
                                 f"{str(value)[:40]!r}, expected a number or null",
                                 file=file, line=i, case_id=cid)
-            metrics[sys.intern(name)] = value  # one copy of each name for all the rows
-        row = {"case_id": cid, "tags": rec.tags, "gold": {"answerable": rec.gold.answerable},
-               "metrics": metrics}
+        row = {"case_id": cid, "tags": shared.tags(rec.tags),
+               "gold": shared.golds[bool(rec.gold.answerable)],
+               "metrics": shared.metrics(rec.metrics)}
         for key in ROW_FIELDS:
             if key in r:
                 row[key] = r[key]

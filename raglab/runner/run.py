@@ -181,7 +181,10 @@ class Run:
 
         def keep(rec: CaseRecord) -> dict[str, Any]:
             usage.loaded(rec.model_usage)
-            return slim_record(rec)
+            row = slim_record(rec)
+            # one copy of each metric name for all the rows (as a run's own rows share them)
+            row["metrics"] = {sys.intern(k): v for k, v in rec.metrics.items()}
+            return row
 
         # what aggregation reads, streamed
         kept = writer.load(keep=keep, dropped=usage.carry)

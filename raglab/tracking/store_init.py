@@ -49,7 +49,14 @@ def _dispose(client: Any) -> None:
 
 def create_store(db: Path) -> None:
     """Create the store ``db`` in a temporary file beside it, then rename it into place.
-    StorageError (one line) when that fails, with nothing left behind."""
+    StorageError (one line) when that fails, with nothing left behind. Called under the
+    store's lock: a temporary file of the store already there was left by a process
+    killed while creating it, and is removed."""
+    for stale in db.parent.glob(f".{db.name}.*.tmp*"):
+        try:
+            stale.unlink()
+        except OSError:
+            pass
     try:
         db.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{db.name}.", suffix=".tmp", dir=db.parent)

@@ -60,8 +60,10 @@ def test_a_full_disk_while_the_store_is_created_leaves_nothing_broken(data):
     assert "cannot create the MLflow store" in _one_line(p)
     assert not (data / "mlflow.db").exists()
     assert not list(data.glob(".mlflow.db.*"))  # no temporary file left either
+    (data / ".mlflow.db.k1ll3d.tmp").write_bytes(b"half")  # as a killed creation leaves it
     p = _run(data, "again")  # space is back: the store is created whole, the run logged
     assert p.returncode == 0, p.stderr[-3000:]
+    assert not list(data.glob(".mlflow.db.*"))
 
 
 def test_a_half_created_store_is_named_with_how_to_recover(data):
