@@ -13,7 +13,6 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from raglab.data.io import read_jsonl_tolerant
 from raglab.errors import UserError
 from raglab.metrics.diagnosis import CAUSES, DiagnosisCfg, diagnosis_of, failed
 from raglab.text.normalize import normalize
@@ -100,38 +99,57 @@ def drafts_from_run(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
     records_path = run_dir / "records.jsonl"
     if not records_path.is_file():
         raise UserError(f"{run_dir}: not a run directory (records.jsonl is missing)")
-    cases: dict[str, dict[str, Any]] = {}
     cases_file = None
     diag = DiagnosisCfg()
     try:
         import yaml
 
         from raglab.data.dataset import resolve_path
-        from raglab.data.io import iter_json_lines
 
         cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
         diag = _diagnosis_cfg(cfg)
         cases_file = resolve_path(cfg["dataset"]["cases"])
-        cases = {o["id"]: o for _, o in iter_json_lines(cases_file, "cases file") if "id" in o}
-    except (OSError, KeyError, TypeError, AttributeError, UserError):
+    except (OSError, KeyError, TypeError, AttributeError, UserError, ValueError):
         pass  # drafts of cases that cannot be found carry needs_labels
-    records = read_jsonl_tolerant(records_path)
-    out = []
-    for rec in records:
+    from raglab.data.record import RecordLines
+
+    drafts: list[dict[str, Any]] = []
+    n = 0
+    for lineno, _, rec in RecordLines(records_path):  # streamed: only the failures are kept
+        n += 1
+        cid = rec.get("case_id")
+        if not isinstance(cid, str):
+            raise UserError("a record without a case_id", file=str(records_path), line=lineno)
         if not failed(rec, diag):
             continue
-        reasons = failure_reasons(rec, diag)
-        cid = rec["case_id"]
         output = rec.get("output") or {}
-        draft: dict[str, Any] = {
+        drafts.append({
             "from": "run", "run_dir": str(run_dir), "case_id": cid,
-            "cases_file": str(cases_file) if cases_file else None, "reasons": reasons,
+            "cases_file": str(cases_file) if cases_file else None,
+            "reasons": failure_reasons(rec, diag),
             "answer": output.get("answer"), "context": _passages(output.get("context")),
             "contradicted_claims": rec.get("contradicted_claims") or [],
-            "diagnosis": rec.get("diagnosis")}
+            "diagnosis": rec.get("diagnosis")})
+    cases = _cases_of(cases_file, {d["case_id"] for d in drafts})
+    out = []
+    for draft in drafts:
+        cid = draft["case_id"]
         case = dict(cases.get(cid) or {"id": cid, "question": "", "needs_labels": True})
         out.append({**case, "draft": draft})
-    return out, len(records)
+    return out, n
+
+
+def _cases_of(cases_file: Path | None, wanted: set[str]) -> dict[str, dict[str, Any]]:
+    """The cases of ``wanted`` ids in the run's cases file ({} when it cannot be read)."""
+    if cases_file is None or not wanted:
+        return {}
+    from raglab.data.io import iter_json_lines
+
+    try:
+        return {o["id"]: o for _, o in iter_json_lines(cases_file, "cases file")
+                if o.get("id") in wanted}
+    except (OSError, TypeError, UserError):
+        return {}
 
 
 def run_inputs(run_dir: Path) -> list[Path]:

@@ -283,11 +283,6 @@ def passes(metric: str, value: float, threshold: float) -> bool:
     return value >= threshold
 
 
-def _answer(rec: dict) -> str | None:
-    out = rec.get("output")
-    return out.get("answer") if isinstance(out, dict) else None
-
-
 def diagnosis_of(rec: dict) -> Any:
     """A record's diagnosis: None (passed), a dict, or ``"not recorded"`` (older runs)."""
     return rec["diagnosis"] if "diagnosis" in rec else NOT_RECORDED
@@ -309,6 +304,7 @@ def flipped_cases(b: RunSource, c: RunSource, ids: list[str], cfg: CompareCfg) -
         found[metric] = flips
     wanted = {x for f in found.values() for lst in f.values() for x in lst[:cfg.max_flipped]}
     qs = questions(c, wanted) or questions(b, wanted)
+    answers = {"b": b.answers(wanted), "c": c.answers(wanted)}  # read again: rows keep none
     out = {}
     for metric, flips in found.items():
         spec = spec_of(metric)
@@ -320,7 +316,7 @@ def flipped_cases(b: RunSource, c: RunSource, ids: list[str], cfg: CompareCfg) -
                 "case_id": x, "question": qs.get(x),
                 "baseline": bid[x]["metrics"].get(metric),
                 "candidate": cid[x]["metrics"].get(metric),
-                "baseline_answer": _answer(bid[x]), "candidate_answer": _answer(cid[x]),
+                "baseline_answer": answers["b"].get(x), "candidate_answer": answers["c"].get(x),
                 "baseline_diagnosis": diagnosis_of(bid[x]),
                 "candidate_diagnosis": diagnosis_of(cid[x]),
             } for x in lst[:cfg.max_flipped]]

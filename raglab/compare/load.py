@@ -9,11 +9,13 @@ from __future__ import annotations
 import atexit
 import re
 import shutil
+import sys
 import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from raglab.data.io import read_jsonl_tolerant
 from raglab.errors import UserError
 
 DEFAULT_TRACKING_URI = "sqlite:///mlflow.db"
@@ -28,7 +30,8 @@ class RunSource:
     label: str               # short name (run_name, sweep overrides, or dir name)
     config: dict             # config.yaml
     metrics: dict            # metrics.json ({} when missing: the run is incomplete)
-    records: list[dict]      # records.jsonl lines, in file order
+    records: list[dict]      # what a comparison reads of each records.jsonl line, in file
+    #                          order (read_rows: case_id, tags, gold.answerable, metrics...)
     mlflow_run_id: str | None = None
     tracking_uri: str | None = None
     status: str | None = None          # MLflow status (None for a run directory)
@@ -36,10 +39,29 @@ class RunSource:
     _by_id: dict[str, dict] | None = field(default=None, repr=False, compare=False)
 
     def by_id(self) -> dict[str, dict]:
-        """Records by case id (a case written twice: the last line wins)."""
+        """Records (their rows, :func:`read_rows`) by case id."""
         if self._by_id is None:
             self._by_id = {r["case_id"]: r for r in self.records}
         return self._by_id
+
+    def answers(self, case_ids: set[str]) -> dict[str, str | None]:
+        """The answer of each of ``case_ids`` (None: the system gave none), read again from
+        ``records.jsonl`` (rows do not keep outputs), or from the rows when they hold them."""
+        out: dict[str, str | None] = {}
+        if not case_ids:
+            return out
+        held = [r for r in self.records if "output" in r]
+        if held or not (self.run_dir / "records.jsonl").is_file():
+            for r in held:
+                if r["case_id"] in case_ids:
+                    out[r["case_id"]] = _answer_of(r)
+            return out
+        from raglab.data.record import RecordLines
+
+        for _, _, obj in RecordLines(self.run_dir / "records.jsonl"):
+            if obj.get("case_id") in case_ids:
+                out[obj["case_id"]] = _answer_of(obj)
+        return out
 
     def incomplete(self) -> str | None:
         """Why this run did not finish, or None."""
@@ -82,24 +104,115 @@ def _read_yaml(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _read_records(path: Path) -> list[dict]:
+#: what a comparison keeps of a record, beside case_id, tags, gold.answerable and metrics
+#: (each when the record has it: a record without ``diagnosis`` is from an older raglab)
+ROW_FIELDS = ("diagnosis", "repeats", "repeat_variance")
+
+
+def _answer_of(rec: dict) -> str | None:
+    out = rec.get("output")
+    answer = out.get("answer") if isinstance(out, dict) else None
+    return answer if isinstance(answer, str) else None
+
+
+class MetricRow(Mapping):
+    """One record's metrics, read-only and compact: the metric names are one tuple shared
+    by every record that has the same ones (in the same order), and repeated values (0.0,
+    1.0, None) are one object each for the whole run. A dict of 150 metrics per record
+    doubled a comparison's memory."""
+
+    __slots__ = ("_names", "_index", "_values")
+
+    def __init__(self, names: tuple[str, ...], index: dict[str, int], values: tuple):
+        self._names, self._index, self._values = names, index, values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[self._index[key]]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        i = self._index.get(key)
+        return default if i is None else self._values[i]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class _Compactor:
+    """Shares what the rows of one run have in common (names, values, tags)."""
+
+    def __init__(self) -> None:
+        self.schemas: dict[tuple[str, ...], tuple[tuple[str, ...], dict[str, int]]] = {}
+        self.values: dict[tuple[type, Any], Any] = {}
+        self.golds = {True: {"answerable": True}, False: {"answerable": False}}
+
+    def metrics(self, metrics: dict[str, Any]) -> MetricRow:
+        names = tuple(metrics)
+        schema = self.schemas.get(names)
+        if schema is None:
+            names = tuple(sys.intern(n) for n in names)
+            schema = self.schemas[names] = (names, {n: i for i, n in enumerate(names)})
+        values = self.values
+        return MetricRow(schema[0], schema[1], tuple(
+            v if v == 0 and isinstance(v, float) and str(v) == "-0.0"  # (-0.0 == 0.0)
+            else values.setdefault((type(v), v), v) for v in metrics.values()))
+
+    def tags(self, tags: dict[str, Any]) -> dict[str, Any]:
+        return {sys.intern(k) if isinstance(k, str) else k:
+                sys.intern(v) if isinstance(v, str) else v for k, v in tags.items()}
+
+
+def read_rows(path: Path) -> list[dict]:
+    """What a comparison reads of each record of ``records.jsonl``, streamed (one whole
+    record in memory at a time): ``case_id``, ``tags``, ``gold: {answerable}``, ``metrics``
+    (a read-only :class:`MetricRow`) and :data:`ROW_FIELDS`. UserError, naming file, line
+    and case id, on a line that is not a record, a metric value that is not a number or
+    null, or a case recorded twice."""
     if not path.is_file():
         hint = (" (a sweep directory: compare it with SWEEP --baseline JOB)"
                 if (path.parent / "multirun.yaml").is_file() else "")
         raise UserError(f"not a raglab run directory: {path.name} is missing{hint}",
                         file=str(path.parent))
-    from raglab.data.record import CaseRecord
+    from raglab.data.record import CaseRecord, RecordLines
 
-    rows = read_jsonl_tolerant(path)
-    for i, r in enumerate(rows, 1):
-        if not isinstance(r, dict) or not isinstance(r.get("case_id"), str):
-            raise UserError("a record without a case_id", file=str(path), line=i)
+    file = str(path)
+    rows: list[dict] = []
+    seen: dict[str, int] = {}
+    shared = _Compactor()
+    for i, _, r in RecordLines(path):
+        if not isinstance(r.get("case_id"), str):
+            raise UserError("a record without a case_id", file=file, line=i)
+        cid = r["case_id"]
         if not isinstance(r.get("metrics"), dict):
-            raise UserError("a record without metrics", file=str(path), line=i,
-                            case_id=r["case_id"])
-        CaseRecord.from_json(r, file=str(path), line=i)  # the records.jsonl contract
+            raise UserError("a record without metrics", file=file, line=i, case_id=cid)
+        rec = CaseRecord.from_json(r, file=file, line=i)  # the records.jsonl contract
+        if cid in seen:
+            raise UserError(f"the case is recorded twice (first on line {seen[cid]}): not "
+                            "a file raglab wrote", file=file, line=i, case_id=cid)
+        seen[cid] = i
+        for name, value in rec.metrics.items():
+            if value is not None and (not isinstance(value, int | float)
+                                      or isinstance(value, bool)):
+                raise UserError(f"metric '{name}' is {type(value).__name__} "
+                                f"{str(value)[:40]!r}, expected a number or null",
+                                file=file, line=i, case_id=cid)
+        row = {"case_id": cid, "tags": shared.tags(rec.tags),
+               "gold": shared.golds[bool(rec.gold.answerable)],
+               "metrics": shared.metrics(rec.metrics)}
+        for key in ROW_FIELDS:
+            if key in r:
+                row[key] = r[key]
+        rows.append(row)
     if not rows:
-        raise UserError("no records: the run scored no case", file=str(path))
+        raise UserError("no records: the run scored no case", file=file)
     return rows
 
 
@@ -108,14 +221,19 @@ def _read_metrics(run_dir: Path) -> dict:
         return {}
     from raglab.data.io import read_run_metrics
 
-    return read_run_metrics(run_dir)
+    metrics = read_run_metrics(run_dir)
+    versions = metrics.get("metric_versions")
+    if versions is not None and not isinstance(versions, dict):
+        raise UserError("'metric_versions' must map each metric family to its version "
+                        f"(found {type(versions).__name__})", file=str(run_dir / "metrics.json"))
+    return metrics
 
 
 def load_dir(ref: str, run_dir: Path, label: str | None = None) -> RunSource:
     run_dir = run_dir.resolve()
     if not run_dir.is_dir():
         raise UserError(f"no such run directory: {ref}")
-    records = _read_records(run_dir / "records.jsonl")
+    records = read_rows(run_dir / "records.jsonl")
     config = _read_yaml(run_dir / "config.yaml")
     metrics = _read_metrics(run_dir)
     if label is None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -199,6 +199,12 @@ def atomic_write_text(path: str | Path, text: str | bytes, scrubbed: bool = Fals
 
     if not scrubbed:
         text = SCRUBBER.scrub_bytes(text) if isinstance(text, bytes) else SCRUBBER.scrub(text)
+    atomic_write_chunks(path, [text.encode("utf-8") if isinstance(text, str) else text])
+
+
+def atomic_write_chunks(path: str | Path, chunks: Iterable[bytes]) -> None:
+    """:func:`atomic_write_text` of the concatenated ``chunks``, written as they come (a
+    file larger than memory can be rewritten); the caller scrubs them."""
     p = Path(path)
     if p.is_symlink():  # write through the link: its target gets the new text
         p = p.resolve()
@@ -209,10 +215,9 @@ def atomic_write_text(path: str | Path, text: str | bytes, scrubbed: bool = Fals
         raise storage_error(e, p.name, p) from None
     try:
         os.fchmod(fd, 0o666 & ~_umask())
-        fh: IO[Any] = os.fdopen(fd, "wb") if isinstance(text, bytes) \
-            else os.fdopen(fd, "w", encoding="utf-8")
-        with fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)

@@ -5,13 +5,15 @@ A record keeps the case's gold summary, the system output, which hits hold which
 (``judgments``), the grader verdicts, the per-case metric values (``null`` where one does
 not apply) and the error, if any. Optional fields (``severity_one``,
 ``n_factual_sentences``, ``contradicted_claims``, ``grading_cost_usd``, and with
-``grader.repeats`` > 1 ``repeat_verdicts``, ``repeats``, ``repeat_variance``) are present
-only when they apply;
+``grader.repeats`` > 1 ``repeat_verdicts``, ``repeats``, ``repeat_variance``, and with a
+model client ``model_usage``) are present only when they apply;
 unknown fields are kept, so records from a newer raglab still read.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +61,10 @@ class CaseRecord(BaseModel):
     repeat_verdicts: list[list[Verdict]] | None = None
     repeats: int | None = None
     repeat_variance: dict[str, float] | None = None
+    # present when the run has a model client: the model calls the run made since the
+    # record before it was written (raglab.llm.client.USAGE_KEYS); a run's model_usage is
+    # their sum, over every process that resumed it
+    model_usage: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The stored form (the metrics' input): the fields that were set, in order."""
@@ -82,3 +88,80 @@ class CaseRecord(BaseModel):
 def read_records(path: str | Path) -> list[CaseRecord]:
     """The records of a run (a torn last line, left by a kill, is dropped)."""
     return [CaseRecord.from_json(obj, file=str(path)) for obj in read_jsonl_tolerant(path)]
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name} (JSON allows finite numbers only)")
+
+
+class RecordLines:
+    """The lines of a ``records.jsonl``, streamed one at a time (a run's records can be
+    larger than memory): iterating yields ``(line number, line bytes, object)`` for each
+    non-blank line. A line that does not parse is dropped when it is the last one (a kill
+    tore it; ``torn`` is then True, as it is for a file not ended by a line break, once the
+    iteration is over); anywhere else it is a UserError naming file and line, as is a line
+    that is not an object, holds NaN or Infinity, or is nested too deep for a reader."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.torn = False
+        self.dropped = 0  # lines dropped (0 or 1: the torn last line)
+
+    def __iter__(self) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
+        file = str(self.path)
+        self.torn, self.dropped = False, 0
+        try:
+            fh = open(self.path, "rb")
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise UserError(f"cannot read records: {e.strerror}", file=file) from None
+        pending: int | None = None  # a line that did not parse: torn, if nothing follows
+        last = b""
+        with fh:
+            for lineno, raw in enumerate(fh, 1):
+                last = raw
+                if not raw.strip():
+                    continue
+                if pending is not None:
+                    raise UserError("corrupt line (not the last one)", file=file, line=pending)
+                try:
+                    obj = json.loads(raw, parse_constant=_refuse_constant)
+                except RecursionError:
+                    raise UserError("a line nested too deep to read", file=file,
+                                    line=lineno) from None
+                except UnicodeDecodeError:
+                    pending = lineno
+                    continue
+                except ValueError as e:  # JSONDecodeError is one
+                    if isinstance(e, json.JSONDecodeError):
+                        pending = lineno
+                        continue
+                    raise UserError(str(e), file=file, line=lineno,
+                                    case_id=_case_id_of(raw)) from None
+                if not isinstance(obj, dict):
+                    raise UserError(f"expected a JSON object, got {type(obj).__name__}",
+                                    file=file, line=lineno)
+                yield lineno, raw, obj
+        if pending is not None:
+            self.dropped = 1
+        self.torn = pending is not None or (bool(last) and not last.endswith(b"\n"))
+
+
+def _case_id_of(raw: bytes) -> str | None:
+    """The case id of a line that was refused (read leniently, only to name it)."""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    cid = obj.get("case_id") if isinstance(obj, dict) else None
+    return cid if isinstance(cid, str) else None
+
+
+def iter_records(path: str | Path,
+                 lines: RecordLines | None = None) -> Iterator[tuple[int, CaseRecord]]:
+    """``(line number, record)`` of each record of a run, streamed (see :class:`RecordLines`;
+    pass ``lines`` to learn afterwards whether the last line was torn)."""
+    file = str(path)
+    for lineno, _, obj in (lines if lines is not None else RecordLines(path)):
+        yield lineno, CaseRecord.from_json(obj, file=file, line=lineno)

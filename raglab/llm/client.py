@@ -126,6 +126,7 @@ class LLMClient:
         self.cache_hits = 0
         self.usage_totals = dict.fromkeys(USAGE_FIELDS, 0)
         self.priced = True  # False once a call had no known price
+        self.unpriced_calls = 0
         self.closed = False
         self._backends: dict[tuple, Backend] = {}
         self._sem: asyncio.Semaphore | None = None
@@ -241,6 +242,7 @@ class LLMClient:
                 self.total_cost_usd += cost
             else:
                 self.priced = False
+                self.unpriced_calls += 1
             text = reply.text
             parsed = None
             if req.schema is not None:
@@ -292,12 +294,52 @@ class LLMClient:
                 **self.usage_totals,
                 "cost_usd": round(self.total_cost_usd, 6) if self.priced else None}
 
+    def counters(self) -> dict[str, Any]:
+        """What this client spent so far, as counters that only grow (``cost_usd`` of the
+        priced calls, ``unpriced`` calls apart): :func:`usage_between` two of them is what
+        was spent in between."""
+        return {"requests": self.calls, "cache_hits": self.cache_hits, "batches": self.batches,
+                **self.usage_totals, "cost_usd": self.total_cost_usd,
+                "unpriced": self.unpriced_calls}
+
     async def aclose(self) -> None:
         if self.closed:
             return
         self.closed = True
         for b in self._backends.values():  # kept: their counts stay readable
             await b.aclose()
+
+
+#: the fields of a usage record (``model_usage``): requests made, cache hits, batch jobs,
+#: tokens, and the cost in USD (None when a call had no known price)
+USAGE_KEYS = ("requests", "cache_hits", "batches", *USAGE_FIELDS, "cost_usd")
+
+
+def usage_between(now: dict[str, Any], before: dict[str, Any] | None) -> dict[str, Any]:
+    """The usage spent from counters ``before`` (None: nothing) to counters ``now`` (both
+    from :meth:`LLMClient.counters`), as a usage record."""
+    before = before or {}
+    out: dict[str, Any] = {k: now[k] - before.get(k, 0) for k in USAGE_KEYS if k != "cost_usd"}
+    unpriced = now["unpriced"] - before.get("unpriced", 0)
+    out["cost_usd"] = None if unpriced else round(now["cost_usd"] - before.get("cost_usd", 0.0),
+                                                  9)
+    return out
+
+
+def add_usage(total: dict[str, Any] | None, part: Any) -> dict[str, Any]:
+    """``total`` plus the usage record ``part`` (as a record holds it; anything else, as an
+    older record's missing one, adds nothing): cost None once any part's cost is."""
+    out: dict[str, Any] = dict(total) if total else {**dict.fromkeys(USAGE_KEYS, 0),
+                                                      "cost_usd": 0.0}
+    if not isinstance(part, dict):
+        return out
+    for k in USAGE_KEYS:
+        v = part.get(k)
+        if k == "cost_usd":
+            out[k] = None if v is None or out[k] is None else out[k] + float(v)
+        elif isinstance(v, int | float) and not isinstance(v, bool):
+            out[k] += int(v)
+    return out
 
 
 def require_api_key(what: str) -> None:

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from raglab.data.io import atomic_write_json, read_jsonl_tolerant
+from raglab.data.io import atomic_write_json
 from raglab.errors import UserError, VersionMismatchError
 
 IDENTITY_FILE = "run.json"
@@ -38,7 +38,9 @@ def recorded_versions(run_dir: Path) -> tuple[dict[str, str], str] | None:
     if not records.exists():
         return None
     found: dict[str, str] = {}
-    for rec in read_jsonl_tolerant(records):
+    from raglab.data.record import RecordLines
+
+    for _, _, rec in RecordLines(records):  # streamed: one line at a time
         for v in rec.get("verdicts") or []:
             if v.get("family") and v.get("version"):
                 found.setdefault(str(v["family"]), str(v["version"]))

@@ -5,14 +5,16 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from raglab.data.dataset import Dataset
-from raglab.data.io import write_jsonl
-from raglab.data.record import CaseRecord, read_records
+from raglab.data.io import atomic_write_chunks
+from raglab.data.record import CaseRecord, RecordLines, iter_records
 from raglab.data.schema import Case, may_see
 from raglab.errors import storage_error
+from raglab.llm.client import add_usage, usage_between
 from raglab.metrics.judging import GoldItem, judge_hits
 
 
@@ -82,17 +84,56 @@ class RecordWriter:
         self._end = 0  # the size of the file once this writer's lines are written
         self._sync_error: OSError | None = None
 
-    def load(self, retry_errors: bool = True) -> list[CaseRecord]:
-        """The records to keep. With ``retry_errors`` the records of cases that failed (the
-        system's or a grader's error) are dropped, so a resume runs those cases again."""
-        rows = read_records(self.path)
-        kept = [r for r in rows if not (retry_errors and r.error)]
-        # the last record of a case wins (a healed case may follow its old error)
-        by_id = {r.case_id: r for r in kept}
-        kept = [r for r in kept if by_id[r.case_id] is r]
-        if self.path.exists() and (len(kept) != len(rows) or _torn(self.path)):
-            write_jsonl(self.path, [r.to_json() for r in kept])
+    def load(self, retry_errors: bool = True,
+             keep: Callable[[CaseRecord], Any] | None = None,
+             dropped: Callable[[Any], None] | None = None) -> dict[str, Any]:
+        """The records to keep, by case id: each ``keep(record)`` (default: the record), so
+        a resume holds what it needs of each case and never every whole record at once: the
+        file is read one line at a time. With ``retry_errors`` the records of cases that
+        failed (the system's or a grader's error) are dropped, so a resume runs those cases
+        again. When lines are dropped (those, a case's older records, a torn last line) the
+        file is rewritten without them, streamed to a temporary file renamed into place;
+        ``dropped(model_usage)`` is called for each dropped record (what it spent is still
+        spent)."""
+        lines = RecordLines(self.path)
+        kept: dict[str, Any] = {}
+        winner: dict[str, int] = {}  # case id -> the line of its record that is kept
+        spent: dict[str, Any] = {}  # case id -> the kept record's model_usage (when any)
+        n = 0
+        for lineno, rec in iter_records(self.path, lines):
+            n += 1
+            if retry_errors and rec.error:
+                if dropped is not None:
+                    dropped(rec.model_usage)
+                continue
+            # the last record of a case wins (a healed case may follow its old error)
+            if rec.case_id in winner and dropped is not None:
+                dropped(spent.pop(rec.case_id, None))
+            winner[rec.case_id] = lineno
+            if rec.model_usage is not None:
+                spent[rec.case_id] = rec.model_usage
+            kept[rec.case_id] = rec if keep is None else keep(rec)
+        if self.path.exists() and (len(winner) != n or lines.torn):
+            self._rewrite(set(winner.values()))
         return kept
+
+    def _rewrite(self, wanted: set[int]) -> None:
+        """The file with only the lines numbered ``wanted`` (in their order), each scrubbed
+        of the secrets known now (as a record is when it is written)."""
+        from raglab.secrets import SCRUBBER
+
+        def chunks() -> Any:
+            for lineno, raw, obj in RecordLines(self.path):
+                if lineno not in wanted:
+                    continue
+                if not raw.endswith(b"\n"):
+                    raw += b"\n"
+                if SCRUBBER.found_in(raw):
+                    raw = (json.dumps(SCRUBBER.scrub_obj(obj), ensure_ascii=False,
+                                      allow_nan=False) + "\n").encode("utf-8")
+                yield raw
+
+        atomic_write_chunks(self.path, chunks())
 
     def append(self, record: CaseRecord | None, line: bytes | None = None) -> None:
         """Append ``record`` (``line``: its ``record_line``, when already serialised; the
@@ -176,6 +217,54 @@ class RecordWriter:
         error, self._sync_error = self._sync_error, None
         if error is not None:
             raise storage_error(error, "records.jsonl", self.path) from None
+
+
+class UsageLedger:
+    """Model usage recorded with each case: every record written gets, as ``model_usage``,
+    what the run's model client spent since the record before it (so calls shared by
+    cases, and a generator's, are counted once), and the run's total is the sum over its
+    records, whichever process wrote them, plus what this process spent after its last
+    record. A resume adds what the records it drops (failed cases, run again) had spent
+    to its first record. Only the calls of a process killed after its last record go
+    uncounted (their answers are in the cache: a resume does not pay for them again)."""
+
+    def __init__(self, llm: Any):
+        self.llm = llm
+        self.total: dict[str, Any] | None = None
+        self.carried: dict[str, Any] | None = None
+        self.mark = llm.counters() if llm is not None else None
+
+    def loaded(self, usage: Any) -> None:
+        """A kept record's usage (from an earlier process)."""
+        self.total = add_usage(self.total, usage)
+
+    def carry(self, usage: Any) -> None:
+        """A dropped record's usage: added to the next record written."""
+        if usage is not None:
+            self.carried = add_usage(self.carried, usage)
+
+    def _since(self) -> dict[str, Any]:
+        now = self.llm.counters()
+        spent = usage_between(now, self.mark)
+        self.mark = now
+        return spent
+
+    def stamp(self, line: bytes) -> bytes:
+        """``line`` (a record's, ending ``}\n``) with its ``model_usage`` added."""
+        if self.llm is None:
+            return line
+        spent = self._since()
+        if self.carried is not None:
+            spent, self.carried = add_usage(self.carried, spent), None
+        self.total = add_usage(self.total, spent)
+        return line[:-2] + b',"model_usage":' + json.dumps(spent).encode() + b"}\n"
+
+    def summary(self) -> dict[str, Any]:
+        """The run's model_usage: every record's, and what was spent since the last."""
+        total = add_usage(add_usage(self.total, self.carried), self._since())
+        if total["cost_usd"] is not None:
+            total["cost_usd"] = round(total["cost_usd"], 6)
+        return total
 
 
 def record_line(record: CaseRecord, finite: bool = False) -> bytes:

@@ -54,7 +54,13 @@ from raglab.runner.failures import error_summary, summary_lines
 from raglab.runner.identity import check_dataset, check_resume, check_system, write_identity
 from raglab.runner.lock import RunDirLock
 from raglab.runner.progress import Progress
-from raglab.runner.records import RecordWriter, gold_summary, judge_output, record_line
+from raglab.runner.records import (
+    RecordWriter,
+    UsageLedger,
+    gold_summary,
+    judge_output,
+    record_line,
+)
 from raglab.secrets import clip
 from raglab.systems.base import SystemRequest, ValidatedOutput, WorkCounter
 
@@ -172,7 +178,17 @@ class Run:
         grading = Grading(grader, cfg.grader.name, versions, self.cache, self.work,
                           getattr(cfg.grader, "repeats", 1)) if grader is not None else None
         writer = RecordWriter(self.run_dir / "records.jsonl")
-        kept = {r.case_id: slim_record(r) for r in writer.load()}  # what aggregation reads
+        self.usage = usage = UsageLedger(self.llm)
+
+        def keep(rec: CaseRecord) -> dict[str, Any]:
+            usage.loaded(rec.model_usage)
+            row = slim_record(rec)
+            # one copy of each metric name for all the rows (as a run's own rows share them)
+            row["metrics"] = {sys.intern(k): v for k, v in rec.metrics.items()}
+            return row
+
+        # what aggregation reads, streamed
+        kept = writer.load(keep=keep, dropped=usage.carry)
         todo = [c for c in ds.cases if c.id not in kept]
         sections = cfg.system_sections()
         system = build_system(cfg, ds, self.cache, self.work, self.llm)
@@ -206,7 +222,7 @@ class Run:
                     tasks.append(start(nxt))
                 rec, line = await tasks[0]
                 tasks.popleft()  # a finished task holds its record: let it go
-                writer.append(None, line)
+                writer.append(None, usage.stamp(line))
                 kept[rec.case_id] = slim_record(rec)
                 progress.add(1, rec.error is not None)
             if shared is not None:
@@ -371,7 +387,8 @@ class Run:
             "self_graded": self_graded,
         }
         if self.llm is not None:
-            metrics["model_usage"] = self.llm.summary()
+            # summed over the records of every process that ran this directory
+            metrics["model_usage"] = self.usage.summary()
         writer.wait()  # the records are on disk before the run says it finished
         atomic_write_json(self.run_dir / "metrics.json", metrics)
         from raglab.report.run_report import write_run_report

@@ -29,8 +29,10 @@ def _client(uri: str):
         logging.getLogger(name).setLevel(logging.WARNING)
     db = sqlite_path(uri)
     if db is not None and uri not in _READY:
+        from raglab.tracking.store_init import open_sqlite_store
+
         with _locked(db.with_name(db.name + ".lock")):
-            client = MlflowClient(tracking_uri=uri)
+            client = open_sqlite_store(db, uri)  # a new store is created whole, or not at all
         _READY.add(uri)
         return client
     for attempt in range(3):

@@ -25,6 +25,7 @@ BENCHMARKS = {
     "startup": ("bench_startup", "6. start-up of raglab --help and validate --help"),
     "scale": ("bench_scale", "7. memory and scale, 2,000 vs 20,000 cases"),
     "compare": ("bench_compare", "8. raglab compare of two 20,000-case runs"),
+    "memory": ("bench_memory", "9. peak memory of resume, compare, cases from-run vs the run"),
     "retrieval": ("bench_retrieval", "in-process scoring vs pytrec_eval, 10,000 x 100"),
     "stats": ("bench_stats", "paired statistics tables"),
 }
