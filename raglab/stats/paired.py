@@ -37,7 +37,7 @@ class PairedStat:
     wins: int                # candidate better by the metric's direction ("none": higher)
     ties: int
     losses: int
-    ci_method: str           # "signflip" | "bca" | "percentile" | "degenerate" | "unbounded" | "none"
+    ci_method: str   # "signflip" | "bca" | "percentile" | "degenerate" | "unbounded" | "none"
     test: str                # "permutation" | "permutation-exact" | "mcnemar-exact" | "none"
     mde: float | None = None     # minimum detectable effect (two-sided, 1 - confidence, 80% power)
     n_eff: float | None = None   # effective sample size: n unweighted, Kish's with weights
@@ -261,7 +261,7 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
             d = float(delta[i])
             lo: float | None
             hi: float | None
-            if degenerate[i] and (interval != "signflip" or not np.isnan(low[i])):
+            if degenerate[i]:
                 d = float(r[0, i])
                 lo = hi = d
                 method = "degenerate"
