@@ -132,7 +132,7 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     name = safe_name(args.name or name_of_set)
     question = args.question or study_question(study)
     record = build_record(comp, gates, name_of_set, source, results, name=name, date=date,
-                          question=question)
+                          question=question, base_dir=study)
     stem = f"decision-{date}-{name}"
     study.mkdir(parents=True, exist_ok=True)
     paths = write_outputs(study.resolve(), {

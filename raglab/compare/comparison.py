@@ -60,6 +60,12 @@ class Comparison:
         comparison's paired cases (``side``: ``less`` tests ``delta < theta``, ``greater``
         ``delta > theta``), with its seed, resamples, weights and clusters; None where the
         metric or slice is not in the comparison or no case is paired."""
+        from raglab.stats.threads import blas_threads
+
+        with blas_threads():
+            return self._one_sided(tests)
+
+    def _one_sided(self, tests) -> list[float | None]:
         out: list[float | None] = []
         for metric, slice, theta, side in tests:
             idx = self._groups.get(None if slice is None else tuple(slice))
@@ -238,7 +244,10 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
     slices: list[dict[str, Any]] = []
     design = _Design(B, C, kinds, directions, weights, clusters, cfg)
     design.names = {n: j for j, n in enumerate(names)}
-    tables = [design.table(idx) for _, idx in groups]
+    from raglab.stats.threads import blas_threads
+
+    with blas_threads():
+        tables = [design.table(idx) for _, idx in groups]
     same: dict[bytes, list[int]] = defaultdict(list)     # identical per-case values -> rows
     for (key, idx), stats in zip(groups, tables):
         b, c = B[idx], C[idx]

@@ -23,6 +23,7 @@ The decision is GO when no check fails and at least one gate check passed, else 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from raglab.compare.gates import FAIL, GO, NA, NO_GO, PASS, Gate, GateSet
@@ -300,11 +301,29 @@ def config_diff(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> li
             for k in sorted(set(fb) | set(fc)) if fb.get(k) != fc.get(k)]
 
 
-def _run_info(src: Any) -> dict[str, Any]:
+def relative_to(path: Any, base: Any) -> Any:
+    """A local path relative to the folder ``base`` (a record names the files of the
+    machine that wrote it relative to itself); ``pkg://`` and other URIs, None, and paths
+    when no ``base`` is given stay as they are."""
+    import os
+
+    if path is None or base is None or "://" in str(path):
+        return path
+    p = Path(str(path))
+    if not p.is_absolute():
+        return str(path)
+    return os.path.relpath(p, Path(base).resolve())
+
+
+def _run_info(src: Any, base: Any = None) -> dict[str, Any]:
     m = src.metrics or {}
+    dataset = m.get("dataset")
+    if isinstance(dataset, dict):
+        dataset = {**dataset, **{k: relative_to(dataset[k], base)
+                                 for k in ("corpus", "cases") if k in dataset}}
     return {"label": src.label, "ref": src.ref,
-            "run_dir": None if src.mlflow_run_id else str(src.run_dir),
-            "mlflow_run_id": src.mlflow_run_id, "dataset": m.get("dataset"),
+            "run_dir": None if src.mlflow_run_id else relative_to(str(src.run_dir), base),
+            "mlflow_run_id": src.mlflow_run_id, "dataset": dataset,
             "config_hash": m.get("config_hash"), "n_cases": m.get("n_cases"),
             "errors": m.get("errors"), "metric_versions": m.get("metric_versions") or {},
             "self_graded": m.get("self_graded"), "config": src.config}
@@ -336,9 +355,10 @@ def _diagnoses(comp: Any, gates: GateSet) -> dict[str, Any]:
 
 def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
                  results: list[dict], *, name: str, date: str, question: str | None,
-                 extra_warnings: Sequence[str] = ()) -> dict[str, Any]:
-    """The decision record (``decision-DATE-NAME.json``) of an evaluated comparison."""
-    b, c = _run_info(comp.baseline), _run_info(comp.candidate)
+                 extra_warnings: Sequence[str] = (), base_dir: Any = None) -> dict[str, Any]:
+    """The decision record (``decision-DATE-NAME.json``) of an evaluated comparison; with
+    ``base_dir`` (the folder it is written to) local paths are relative to it."""
+    b, c = _run_info(comp.baseline, base_dir), _run_info(comp.candidate, base_dir)
     warnings = list(comp.warnings) + list(extra_warnings)
     db, dc = b["dataset"] or {}, c["dataset"] or {}
     for what in ("cases_sha256", "corpus_sha256"):
@@ -366,7 +386,8 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
     cal = getattr(comp, "calibration", None) or {}
     return {
         "decision": decision_of(results), "name": name, "date": date, "question": question,
-        "gates": {"name": gate_name, "source": gate_source, "confidence": gates.confidence,
+        "gates": {"name": gate_name, "source": relative_to(gate_source, base_dir),
+                  "confidence": gates.confidence,
                   "description": gates.description, "set": gates.model_dump()},
         "baseline": b, "candidate": c,
         "config_diff": config_diff(b["config"], c["config"]),

@@ -18,7 +18,7 @@ from pydantic_core import PydanticSerializationError
 
 from raglab.cache import StageCache, content_key
 from raglab.config import RunCfg
-from raglab.data.dataset import Dataset, load_dataset
+from raglab.data.dataset import Dataset, dataset_identity, load_dataset
 from raglab.data.finite import check as check_finite
 from raglab.data.finite import plain_finite
 from raglab.data.io import (
@@ -363,8 +363,9 @@ class Run:
             "error_summary": error_summary(records),
             "diagnoses": diagnosis_counts(records),
             "work": self.work.as_dict(),
-            "dataset": {"name": cfg.dataset.name, "corpus_sha256": ds.corpus_hash,
-                        "cases_sha256": ds.cases_hash},
+            "dataset": {**dataset_identity(cfg.dataset.name, cfg.dataset.corpus,
+                                           cfg.dataset.cases),
+                        "corpus_sha256": ds.corpus_hash, "cases_sha256": ds.cases_hash},
             "config_hash": content_key(self.resolved_yaml, length=16),
             "warnings": list(self.warnings),
             "self_graded": self_graded,

@@ -263,10 +263,17 @@ def signflip_sums(U: np.ndarray, W: np.ndarray, n_resamples: int, rng: np.random
     it flips; all ``2**n`` sign vectors when ``2**n <= n_resamples`` (``exact``), else
     ``n_resamples`` random ones."""
     n, k = U.shape
+    ones = bool((W == 1.0).all())        # unweighted cases: the flipped weight is a count
+
+    def flipped_weight(bits: np.ndarray) -> np.ndarray:
+        if ones:
+            return np.repeat(bits.sum(axis=1)[:, None], k, axis=1)
+        return bits @ W
+
     if n < 63 and 2 ** n <= n_resamples:
         codes = np.arange(2 ** n)[:, None]
         bits = ((codes >> np.arange(n)) & 1).astype(np.float64)   # (2^n, n), 1 = flipped
-        return bits @ U, bits @ W, True
+        return bits @ U, flipped_weight(bits), True
     FU = np.empty((n_resamples, k))
     FW = np.empty((n_resamples, k))
     n_bytes = (n + 7) // 8
@@ -274,7 +281,7 @@ def signflip_sums(U: np.ndarray, W: np.ndarray, n_resamples: int, rng: np.random
         packed = rng.integers(0, 256, size=(c, n_bytes), dtype=np.uint8)
         bits = np.unpackbits(packed, axis=1, count=n).astype(np.float64)
         FU[start:start + c] = bits @ U
-        FW[start:start + c] = bits @ W
+        FW[start:start + c] = flipped_weight(bits)
     return FU, FW, False
 
 
