@@ -236,6 +236,11 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
     directions = [metrics[n]["direction"] for n in names]
     B, C = _matrix(baseline, ids, names), _matrix(candidate, ids, names)
     weights = case_weights(baseline, ids)
+    other = case_weights(candidate, ids)
+    if (weights is None) != (other is None) or (
+            weights is not None and other is not None and not np.array_equal(weights, other)):
+        warnings.append("the runs weigh the cases differently (dataset.weights or case "
+                        "weights changed): the baseline's weights are used")
     clusters = None if cfg.cluster is None else cluster_labels(baseline, ids, cfg.cluster)
     groups: list[tuple[tuple[str, str] | None, Any]] = [(None, np.arange(len(ids)))]
     groups += [(key, np.asarray(idx)) for key, idx in _slice_groups(baseline, ids).items()]
