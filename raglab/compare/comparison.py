@@ -273,8 +273,12 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
             fam = metrics[name]["family"]
             comparable = fam not in bad
             confirmatory = key is None and name in HEADLINE
-            same[_fingerprint(idx[both[:, j]], b[both[:, j], j], c[both[:, j], j],
-                              None if w is None else w[both[:, j]])].append(len(rows))
+            if st.n and st.wins + st.losses:     # rows without a test have no aliases
+                fp = _fingerprint(idx[both[:, j]], b[both[:, j], j], c[both[:, j], j],
+                                  None if w is None else w[both[:, j]])
+            else:
+                fp = len(rows).to_bytes(8, "little") + b"untested"
+            same[fp].append(len(rows))
             rows.append({
                 "metric": name,
                 "slice": None if key is None else {"key": key[0], "value": key[1]},
