@@ -321,7 +321,8 @@ def _run_info(src: Any, base: Any = None) -> dict[str, Any]:
     if isinstance(dataset, dict):
         dataset = {**dataset, **{k: relative_to(dataset[k], base)
                                  for k in ("corpus", "cases") if k in dataset}}
-    return {"label": src.label, "ref": src.ref,
+    return {"label": src.label,
+            "ref": src.ref if src.mlflow_run_id else relative_to(src.ref, base),
             "run_dir": None if src.mlflow_run_id else relative_to(str(src.run_dir), base),
             "mlflow_run_id": src.mlflow_run_id, "dataset": dataset,
             "config_hash": m.get("config_hash"), "n_cases": m.get("n_cases"),
