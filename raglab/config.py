@@ -35,6 +35,9 @@ class DatasetCfg(Strict):
     labels: str | None = None
     fuzzy_threshold: float = Field(90, ge=0, le=100, description=(
         "rapidfuzz alignment score (0-100) accepted when a gold quote is not found exactly"))
+    weights: dict[str, dict[str, float]] = Field(default_factory=dict, description=(
+        "shares of traffic by tag value, e.g. {intent: {billing: 0.4, api: 0.6}}: every mean "
+        "and paired statistic is weighted to match them (with each case's own weight)"))
 
 
 # ---- prompt ------------------------------------------------------------------------------

@@ -95,7 +95,14 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     from raglab.commands.common import write_outputs
     from raglab.commands.compare import settings
     from raglab.compare.comparison import compare_runs, load_run
-    from raglab.compare.decide import GO, build_record, evaluate_gates, render_record, run_means
+    from raglab.compare.decide import (
+        GO,
+        build_record,
+        evaluate_gates,
+        not_worse_tests,
+        render_record,
+        run_means,
+    )
     from raglab.compare.gates import load_gate_set
     from raglab.compare.kappa import calibration_checks
     from raglab.compare.load import safe_name
@@ -117,14 +124,15 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
                         allow_version_mismatch=args.allow_version_mismatch,
                         allow_incomplete=args.allow_incomplete)
     attach(comp, args.uri)  # each graded family's calibration (docs/calibration.md)
-    results = evaluate_gates(comp.rows, gates, run_means(base.metrics, cand.metrics))
+    results = evaluate_gates(comp.rows, gates, run_means(base.metrics, cand.metrics),
+                             not_worse_tests(comp, gates))
     results += calibration_checks(gates, results, comp.calibration,
                                   comp.versions.get("candidate"))
     date = datetime.date.today().isoformat()
     name = safe_name(args.name or name_of_set)
     question = args.question or study_question(study)
     record = build_record(comp, gates, name_of_set, source, results, name=name, date=date,
-                          question=question)
+                          question=question, base_dir=study)
     stem = f"decision-{date}-{name}"
     study.mkdir(parents=True, exist_ok=True)
     paths = write_outputs(study.resolve(), {

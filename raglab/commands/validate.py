@@ -25,7 +25,7 @@ def main(argv: list[str]) -> None:
     from raglab.errors import UserError
 
     try:
-        ds = _load(argv)
+        ds, weights = _load(argv)
     except UserError as e:  # the one place a user's mistake ends this command
         fail(str(e))
     from raglab.data.dataset import summary_rows
@@ -50,6 +50,11 @@ def main(argv: list[str]) -> None:
     if ds.labels_path:
         print(f"labels: {ds.labels_path} ({len(ds.labels)} human labels)")
     print("evidence located: " + ", ".join(f"{k} {v}" for k, v in sorted(methods.items())))
+    if weights is not None:
+        from raglab.data.weights import effective_size
+
+        print(f"weighted: effective sample size {effective_size(list(weights.values())):.1f} "
+              f"of {len(weights)} cases (case weights and dataset.weights)")
     w = max((len(g) + len(v) for g, v, _ in rows), default=10) + 3
     print(f"\n{'group / value'.ljust(w)} cases")
     for g, v, n in rows:
@@ -66,8 +71,10 @@ def _load(argv: list[str]):
     from raglab.commands.compose import compose
     from raglab.config import DatasetCfg, parse_section
     from raglab.data.dataset import load_dataset
+    from raglab.data.weights import effective_weights
 
     cfg = compose(argv)
     dcfg = parse_section(DatasetCfg, OmegaConf.to_container(cfg.dataset, resolve=True),
                          "dataset")
-    return load_dataset(dcfg.corpus, dcfg.cases, dcfg.labels, dcfg.fuzzy_threshold)
+    ds = load_dataset(dcfg.corpus, dcfg.cases, dcfg.labels, dcfg.fuzzy_threshold)
+    return ds, effective_weights(ds.cases, dcfg.weights)

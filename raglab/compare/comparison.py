@@ -23,7 +23,9 @@ __all__ = ["RunSource", "load_run", "VersionMismatch", "Comparison", "compare_ru
            "CompareCfg", "ROW_KEYS"]
 
 ROW_KEYS = ("metric", "slice", "baseline", "candidate", "delta", "ci_low", "ci_high",
-            "p_value", "p_adjusted", "n", "wins", "ties", "losses", "comparable")
+            "p_value", "p_adjusted", "n", "wins", "ties", "losses", "comparable", "family",
+            "exploratory", "aliases", "mde", "weighted")
+CONFIRMATORY, EXPLORATORY = "confirmatory", "exploratory"
 NOT_RECORDED = "not recorded"
 PASSED = "passed"
 
@@ -49,6 +51,29 @@ class Comparison:
     #: family -> {baseline, candidate}: its grader version's latest calibration (compare.trust)
     calibration: dict = field(default_factory=dict)
     _index: dict | None = field(default=None, repr=False)
+    _design: Any = field(default=None, repr=False)      # the paired data, for further tests
+    _groups: dict = field(default_factory=dict, repr=False)   # slice -> case positions
+
+    def one_sided(self, tests: list[tuple[str, tuple[str, str] | None, float, str]]
+                  ) -> list[float | None]:
+        """One-sided sign-flip p-values of ``(metric, slice, theta, side)`` tests on this
+        comparison's paired cases (``side``: ``less`` tests ``delta < theta``, ``greater``
+        ``delta > theta``), with its seed, resamples, weights and clusters; None where the
+        metric or slice is not in the comparison or no case is paired."""
+        from raglab.stats.threads import blas_threads
+
+        with blas_threads():
+            return self._one_sided(tests)
+
+    def _one_sided(self, tests) -> list[float | None]:
+        out: list[float | None] = []
+        for metric, slice, theta, side in tests:
+            idx = self._groups.get(None if slice is None else tuple(slice))
+            if self._design is None or idx is None or metric not in self._design.names:
+                out.append(None)
+                continue
+            out.append(self._design.one_sided(idx, metric, theta, side))
+        return out
 
     def _position(self, metric: str, slice: tuple[str, str] | None) -> int | None:
         if self._index is None:
@@ -192,8 +217,6 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
     case sets, VersionMismatch on different metric versions (unless allowed)."""
     import numpy as np
 
-    from raglab.stats import adjust_pvalues, paired_table
-
     warnings: list[str] = []
     _check_complete({"baseline": baseline, "candidate": candidate}, allow_incomplete, warnings)
     ids = _pair_cases(baseline, candidate, allow_case_mismatch, warnings)
@@ -212,26 +235,50 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
     kinds = [metrics[n]["kind"] for n in names]
     directions = [metrics[n]["direction"] for n in names]
     B, C = _matrix(baseline, ids, names), _matrix(candidate, ids, names)
+    weights = case_weights(baseline, ids)
+    other = case_weights(candidate, ids)
+    if (weights is None) != (other is None) or (
+            weights is not None and other is not None and not np.array_equal(weights, other)):
+        warnings.append("the runs weigh the cases differently (dataset.weights or case "
+                        "weights changed): the baseline's weights are used")
+    clusters = None if cfg.cluster is None else cluster_labels(baseline, ids, cfg.cluster)
     groups: list[tuple[tuple[str, str] | None, Any]] = [(None, np.arange(len(ids)))]
     groups += [(key, np.asarray(idx)) for key, idx in _slice_groups(baseline, ids).items()]
     rows: list[dict[str, Any]] = []
     info: list[dict[str, Any]] = []
     slices: list[dict[str, Any]] = []
-    tables = [paired_table(B[idx], C[idx], kinds, directions, confidence=cfg.confidence,
-                           n_resamples=cfg.n_bootstrap, seed=cfg.seed) for _, idx in groups]
+    design = _Design(B, C, kinds, directions, weights, clusters, cfg)
+    design.names = {n: j for j, n in enumerate(names)}
+    from raglab.stats.threads import blas_threads
+
+    with blas_threads():
+        tables = [design.table(idx) for _, idx in groups]
+    same: dict[bytes, list[int]] = defaultdict(list)     # identical per-case values -> rows
     for (key, idx), stats in zip(groups, tables):
         b, c = B[idx], C[idx]
+        w = None if weights is None else weights[idx]
         both = ~np.isnan(b) & ~np.isnan(c)
+        if w is not None:
+            both &= (w > 0)[:, None]
+        ww = np.where(both, 1.0 if w is None else w[:, None], 0.0)
         with np.errstate(invalid="ignore", divide="ignore"):
             cnt = both.sum(axis=0)
-            mb = np.where(both, b, 0.0).sum(axis=0) / np.maximum(cnt, 1)
-            mc = np.where(both, c, 0.0).sum(axis=0) / np.maximum(cnt, 1)
+            tw = ww.sum(axis=0)
+            mb = (np.where(both, b, 0.0) * ww).sum(axis=0) / np.maximum(tw, 1e-300)
+            mc = (np.where(both, c, 0.0) * ww).sum(axis=0) / np.maximum(tw, 1e-300)
         small = key is not None and len(idx) < cfg.min_slice_n
         if key is not None:
             slices.append({"key": key[0], "value": key[1], "n": int(len(idx)), "small": small})
         for j, (name, st) in enumerate(zip(names, stats)):
             fam = metrics[name]["family"]
             comparable = fam not in bad
+            confirmatory = key is None and name in HEADLINE
+            if st.n and st.wins + st.losses:     # rows without a test have no aliases
+                fp = _fingerprint(idx[both[:, j]], b[both[:, j], j], c[both[:, j], j],
+                                  None if w is None else w[both[:, j]])
+            else:
+                fp = len(rows).to_bytes(8, "little") + b"untested"
+            same[fp].append(len(rows))
             rows.append({
                 "metric": name,
                 "slice": None if key is None else {"key": key[0], "value": key[1]},
@@ -240,30 +287,33 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
                 "delta": _num(st.delta), "ci_low": _num(st.ci_low), "ci_high": _num(st.ci_high),
                 "p_value": _num(st.p_value), "p_adjusted": None, "n": int(st.n),
                 "wins": int(st.wins), "ties": int(st.ties), "losses": int(st.losses),
-                "comparable": comparable})
+                "comparable": comparable,
+                "family": CONFIRMATORY if confirmatory else EXPLORATORY,
+                "exploratory": not confirmatory, "aliases": [], "mde": _num(st.mde),
+                "weighted": weights is not None})
             info.append({"family": fam, "direction": metrics[name]["direction"],
                          "kind": metrics[name]["kind"], "small": small,
                          "slice_n": int(len(idx)), "test": st.test, "ci_method": st.ci_method,
-                         "significant": False})
-    family = []
-    for i, r in enumerate(rows):
-        if not r["comparable"] or r["p_value"] is None:
-            continue
-        if r["wins"] + r["losses"] == 0:   # every paired difference is zero: cannot reject
-            r["p_adjusted"] = 1.0
-            continue
-        family.append(i)
-    adjusted = adjust_pvalues([rows[i]["p_value"] for i in family], cfg.adjust)
-    for i, p in zip(family, adjusted):
-        rows[i]["p_adjusted"] = p
-        info[i]["significant"] = p is not None and p < cfg.alpha
+                         "significant": False, "n_eff": st.n_eff, "units": st.units})
+    sizes = _adjust(rows, info, same, cfg)
     settings = {"confidence": cfg.confidence, "n_bootstrap": cfg.n_bootstrap, "seed": cfg.seed,
-                "adjust": cfg.adjust, "adjust_name": ADJUST_NAMES[cfg.adjust],
+                "interval": cfg.interval, "adjust": cfg.adjust,
+                "adjust_name": ADJUST_NAMES[cfg.adjust],
+                "adjust_exploratory": cfg.adjust_exploratory,
+                "adjust_exploratory_name": ADJUST_NAMES[cfg.adjust_exploratory],
                 "alpha": cfg.alpha, "min_slice_n": cfg.min_slice_n, "n_cases": len(ids),
-                "family_size": len(family), "flip_thresholds": dict(cfg.flip_thresholds),
-                "unpaired_metrics": unpaired}
+                "family_size": sizes[CONFIRMATORY], "exploratory_size": sizes[EXPLORATORY],
+                "aliased_rows": sum(len(g) - 1 for g in same.values()),
+                "cluster": cfg.cluster,
+                "n_clusters": None if clusters is None else len(set(clusters.tolist())),
+                "weighted": weights is not None,
+                "n_eff": None if weights is None else
+                float(weights.sum() ** 2 / max((weights ** 2).sum(), 1e-300)),
+                "flip_thresholds": dict(cfg.flip_thresholds), "unpaired_metrics": unpaired}
     comp = Comparison(baseline, candidate, rows, {}, {}, versions, warnings, settings, info,
                       slices, metrics)
+    comp._design = design
+    comp._groups = {key: idx for key, idx in groups}
     comp.flipped = flipped_cases(baseline, candidate, ids, cfg)
     comp.diagnoses = diagnosis_counts(baseline, candidate, ids)
     from raglab.compare.noise import grader_noise
@@ -273,6 +323,109 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
 
 
 ADJUST_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
+
+
+class _Design:
+    """The paired per-case values of a comparison and how they are tested."""
+
+    def __init__(self, B, C, kinds, directions, weights, clusters, cfg: CompareCfg):
+        self.B, self.C, self.kinds, self.directions = B, C, kinds, directions
+        self.weights, self.clusters, self.cfg = weights, clusters, cfg
+        self.names: dict[str, int] = {}
+
+    def table(self, idx):
+        from raglab.stats import paired_table
+
+        cfg = self.cfg
+        return paired_table(self.B[idx], self.C[idx], self.kinds, self.directions,
+                            confidence=cfg.confidence, n_resamples=cfg.n_bootstrap,
+                            seed=cfg.seed, interval=cfg.interval,
+                            weights=None if self.weights is None else self.weights[idx],
+                            clusters=None if self.clusters is None else self.clusters[idx])
+
+    def one_sided(self, idx, metric: str, theta: float, side: str) -> float | None:
+        from raglab.stats import one_sided
+
+        j = self.names[metric]
+        return one_sided(self.B[idx][:, [j]], self.C[idx][:, [j]], [theta], [side],
+                         n_resamples=self.cfg.n_bootstrap, seed=self.cfg.seed,
+                         weights=None if self.weights is None else self.weights[idx],
+                         clusters=None if self.clusters is None else self.clusters[idx])[0]
+
+
+def _fingerprint(positions, b, c, w) -> bytes:
+    """Rows with equal fingerprints hold the same paired values of the same cases."""
+    import hashlib
+
+    import numpy as np
+
+    h = hashlib.blake2b(digest_size=16)
+    for part in (positions, b, c) if w is None else (positions, b, c, w):
+        h.update(np.ascontiguousarray(part).tobytes())
+        h.update(b"|")
+    return h.digest()
+
+
+def _adjust(rows: list[dict], info: list[dict], same: dict[bytes, list[int]],
+            cfg: CompareCfg) -> dict[str, int]:
+    """Each set of rows with identical paired values is tested once: its representative (a
+    confirmatory row if one is in the set, else the first) joins its family, the others are
+    its aliases and take its family and adjusted p-value. The confirmatory family (headline
+    metrics overall) is adjusted by ``cfg.adjust``, the exploratory one (everything else) by
+    ``cfg.adjust_exploratory``. Returns the size of each family."""
+    from raglab.stats import adjust_pvalues
+
+    members: dict[str, list[int]] = {CONFIRMATORY: [], EXPLORATORY: []}
+    alias_of: dict[int, int] = {}
+    for group in same.values():
+        rep = next((i for i in group if rows[i]["family"] == CONFIRMATORY), group[0])
+        for i in group:
+            if i != rep:
+                alias_of[i] = rep
+            rows[i]["aliases"] = [{"metric": rows[k]["metric"], "slice": rows[k]["slice"]}
+                                  for k in group if k != i]
+        r = rows[rep]
+        if not r["comparable"] or r["p_value"] is None:
+            continue
+        if r["wins"] + r["losses"] == 0:   # every paired difference is zero: cannot reject
+            r["p_adjusted"] = 1.0
+            continue
+        members[r["family"]].append(rep)
+    for fam, method in ((CONFIRMATORY, cfg.adjust), (EXPLORATORY, cfg.adjust_exploratory)):
+        adjusted = adjust_pvalues([rows[i]["p_value"] for i in members[fam]], method)
+        for i, p in zip(members[fam], adjusted):
+            rows[i]["p_adjusted"] = p
+            info[i]["significant"] = p is not None and p < cfg.alpha
+    for i, rep in alias_of.items():
+        rows[i]["family"] = rows[rep]["family"]
+        rows[i]["exploratory"] = rows[rep]["exploratory"]
+        if rows[i]["comparable"]:
+            rows[i]["p_adjusted"] = rows[rep]["p_adjusted"]
+            info[i]["significant"] = info[rep]["significant"]
+    return {fam: len(m) for fam, m in members.items()}
+
+
+def case_weights(src: RunSource, ids: list[str]):
+    """Each case's weight (its record's ``weight``, 1 where absent), or None when every
+    weight is 1 (an unweighted comparison)."""
+    import numpy as np
+
+    by = src.by_id()
+    w = np.array([float(by[cid].get("weight", 1.0)) for cid in ids], dtype=np.float64)
+    return None if w.size == 0 or bool((w == 1.0).all()) else w
+
+
+def cluster_labels(src: RunSource, ids: list[str], key: str):
+    """The cluster of each case: its tag ``key``'s value; a case without the tag is its own
+    cluster."""
+    import numpy as np
+
+    by = src.by_id()
+    out = []
+    for cid in ids:
+        v = (by[cid].get("tags") or {}).get(key)
+        out.append(f"v:{v}" if v is not None else f"case:{cid}")
+    return np.asarray(out)
 
 
 # ---- flipped cases and diagnoses ------------------------------------------------------------

@@ -24,9 +24,20 @@ class CompareCfg(BaseModel):
         "bootstrap resamples (intervals) and permutations (p-values); seeded, so results "
         "reproduce"))
     seed: int = Field(0, description="the resampling seed")
+    interval: Literal["signflip", "bca", "percentile"] = Field("signflip", description=(
+        "the paired interval: signflip inverts the sign-flip permutation test (it excludes 0 "
+        "exactly when the test's p-value is at most 1 - confidence); bca and percentile are "
+        "paired bootstraps"))
     adjust: Literal["holm", "bh"] = Field("holm", description=(
-        "multiplicity adjustment across the metric x slice family: holm (family-wise) or bh "
-        "(false discovery rate)"))
+        "multiplicity adjustment of the confirmatory family (the headline metrics overall): "
+        "holm (family-wise error) or bh (false discovery rate)"))
+    adjust_exploratory: Literal["holm", "bh"] = Field("bh", description=(
+        "multiplicity adjustment of the exploratory family (every other metric and every "
+        "slice): bh (false discovery rate) or holm"))
+    cluster: str | None = Field(None, description=(
+        "a tag key whose cases are resampled and permuted together (cases that share a "
+        "document, an article or a question template); cases without the tag are their own "
+        "cluster"))
     min_slice_n: int = Field(20, ge=1, description=(
         "slices with fewer paired cases are shown and marked small, never hidden"))
     # metrics whose per-case pass/fail flips are listed, and what "pass" means for each: a

@@ -23,12 +23,13 @@ The decision is GO when no check fails and at least one gate check passed, else 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from raglab.compare.gates import FAIL, GO, NA, NO_GO, PASS, Gate, GateSet
 from raglab.compare.kappa import MIN_KAPPA, gated_families, judge_lines
 from raglab.metrics.diagnosis import CAUSES
-from raglab.stats import PairedStat, non_inferior, significantly_worse
+from raglab.stats import PairedStat, non_inferior
 
 
 def _slice_of(row: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -73,17 +74,20 @@ def requirement(gate: Gate, alpha: float) -> str:
         return (f"CI low > -{gate.margin:g}" if gate.direction == "higher"
                 else f"CI high < {gate.margin:g}")
     if gate.rule == "not_worse":
-        bad = "lower" if gate.direction == "higher" else "higher"
-        return f"not significantly {bad} (adjusted p >= {alpha:g})"
+        m = gate.margin or 0.0
+        worse = (f"delta < -{m:g}" if gate.direction == "higher" else f"delta > +{m:g}") \
+            if m else ("delta < 0" if gate.direction == "higher" else "delta > 0")
+        return f"not shown worse: one-sided p of {worse} >= {alpha:g} (Holm)"
     parts = []
     if gate.max is not None:
         parts.append(f"candidate <= {gate.max:g}")
     if gate.min is not None:
         parts.append(f"candidate >= {gate.min:g}")
+    hi, lo = ("CI high", "CI low") if gate.by == "interval" else ("delta", "delta")
     if gate.max_increase is not None:
-        parts.append(f"delta <= +{gate.max_increase:g}")
+        parts.append(f"{hi} <= +{gate.max_increase:g}")
     if gate.max_decrease is not None:
-        parts.append(f"delta >= -{gate.max_decrease:g}")
+        parts.append(f"{lo} >= -{gate.max_decrease:g}")
     return " and ".join(parts)
 
 
@@ -103,8 +107,9 @@ def run_means(baseline_metrics: Mapping[str, Any], candidate_metrics: Mapping[st
 
 
 def _judge(gate: Gate, row: Mapping[str, Any] | None, alpha: float,
-           own: tuple[Any, Any]) -> tuple[str, str]:
-    """(status, reason) of one gate on one row; ``own``: each run's own mean."""
+           own: tuple[Any, Any], worse: float | None = None) -> tuple[str, str]:
+    """(status, reason) of one gate on one row; ``own``: each run's own mean; ``worse``:
+    a not_worse check's adjusted one-sided p-value."""
     if row is not None and row.get("comparable") is False:
         return FAIL, "not comparable (metric versions differ)"
     paired = row is not None and (row.get("n") or 0) > 0
@@ -134,10 +139,16 @@ def _judge(gate: Gate, row: Mapping[str, Any] | None, alpha: float,
         if gate.max_increase is not None or gate.max_decrease is not None:
             if stat.delta is None:
                 return FAIL, "no paired case"
-            if gate.max_increase is not None and not stat.delta <= gate.max_increase:
-                failed.append(f"delta {stat.delta:+.4g} > +{gate.max_increase:g}")
-            if gate.max_decrease is not None and not stat.delta >= -gate.max_decrease:
-                failed.append(f"delta {stat.delta:+.4g} < -{gate.max_decrease:g}")
+            if gate.by == "interval" and (stat.ci_low is None or stat.ci_high is None):
+                return FAIL, "no interval (too few cases for the test to reach its level)"
+            up = stat.ci_high if gate.by == "interval" else stat.delta
+            down = stat.ci_low if gate.by == "interval" else stat.delta
+            what = ("CI high", "CI low") if gate.by == "interval" else ("delta", "delta")
+            assert up is not None and down is not None
+            if gate.max_increase is not None and not up <= gate.max_increase:
+                failed.append(f"{what[0]} {up:+.4g} > +{gate.max_increase:g}")
+            if gate.max_decrease is not None and not down >= -gate.max_decrease:
+                failed.append(f"{what[1]} {down:+.4g} < -{gate.max_decrease:g}")
         return (FAIL, "; ".join(failed)) if failed else (PASS, "within bounds")
     if stat.n == 0 or stat.delta is None:
         return FAIL, "no paired case"
@@ -149,43 +160,127 @@ def _judge(gate: Gate, row: Mapping[str, Any] | None, alpha: float,
             return PASS, f"CI [{_fmt(stat.ci_low)}, {_fmt(stat.ci_high)}] within the margin"
         return FAIL, (f"CI [{_fmt(stat.ci_low)}, {_fmt(stat.ci_high)}] does not exclude a "
                       f"{'drop' if gate.direction == 'higher' else 'rise'} of {gate.margin:g}")
-    p = row.get("p_adjusted")
-    p = row.get("p_value") if p is None else p
-    if p is None:
-        return FAIL, "no p-value"
-    if significantly_worse(stat, gate.direction, alpha, p):
-        return FAIL, f"significantly worse (delta {stat.delta:+.4g}, adjusted p {p:.3g})"
-    return PASS, f"not significantly worse (adjusted p {p:.3g})"
+    assert gate.rule == "not_worse"
+    if worse is None:
+        return FAIL, "no one-sided test of this slice"
+    p_adj = worse
+    if p_adj < alpha:
+        return FAIL, (f"worse (delta {stat.delta:+.4g}; one-sided p adjusted {p_adj:.3g} "
+                      f"< {alpha:g})")
+    return PASS, f"not shown worse (one-sided p adjusted {p_adj:.3g})"
+
+
+def _target_key(target: tuple[str, str] | None) -> tuple[str, str] | None:
+    return None if target is None else (str(target[0]), str(target[1]))
+
+
+def worse_side(gate: Gate) -> tuple[float, str]:
+    """``(theta, side)`` of a not_worse gate's one-sided test: ``delta < -margin`` where
+    higher is better, ``delta > margin`` where lower is."""
+    m = gate.margin or 0.0
+    return (-m, "less") if gate.direction == "higher" else (m, "greater")
+
+
+def not_worse_tests(comp: Any, gates: GateSet) -> dict[tuple[int, Any], float | None]:
+    """The raw one-sided p-value of every ``not_worse`` check (gate index, slice), from the
+    comparison's paired cases (:meth:`raglab.compare.comparison.Comparison.one_sided`)."""
+    todo = []
+    for i, gate in enumerate(gates.gates):
+        if gate.rule != "not_worse":
+            continue
+        for target in _targets(gate, gates, comp.rows):
+            theta, side = worse_side(gate)
+            todo.append(((i, _target_key(target)), (gate.metric, target, theta, side)))
+    ps = comp.one_sided([t for _, t in todo]) if todo else []
+    return {key: p for (key, _), p in zip(todo, ps)}
+
+
+def _from_row(gate: Gate, row: Mapping[str, Any] | None) -> float | None:
+    """A one-sided p-value at margin 0 from a row's two-sided one (for rows read back from
+    compare.json, without the cases): half of it on the bad side, else ``1 - p/2``."""
+    if row is None or (gate.margin or 0.0) != 0.0:
+        return None
+    p, d = row.get("p_value"), row.get("delta")
+    if p is None or d is None:
+        return None
+    bad = d < 0 if gate.direction == "higher" else d > 0
+    return p / 2 if bad else 1 - p / 2
 
 
 def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
-                   means: Mapping[tuple[str, Any], tuple[Any, Any]] | None = None
+                   means: Mapping[tuple[str, Any], tuple[Any, Any]] | None = None,
+                   one_sided: Mapping[tuple[int, Any], float | None] | None = None
                    ) -> list[dict[str, Any]]:
     """One result per gate and slice checked (module docstring), in the gate set's order.
     ``means`` (:func:`run_means`) tells a metric that applies in one run only (a fail) from
-    one that applies in neither (n/a) where no case is paired."""
+    one that applies in neither (n/a) where no case is paired. ``one_sided``
+    (:func:`not_worse_tests`): each not_worse check's raw one-sided p-value; without it a
+    margin-0 check reads half its row's two-sided p-value. The not_worse p-values are
+    adjusted together (Holm): the gate set's family of tests for harm."""
+    from raglab.stats import adjust_pvalues
+
     index = _index(rows)
     have = {k[1] for k in index}
     means = means or {}
-    results = []
+    checks = []
     for i, gate in enumerate(gates.gates):
         for target in _targets(gate, gates, rows):
-            row = index.get((gate.metric, target))
-            if target is not None and (target[1] == "*" or target not in have):
-                status, reason = (FAIL if gate.required else NA), "no case in this slice"
-            else:
-                status, reason = _judge(gate, row, gates.alpha,
-                                        means.get((gate.metric, target), (None, None)))
-            r = row or {}
-            results.append({
-                "gate": gate.title(), "index": i, "metric": gate.metric, "rule": gate.rule,
-                "slice": None if target is None else {"key": target[0], "value": target[1]},
-                "requirement": requirement(gate, gates.alpha),
-                **{k: r.get(k) for k in ("baseline", "candidate", "delta", "ci_low", "ci_high",
-                                         "p_value", "p_adjusted", "n")},
-                "status": status, "reason": reason,
-            })
+            checks.append((i, gate, target, index.get((gate.metric, target))))
+    raw: dict[int, float | None] = {}
+    for c, (i, gate, target, row) in enumerate(checks):
+        if gate.rule == "not_worse":
+            key = (i, _target_key(target))
+            raw[c] = one_sided[key] if one_sided is not None and key in one_sided \
+                else _from_row(gate, row)
+    fam = [c for c, p in raw.items() if p is not None]
+    adjusted = dict(zip(fam, adjust_pvalues([raw[c] for c in fam], "holm")))
+    results = []
+    for c, (i, gate, target, row) in enumerate(checks):
+        if target is not None and (target[1] == "*" or target not in have):
+            status, reason = (FAIL if gate.required else NA), "no case in this slice"
+        else:
+            status, reason = _judge(gate, row, gates.alpha,
+                                    means.get((gate.metric, target), (None, None)),
+                                    adjusted.get(c))
+        r = row or {}
+        mde = _gate_mde(gate, r, gates.alpha)
+        under = None
+        if gate.rule == "non_inferior" and mde is not None:
+            assert gate.margin is not None
+            under = gate.margin < mde
+            if under and status == PASS and gates.underpowered == "fail":
+                status = FAIL
+                reason = (f"underpowered: margin {gate.margin:g} below the minimum detectable "
+                          f"effect {mde:.3g} ({reason})")
+            elif under:
+                reason += f"; underpowered: margin {gate.margin:g} < MDE {mde:.3g}"
+        results.append({
+            "gate": gate.title(), "index": i, "metric": gate.metric, "rule": gate.rule,
+            "slice": None if target is None else {"key": target[0], "value": target[1]},
+            "requirement": requirement(gate, gates.alpha),
+            **{k: r.get(k) for k in ("baseline", "candidate", "delta", "ci_low", "ci_high",
+                                     "p_value", "p_adjusted", "n")},
+            "p_one_sided": raw.get(c), "p_one_sided_adjusted": adjusted.get(c),
+            "mde": mde, "underpowered": under,
+            "status": status, "reason": reason,
+        })
     return results
+
+
+def _gate_mde(gate: Gate, row: Mapping[str, Any], alpha: float) -> float | None:
+    """The minimum detectable effect of a check at the gate's level and 80% power: the
+    row's (two-sided at ``alpha``, which is the one-sided ``alpha / 2`` test of
+    ``non_inferior``), rescaled to the one-sided ``alpha`` test of ``not_worse``."""
+    from scipy.special import ndtri
+
+    mde = row.get("mde")
+    if mde is None or gate.rule == "bound":
+        return None
+    if gate.rule == "not_worse":
+        z2 = ndtri(1 - alpha / 2) + ndtri(0.8)
+        z1 = ndtri(1 - alpha) + ndtri(0.8)
+        return float(mde * z1 / z2)
+    return float(mde)
 
 
 def decision_of(results: Sequence[Mapping[str, Any]]) -> str:
@@ -206,11 +301,30 @@ def config_diff(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> li
             for k in sorted(set(fb) | set(fc)) if fb.get(k) != fc.get(k)]
 
 
-def _run_info(src: Any) -> dict[str, Any]:
+def relative_to(path: Any, base: Any) -> Any:
+    """A local path relative to the folder ``base`` (a record names the files of the
+    machine that wrote it relative to itself); ``pkg://`` and other URIs, None, and paths
+    when no ``base`` is given stay as they are."""
+    import os
+
+    if path is None or base is None or "://" in str(path):
+        return path
+    p = Path(str(path))
+    if not p.is_absolute():
+        return str(path)
+    return os.path.relpath(p, Path(base).resolve())
+
+
+def _run_info(src: Any, base: Any = None) -> dict[str, Any]:
     m = src.metrics or {}
-    return {"label": src.label, "ref": src.ref,
-            "run_dir": None if src.mlflow_run_id else str(src.run_dir),
-            "mlflow_run_id": src.mlflow_run_id, "dataset": m.get("dataset"),
+    dataset = m.get("dataset")
+    if isinstance(dataset, dict):
+        dataset = {**dataset, **{k: relative_to(dataset[k], base)
+                                 for k in ("corpus", "cases") if k in dataset}}
+    return {"label": src.label,
+            "ref": src.ref if src.mlflow_run_id else relative_to(src.ref, base),
+            "run_dir": None if src.mlflow_run_id else relative_to(str(src.run_dir), base),
+            "mlflow_run_id": src.mlflow_run_id, "dataset": dataset,
             "config_hash": m.get("config_hash"), "n_cases": m.get("n_cases"),
             "errors": m.get("errors"), "metric_versions": m.get("metric_versions") or {},
             "self_graded": m.get("self_graded"), "config": src.config}
@@ -242,9 +356,10 @@ def _diagnoses(comp: Any, gates: GateSet) -> dict[str, Any]:
 
 def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
                  results: list[dict], *, name: str, date: str, question: str | None,
-                 extra_warnings: Sequence[str] = ()) -> dict[str, Any]:
-    """The decision record (``decision-DATE-NAME.json``) of an evaluated comparison."""
-    b, c = _run_info(comp.baseline), _run_info(comp.candidate)
+                 extra_warnings: Sequence[str] = (), base_dir: Any = None) -> dict[str, Any]:
+    """The decision record (``decision-DATE-NAME.json``) of an evaluated comparison; with
+    ``base_dir`` (the folder it is written to) local paths are relative to it."""
+    b, c = _run_info(comp.baseline, base_dir), _run_info(comp.candidate, base_dir)
     warnings = list(comp.warnings) + list(extra_warnings)
     db, dc = b["dataset"] or {}, c["dataset"] or {}
     for what in ("cases_sha256", "corpus_sha256"):
@@ -261,11 +376,19 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
         if not any(k == ref.key and (ref.value is None or v == ref.value) for k, v in have):
             warnings.append(f"critical slice {ref.label()} is not in the comparison "
                             "(no case has it): its gates did not apply")
+    for r in results:
+        if r.get("underpowered"):
+            where = _slice_label(r["slice"])
+            warnings.append(f"{r['gate']} [{where}] is underpowered: its margin is below the "
+                            f"minimum detectable effect {r['mde']:.3g} (80% power); a pass "
+                            "there is weak evidence" + (
+                                "" if gates.underpowered == "warn" else ", so it fails"))
     counts = {s: sum(1 for r in results if r["status"] == s) for s in (PASS, FAIL, NA)}
     cal = getattr(comp, "calibration", None) or {}
     return {
         "decision": decision_of(results), "name": name, "date": date, "question": question,
-        "gates": {"name": gate_name, "source": gate_source, "confidence": gates.confidence,
+        "gates": {"name": gate_name, "source": relative_to(gate_source, base_dir),
+                  "confidence": gates.confidence,
                   "description": gates.description, "set": gates.model_dump()},
         "baseline": b, "candidate": c,
         "config_diff": config_diff(b["config"], c["config"]),
@@ -349,10 +472,13 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
         if rec["config_diff"] else ["(the configurations are identical)"]
     lines += ["", "## Gates", ""]
     lines += _table(["gate", "slice", "requirement", "baseline", "candidate", "delta",
-                     "interval", "p adj.", "n", "result", "why"],
+                     "interval", "p adj.", "n", "MDE", "result", "why"],
                     [[r["gate"], _slice_label(r["slice"]), r["requirement"], _fmt(r["baseline"]),
-                      _fmt(r["candidate"]), _signed(r["delta"]), _ci(r), _fmt(r["p_adjusted"]),
-                      _fmt(r["n"]), r["status"].upper(), r["reason"]] for r in rec["results"]])
+                      _fmt(r["candidate"]), _signed(r["delta"]), _ci(r),
+                      _fmt(r.get("p_one_sided_adjusted") if r["rule"] == "not_worse"
+                           else r["p_adjusted"]),
+                      _fmt(r["n"]), _fmt(r.get("mde")), r["status"].upper(), r["reason"]]
+                     for r in rec["results"]])
     lines += ["", *judge_lines(rec)]
     lines += ["", "## Metric versions", ""]
     vb = (rec["metric_versions"] or {}).get("baseline") or b["metric_versions"]
@@ -401,10 +527,18 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
     if not any_flip:
         lines += ["(no case flipped on the headline metrics)", ""]
     s = rec["settings"] or {}
+    from raglab.compare.render import interval_words
+
+    interval_text = interval_words(s) if "confidence" in s else "n/a"
     lines += ["## Method", "",
-              f"Paired on {s.get('n_cases', 'n/a')} case ids; intervals: paired bootstrap "
-              f"({s.get('n_bootstrap', 'n/a')} resamples, seed {s.get('seed', 'n/a')}, BCa "
-              f"where valid, else percentile); p-values adjusted across the metric x slice "
-              f"family ({s.get('adjust_name', s.get('adjust', 'n/a'))}, "
-              f"{s.get('family_size', 'n/a')} tests). Written by `raglab decide`.", ""]
+              f"Paired on {s.get('n_cases', 'n/a')} case ids. Intervals: {interval_text} "
+              f"({s.get('n_bootstrap', 'n/a')} resamples, seed {s.get('seed', 'n/a')}). "
+              "non_inferior checks read the interval (a one-sided test at half the level each; "
+              "all must pass, so no adjustment is needed for a GO); not_worse checks are "
+              "one-sided sign-flip tests of a drop beyond their margin, adjusted together by "
+              "Holm; MDE is the smallest true difference each check detects with 80% power. "
+              f"The comparison's own p adj. column: {s.get('adjust_name', 'n/a')} over the "
+              f"{s.get('family_size', 'n/a')} headline metrics overall (confirmatory), "
+              f"{s.get('adjust_exploratory_name', 'n/a')} over the rest (exploratory). "
+              "Written by `raglab decide`.", ""]
     return "\n".join(lines)

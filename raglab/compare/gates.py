@@ -19,11 +19,26 @@ interval at ``confidence``):
 - ``non_inferior`` (``margin`` >= 0): the candidate is not worse by ``margin`` or more:
   ``ci_low > -margin`` for a metric where higher is better, ``ci_high < margin`` where lower
   is better (raglab.stats.non_inferior).
-- ``not_worse``: fails when the difference is on the metric's bad side and its
-  multiplicity-adjusted p-value is under ``1 - confidence`` (raglab.stats.significantly_worse).
+- ``not_worse`` (``margin`` >= 0, default 0): fails when the candidate is worse than the
+  baseline by more than ``margin`` with one-sided significance: the one-sided sign-flip
+  test of ``delta < -margin`` (``> margin`` where lower is better), its p-values adjusted
+  by Holm across the gate set's ``not_worse`` checks (the decision's confirmatory family of
+  such tests), under ``1 - confidence``. Unlike ``non_inferior``, which passes only when
+  the data show the candidate is no worse than the margin (the burden of proof on the
+  candidate), ``not_worse`` fails only when the data show it is worse (the burden on the
+  evidence of harm): use it where a regression must be caught but a small set must not
+  block.
 - ``bound``: any of ``max`` / ``min`` on the candidate's value and ``max_increase`` /
   ``max_decrease`` (>= 0) on ``delta``; every one given must hold. Budgets (latency, cost)
-  and absolute limits (``acl_leak_rate`` max 0) are bounds.
+  and absolute limits (``acl_leak_rate`` max 0) are bounds. ``by: interval`` judges
+  ``max_increase`` / ``max_decrease`` on the interval instead of the estimate (``ci_high <=
+  max_increase``, ``ci_low >= -max_decrease``): the change must be shown to be within the
+  bound, not merely estimated within it.
+
+Power: each ``non_inferior`` check states the minimum detectable effect of its slice (the
+margin its test shows with 80% power when the true difference is 0, from the observed
+variance of the paired differences); a margin below it is ``underpowered``, which warns
+(``underpowered: warn``, the default) or fails the check (``underpowered: fail``).
 
 A gate whose metric applies to no case of either run (in a slice) is ``n/a`` and does not
 block, unless ``required: true``, which makes it fail.
@@ -81,6 +96,7 @@ class Gate(_C):
     min: float | None = None
     max_increase: float | None = Field(None, ge=0)
     max_decrease: float | None = Field(None, ge=0)
+    by: Literal["estimate", "interval"] = "estimate"
     slices: Literal["overall", "critical"] = "overall"
     required: bool = False
     label: str | None = None
@@ -99,8 +115,12 @@ class Gate(_C):
         given = [b for b in _BOUNDS if getattr(self, b) is not None]
         if self.rule == "non_inferior" and self.margin is None:
             raise ValueError("rule non_inferior needs a margin")
-        if self.rule != "non_inferior" and self.margin is not None:
-            raise ValueError(f"margin applies to rule non_inferior only, not {self.rule}")
+        if self.rule == "bound" and self.margin is not None:
+            raise ValueError("margin applies to rules non_inferior and not_worse, not bound")
+        if self.by == "interval" and (self.rule != "bound" or (
+                self.max_increase is None and self.max_decrease is None)):
+            raise ValueError("by: interval applies to rule bound with max_increase or "
+                             "max_decrease")
         if self.rule == "bound" and not given:
             raise ValueError(f"rule bound needs at least one of {', '.join(_BOUNDS)}")
         if self.rule != "bound" and given:
@@ -126,6 +146,8 @@ class GateSet(_C):
     gates: list[Gate] = Field(min_length=1)
     #: family -> the lowest Cohen's kappa of its grader version's latest calibration
     min_kappa: dict[str, float] = Field(default_factory=dict)
+    #: a non_inferior check whose margin is below its minimum detectable effect
+    underpowered: Literal["warn", "fail"] = "warn"
 
     @field_validator("min_kappa")
     @classmethod

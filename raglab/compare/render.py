@@ -47,7 +47,8 @@ def verdict(r: dict, info: dict) -> str:
     if not info["significant"] or r["delta"] is None or info["direction"] == "none":
         return ""
     good = r["delta"] > 0 if info["direction"] == "higher" else r["delta"] < 0
-    return "better" if good else "worse"
+    word = "better" if good else "worse"
+    return f"{word} (exploratory)" if r.get("exploratory") else word
 
 
 def slice_name(r: dict, info: dict | None = None) -> str:
@@ -71,12 +72,38 @@ def mean(v: float | None) -> str:
     return f"{v:.3f}" if abs(v) < 1000 else f"{v:.0f}"
 
 
+def _mde(r: dict) -> str:
+    v = r.get("mde")
+    return "n/a" if v is None else f"{v:.3f}"
+
+
 def _row_cells(r: dict, info: dict) -> list[Any]:
     return [mean(r["baseline"]), mean(r["candidate"]), signed(r["delta"]), interval(r),
-            pval(r["p_value"]), pval(r["p_adjusted"]), r["n"], _wtl(r), verdict(r, info)]
+            pval(r["p_value"]), pval(r["p_adjusted"]), r["n"], _mde(r), _wtl(r),
+            verdict(r, info)]
 
 
-ROW_HEAD = ["baseline", "candidate", "delta", "CI", "p", "p adj.", "n", "W/T/L", ""]
+ROW_HEAD = ["baseline", "candidate", "delta", "CI", "p", "p adj.", "n", "MDE", "W/T/L", ""]
+
+INTERVAL_WORDS = {
+    "signflip": "inversion of the paired sign-flip permutation test (the values of the "
+                "difference the test does not reject, with the p-value's own sign vectors: "
+                "an interval excludes 0 exactly when p <= {alpha:g}, but for pass/fail "
+                "metrics, whose p is McNemar's exact test and may differ within Monte Carlo "
+                "error)",
+    "bca": "paired bootstrap, BCa where valid, percentile otherwise",
+    "percentile": "paired bootstrap, percentile",
+}
+
+
+INTERVAL_SHORT = {"signflip": "sign-flip", "bca": "paired bootstrap (BCa)",
+                  "percentile": "paired bootstrap (percentile)"}
+
+
+def interval_words(s: dict) -> str:
+    """How the intervals of a comparison were made, in words."""
+    what = INTERVAL_WORDS.get(s.get("interval", "bca"), INTERVAL_WORDS["bca"])
+    return what.format(alpha=1 - s["confidence"])
 
 
 # ---- sections shared by md and html ---------------------------------------------------------
@@ -86,16 +113,26 @@ def method_lines(comp) -> list[str]:
         f"Cases paired on case id: {s['n_cases']}. Each difference is candidate minus baseline "
         "over the cases where the metric applies in both runs (n); W/T/L counts the cases the "
         "candidate wins, ties and loses by the metric's direction.",
-        f"Intervals: paired bootstrap, {s['confidence']:.0%}, BCa where valid, percentile "
-        f"otherwise ({s['n_bootstrap']} resamples, seed {s['seed']}). p-values: paired "
-        "sign-flip permutation test (tails beyond the resamples' resolution from a saddlepoint "
-        "approximation of the same distribution); exact McNemar for pass/fail metrics.",
-        f"p adj.: {s['adjust_name']} adjustment across the metric x slice family "
-        f"({s['family_size']} tests; a row whose paired differences are all zero cannot "
-        "reject and has p adj. 1); better/worse marks a difference significant at "
-        f"{s['alpha']:g} after adjustment. Slices under {s['min_slice_n']} cases are marked "
-        "small.",
-    ] + ([f"Not compared (reported by one run only, e.g. a cutoff beyond the other run's k): "
+        f"Intervals ({s['confidence']:.0%}): {interval_words(s)}; {s['n_bootstrap']} "
+        f"resamples, seed {s['seed']}. p-values: paired sign-flip permutation test (tails "
+        "beyond the resamples' resolution from a saddlepoint approximation of the same "
+        "distribution); exact McNemar for pass/fail metrics.",
+        f"p adj.: the confirmatory family, the headline metrics overall, is adjusted by "
+        f"{s['adjust_name']} ({s['family_size']} tests); every other row (other metrics, "
+        f"every slice) is exploratory, adjusted by "
+        f"{s.get('adjust_exploratory_name', s['adjust_name'])} within its own family "
+        f"({s.get('exploratory_size', 'n/a')} tests) and marked exploratory. Rows with the "
+        f"same paired values (e.g. a slice that holds every case) are tested once "
+        f"({s.get('aliased_rows', 0)} such aliases). A row whose paired differences are all "
+        f"zero cannot reject and has p adj. 1; better/worse marks a difference significant at "
+        f"{s['alpha']:g} after adjustment. MDE: the smallest true difference the two-sided "
+        f"test detects with 80% power at {s['alpha']:g}, from the observed variance of the "
+        f"differences. Slices under {s['min_slice_n']} cases are marked small.",
+    ] + ([f"Weighted: every mean and statistic weighs the cases (effective sample size "
+          f"{s['n_eff']:.1f} of {s['n_cases']} cases)."] if s.get("weighted") else [])
+    + ([f"Clusters: cases sharing tag {s['cluster']} ({s['n_clusters']} clusters) are "
+        "resampled and permuted together."] if s.get("cluster") else [])
+    + ([f"Not compared (reported by one run only, e.g. a cutoff beyond the other run's k): "
           f"{', '.join(s['unpaired_metrics'])}."] if s.get("unpaired_metrics") else [])
 
 
@@ -405,8 +442,9 @@ def render_terminal(comp) -> str:
     for row in [head, *rows]:
         lines.append("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
     s = comp.settings
-    lines.append(f"  {s['n_cases']} paired cases; {s['confidence']:.0%} paired bootstrap "
-                 f"intervals; p adjusted ({s['adjust_name']}) over {s['family_size']} tests")
+    lines.append(f"  {s['n_cases']} paired cases; {s['confidence']:.0%} "
+                 f"{INTERVAL_SHORT.get(s.get('interval', 'bca'), 'bootstrap')} intervals; p "
+                 f"adjusted ({s['adjust_name']}) over the {s['family_size']} headline tests")
     for m in headline_names(comp):
         x = (getattr(comp, "grader_noise", None) or {}).get(m)
         if x and x["noise_share"] is not None:

@@ -133,6 +133,7 @@ def compare_sweep(ref: str, jobs: list[Job], params: list[str], baseline: Job,
         sc.cells[m][n]["significant"] = p is not None and p < cfg.alpha
     sc.always_failing = always_failing(jobs, cfg)
     sc.settings = {"alpha": cfg.alpha, "adjust": cfg.adjust, "confidence": cfg.confidence,
+                   "interval": cfg.interval,
                    "family_size": len(keys), "n_bootstrap": cfg.n_bootstrap, "seed": cfg.seed}
     return sc
 

@@ -70,11 +70,17 @@ def _base_value(sc, metric: str) -> Any:
     return None
 
 
+def _interval_name(s: dict) -> str:
+    from raglab.compare.render import INTERVAL_SHORT
+
+    return INTERVAL_SHORT.get(s.get("interval", "bca"), "paired")
+
+
 def intro(sc) -> list[str]:
     s = sc.settings
     return [f"Every job is compared with the baseline job {sc.baseline.name} on paired cases. "
             "Each cell is the candidate minus the baseline (overall) with its "
-            f"{s['confidence']:.0%} paired bootstrap interval; {MARK} marks a difference "
+            f"{s['confidence']:.0%} {_interval_name(s)} interval; {MARK} marks a difference "
             f"significant at {s['alpha']:g} after {ADJUST_NAMES[s['adjust']]} "
             f"adjustment across every cell of these tables ({s['family_size']} tests).",
             "Per-slice rows of every job are in compare.json (comparisons)."]

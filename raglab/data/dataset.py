@@ -34,6 +34,18 @@ def resolve_path(path: str | Path) -> Path:
     return Path(s).expanduser()
 
 
+def dataset_identity(name: str, corpus: str, cases: str) -> dict[str, str]:
+    """What a record says about the data it used: the configured name, or ``custom`` when
+    the name is that of a shipped set (``raglab/datasets/NAME``) but the corpus or the cases
+    are other files (``dataset.cases=...`` overriding the demo's), with both paths as
+    configured."""
+    shipped = f"pkg://raglab/datasets/{name}/"
+    is_shipped = resources.files("raglab").joinpath("datasets", name).is_dir()
+    if is_shipped and not (str(corpus).startswith(shipped) and str(cases).startswith(shipped)):
+        name = "custom"
+    return {"name": name, "corpus": str(corpus), "cases": str(cases)}
+
+
 def file_sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:

@@ -44,6 +44,7 @@ class CaseRecord(BaseModel):
 
     case_id: str
     tags: dict[str, Any] = Field(default_factory=dict)
+    weight: float | None = None                # present when the run is weighted
     gold: GoldSummary
     output: dict[str, Any] | None = None       # the SystemOutput, as JSON
     judgments: dict[str, Any] | None = None    # candidates/context: items held; leaks

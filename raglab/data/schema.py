@@ -98,6 +98,8 @@ class Case(Strict):
     nuggets: list[Nugget] = Field(default_factory=list)
     answerable: StrictBool = True
     tags: dict[str, str] = Field(default_factory=dict)
+    # how much the case counts in every mean and paired statistic (raglab.data.weights)
+    weight: float = Field(1.0, ge=0, allow_inf_nan=False)
     # plain strings, or {"text": ..., "kind": ...} objects (Forbidden)
     must_not_contain: list[str | Forbidden] = Field(default_factory=list)
 

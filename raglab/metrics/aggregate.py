@@ -1,8 +1,10 @@
 """Aggregation of per-case metrics: overall and per slice (means of the values that apply).
 
-Slices: every tag key of the cases, plus ``answerable`` (``yes``/``no``). A metric with no
-applicable case in a group is ``None`` (never NaN). Overall, each latency also gets its
-median and 95th percentile (``latency_ms.total.p50``, ``latency_ms.total.p95``; linear
+In a weighted run (records with a ``weight``: raglab.data.weights) every mean is weighted,
+``sum w v / sum w`` over the cases where the metric applies; the latency percentiles stay
+those of the cases. Slices: every tag key of the cases, plus ``answerable`` (``yes``/``no``).
+A metric with no applicable case in a group is ``None`` (never NaN). Overall, each latency
+also gets its median and 95th percentile (``latency_ms.total.p50``, ``latency_ms.total.p95``; linear
 interpolation between the cases' values, numpy's default): declared here (``DECLARED``).
 """
 
@@ -49,6 +51,7 @@ class Aggregation:
         self.sizes: dict[tuple, int] = {}  # records per slice group
         self.latencies: dict[str, list[float]] = {}  # overall values, in record order
         self.records: list[dict[str, Any]] = []  # for a sum that overflowed (see means)
+        self.weighted = False                    # a record weighs other than 1
 
     def add(self, records: Sequence[dict[str, Any]]) -> None:
         """The next records, in order."""
@@ -59,31 +62,42 @@ class Aggregation:
         known = set(self.base)
         names = self.base + sorted({n for m in metrics for n in m if n not in known})
         rows = [tuple(map(m.get, names)) for m in metrics]
-        self._sum((), names, rows)
+        weights = [float(r.get("weight", 1.0)) for r in records]
+        self.weighted = self.weighted or any(w != 1.0 for w in weights)
+        self._sum((), names, rows, weights)
         for i, name in enumerate(names):
             if name.startswith(LATENCY):
                 self.latencies.setdefault(name, []).extend(
                     float(row[i]) for row in rows if row[i] is not None)
         groups: dict[tuple, list[tuple]] = defaultdict(list)
-        for r, row in zip(records, rows):
+        gweights: dict[tuple, list[float]] = defaultdict(list)
+        for r, row, w in zip(records, rows, weights):
             for kv in slice_keys(r).items():
                 groups[kv].append(row)
+                gweights[kv].append(w)
         for kv, grows in groups.items():
             self.sizes[kv] = self.sizes.get(kv, 0) + len(grows)
-            self._sum(kv, names, grows)
+            self._sum(kv, names, grows, gweights[kv])
 
-    def _sum(self, group: tuple, names: list[str], rows: list[tuple]) -> None:
+    def _sum(self, group: tuple, names: list[str], rows: list[tuple],
+             weights: list[float]) -> None:
         sums = self.sums.setdefault(group, {})
+        plain = all(w == 1.0 for w in weights)
         for name, col in zip(names, zip(*rows)):
             missing = col.count(None)  # columns with no value skipped, with all used as they are
             if missing == len(col):
                 continue
-            vals = col if not missing else [v for v in col if v is not None]
             # in record order, as a running sum (not sum(): from Python 3.12 it compensates
             # rounding, and the means would change with the interpreter)
             acc = sums.setdefault(name, [0.0, 0])
-            acc[0] = reduce(add, vals, acc[0])
-            acc[1] += len(vals)
+            if plain:
+                vals = col if not missing else [v for v in col if v is not None]
+                acc[0] = reduce(add, vals, acc[0])
+                acc[1] += len(vals)
+                continue
+            pairs = [(v, w) for v, w in zip(col, weights) if v is not None]
+            acc[0] = reduce(add, (w * v for v, w in pairs), acc[0])
+            acc[1] = reduce(add, (w for _, w in pairs), acc[1])
 
     def means(self, group: tuple) -> dict[str, Any]:
         """The means of a group's records: the run's metrics in order (``None`` where
@@ -97,18 +111,21 @@ class Aggregation:
                 out[name] = None
                 continue
             total, n = acc
+            if n == 0:                     # every case where it applies weighs 0
+                out[name] = None
+                continue
             # a sum that overflowed (values near the largest float): the mean of v / n
             out[name] = total / n if math.isfinite(total) else sum(
-                v / n for v in self._values(group, name))
+                w * v / n for v, w in self._values(group, name))
         return out
 
-    def _values(self, group: tuple, name: str) -> Iterable[float]:
+    def _values(self, group: tuple, name: str) -> Iterable[tuple[float, float]]:
         for r in self.records:
             if group and slice_keys(r).get(group[0]) != group[1]:
                 continue
             v = (r.get("metrics") or {}).get(name)
             if v is not None:
-                yield v
+                yield v, float(r.get("weight", 1.0))
 
     def result(self) -> dict[str, Any]:
         """``{"overall": {...}, "slices": {TAG_KEY: {TAG_VALUE: {"n": N, ...}}}}``."""
@@ -122,6 +139,17 @@ class Aggregation:
                 for suffix, p in PERCENTILES.items():
                     overall[f"{name}.{suffix}"] = float(percentile(values, p))
         return {"overall": overall, "slices": slices}
+
+
+def weight_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``{"weighted": True, "n_eff": ...}`` for a weighted run's metrics.json (Kish's
+    effective sample size over its cases), ``{}`` for an unweighted one."""
+    from raglab.data.weights import effective_size
+
+    w = [float(r.get("weight", 1.0)) for r in records]
+    if all(x == 1.0 for x in w):
+        return {}
+    return {"weighted": True, "n_eff": effective_size(w)}
 
 
 def aggregate(records: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:

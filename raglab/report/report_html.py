@@ -76,6 +76,9 @@ def run_report_html(title: str, metrics: Mapping[str, Any], cfg: Mapping[str, An
             f"{fmt(metrics.get('n_quarantined'))} quarantined · "
             f"{fmt(metrics.get('errors'))} with errors</p>",
             f"<p>self-graded: {escape(self_graded_text(metrics))}</p>",
+            *([f"<p>weighted: every mean weighs the cases (effective sample size "
+               f"{metrics.get('n_eff', 0):.1f} of {fmt(metrics.get('n_cases'))})</p>"]
+              if metrics.get("weighted") else []),
             "<h2>Configuration</h2>"]
     outline = config_outline(cfg)
     if outline:

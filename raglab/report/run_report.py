@@ -109,7 +109,11 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
               f"- cases scored: {fmt(m.get('n_cases'))}",
               f"- cases quarantined: {fmt(m.get('n_quarantined'))}",
               f"- cases with errors: {fmt(m.get('errors'))}",
-              f"- self-graded: {self_graded_text(m)}", ""]
+              f"- self-graded: {self_graded_text(m)}"]
+    if m.get("weighted"):
+        lines.append(f"- weighted: every mean weighs the cases (effective sample size "
+                     f"{m.get('n_eff', 0):.1f} of {fmt(m.get('n_cases'))})")
+    lines.append("")
     head = _headline_names(overall, cfg)
     lines += ["## Headline metrics", ""]
     lines += _table(["metric", "value", "better"],

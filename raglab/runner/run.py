@@ -18,7 +18,7 @@ from pydantic_core import PydanticSerializationError
 
 from raglab.cache import StageCache, content_key
 from raglab.config import RunCfg
-from raglab.data.dataset import Dataset, load_dataset
+from raglab.data.dataset import Dataset, dataset_identity, load_dataset
 from raglab.data.finite import check as check_finite
 from raglab.data.finite import plain_finite
 from raglab.data.io import (
@@ -33,7 +33,7 @@ from raglab.errors import NegativeOutcome, StorageError, UserError
 from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import diagnosis_version, family_versions
 from raglab.llm.cost import metering
-from raglab.metrics.aggregate import aggregate, diagnosis_counts
+from raglab.metrics.aggregate import aggregate, diagnosis_counts, weight_summary
 from raglab.metrics.case import case_metrics, metric_names
 from raglab.metrics.catalog import HEADLINE
 from raglab.metrics.diagnosis import diagnose
@@ -83,6 +83,7 @@ class Run:
         a dict, when the caller has it (the report then does not read the file back)."""
         self.cfg = cfg
         self.config = config
+        self.weights: dict[str, float] | None = None   # case id -> weight (None: unweighted)
         self.name = name
         self.diffs = diffs
         self.run_dir = run_dir
@@ -152,6 +153,9 @@ class Run:
         if not ds.cases:
             raise UserError("no usable case: every case is quarantined "
                             f"(see {self.run_dir / 'quarantine.jsonl'})", file=str(ds.cases_path))
+        from raglab.data.weights import effective_weights
+
+        self.weights = effective_weights(ds.cases, cfg.dataset.weights)
         hashes = {"corpus_sha256": ds.corpus_hash, "cases_sha256": ds.cases_hash}
         check_dataset(self.run_dir, hashes)
         system_identity = system_identity_of(cfg)
@@ -260,6 +264,8 @@ class Run:
                                   "gold": gold_summary(case), "output": None,
                                   "judgments": None, "verdicts": [], "graded": False,
                                   "metrics": {}, "error": None}
+        if self.weights is not None:
+            record["weight"] = self.weights[case.id]
         req = SystemRequest.from_case(case, sections)
 
         def timed():  # measured in the worker: queueing for a slot is not the system's latency
@@ -348,7 +354,8 @@ class Run:
             except ValueError as e:
                 why = str(e)
         # the failed case keeps what came from the case set, nothing derived from the output
-        failed = {k: record[k] for k in ("case_id", "tags", "gold")}
+        failed: dict[str, Any] = {k: record[k] for k in ("case_id", "tags", "gold", "weight")
+                                  if k in record}
         failed.update(output=None, judgments=None, verdicts=[], graded=False,
                       error=clip(f"record: {why}", 1000))
         failed["metrics"] = case_metrics(failed, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
@@ -380,8 +387,10 @@ class Run:
             "error_summary": error_summary(records),
             "diagnoses": diagnosis_counts(records),
             "work": self.work.as_dict(),
-            "dataset": {"name": cfg.dataset.name, "corpus_sha256": ds.corpus_hash,
-                        "cases_sha256": ds.cases_hash},
+            **weight_summary(records),
+            "dataset": {**dataset_identity(cfg.dataset.name, cfg.dataset.corpus,
+                                           cfg.dataset.cases),
+                        "corpus_sha256": ds.corpus_hash, "cases_sha256": ds.cases_hash},
             "config_hash": content_key(self.resolved_yaml, length=16),
             "warnings": list(self.warnings),
             "self_graded": self_graded,
@@ -403,9 +412,13 @@ class Run:
 def slim_record(rec: CaseRecord) -> dict[str, Any]:
     """The part of a record that aggregation and the diagnosis counts read (kept in
     memory for ``metrics.json``; outputs are not)."""
-    return {"case_id": rec.case_id, "tags": rec.tags, "gold": {"answerable": rec.gold.answerable},
-            "metrics": rec.metrics, "error": rec.error,
-            "diagnosis": rec.diagnosis, "model": (rec.output or {}).get("model")}
+    out = {"case_id": rec.case_id, "tags": rec.tags,
+           "gold": {"answerable": rec.gold.answerable},
+           "metrics": rec.metrics, "error": rec.error,
+           "diagnosis": rec.diagnosis, "model": (rec.output or {}).get("model")}
+    if rec.weight is not None:
+        out["weight"] = rec.weight
+    return out
 
 
 def _self_graded_warning(model: str | None, why: str) -> str:

@@ -11,15 +11,34 @@ Methods (``paired_table``):
   i.e. the mean of the per-case differences ``d_i``. Wins, ties and losses count the cases
   where the candidate is better, equal (``|d_i| <= 1e-12 max(|b_i|, |c_i|)``) or worse by
   the metric's direction (``none``: a win is a higher value).
-- Interval: paired nonparametric bootstrap of the mean difference (cases resampled with
-  replacement, both runs together), ``n_resamples`` replicates (2,000 by default), BCa
-  (bias-corrected and accelerated, Efron & Tibshirani 1993, ch. 14, as scipy's
-  ``bootstrap(method='BCa')``) where valid, the percentile interval otherwise. BCa is
-  used when ``n >= 10``, the differences are not all equal, the bias correction and the
-  jackknife acceleration (closed form for a mean) are finite, and the adjusted levels stay
-  inside the bootstrap distribution (see ``resample.bootstrap_interval``). When every
-  difference is equal the interval is ``[delta, delta]`` (``degenerate``); ``n == 0``
-  gives no interval and no p-value (``none``).
+- Interval (``interval="signflip"``, the default): inversion of the two-sided sign-flip
+  permutation test below, with the same sign vectors as its p-value: the values ``t`` of
+  the difference whose test (of ``d_i - t``, symmetric about 0 under ``H0: delta = t``) has
+  a p-value above ``1 - confidence``. Each sign vector is as extreme as the data exactly
+  when ``t`` lies between the mean of the cases it flips and the mean of the others, so
+  the limits are order statistics of those means (``resample.signflip_interval``): exact
+  for the given sign vectors, no search. It excludes 0 exactly when the test's p-value is
+  at most ``1 - confidence`` (for binary metrics, whose p-value is McNemar's exact test,
+  within Monte Carlo error of it). When every difference is equal the interval is ``[delta,
+  delta]`` (``degenerate``); when there are too few cases for the test to reach the level
+  (2 of the ``2**n`` sign vectors are always as extreme: n <= 5 at 95%) no value is
+  excluded and the interval is ``unbounded`` (None); ``n == 0`` gives no interval and no
+  p-value (``none``). ``interval="bca"`` / ``"percentile"``: a paired nonparametric
+  bootstrap of the mean difference (cases resampled with replacement, both runs together),
+  ``n_resamples`` replicates, BCa (bias-corrected and accelerated, Efron & Tibshirani 1993,
+  ch. 14, as scipy's ``bootstrap(method='BCa')``) where valid, else percentile. Where a
+  change moves few cases, BCa covered 90.5-92% at 95% (tests/stats/test_signflip_interval.py
+  measures the sign-flip interval at 96.7-100% there).
+- Weights and clusters: with ``weights`` every mean and statistic is weighted (the
+  difference is ``sum w d / sum w``, sign flips and resamples carry the weights; ``n_eff``
+  is Kish's effective sample size); with ``clusters`` the cases of one cluster are flipped
+  and resampled together (units are clusters). Weighted or clustered binary columns use the
+  sign-flip test instead of McNemar's.
+- Power: ``mde``, the minimum detectable effect of the two-sided test at ``1 -
+  confidence`` with 80% power, ``(z_{1-alpha/2} + z_0.8) * se`` with the standard error
+  from the observed variance of the paired differences (``paired.minimum_detectable_effect``).
+- One-sided tests (``one_sided``): the sign-flip test of ``delta < t`` or ``delta > t``,
+  with the sign vectors of ``paired_table``: the test behind the ``not_worse`` gate.
 - Test, two-sided: ``binary`` metrics (per-case pass/fail) use the exact McNemar test,
   i.e. the binomial test at 1/2 of the discordant pairs (``mcnemar-exact``; 1 when there
   is none). Other kinds use a paired sign-flip permutation test of the mean difference,
@@ -32,17 +51,18 @@ Methods (``paired_table``):
   permutation distribution is computed: enumerated up to n = 20, else by its saddlepoint
   approximation (``resample.saddlepoint_tail``). p-values are never 0: an underflow reads
   as the smallest positive double.
-- Multiplicity (``adjust_pvalues``): Holm's step-down adjustment across the metric x slice
-  family by default (family-wise error control under any dependence), Benjamini-Hochberg
-  on request (false discovery rate).
+- Multiplicity (``adjust_pvalues``): Holm's step-down adjustment (family-wise error control
+  under any dependence) or Benjamini-Hochberg (false discovery rate); which family each
+  test belongs to is the caller's (raglab.compare: the headline metrics overall are
+  confirmatory, the rest exploratory).
 - Gates: ``non_inferior`` (the interval's bound beyond ``-margin``: a one-sided 2.5% test
   with the 95% interval) and ``significantly_worse`` (the difference on the bad side with
   a p-value, adjusted when given, under ``alpha``).
 
-Speed: columns with the same ``n`` share one resample stream and are resampled together
-as matrix products (bootstrap replicates are ``counts @ D``, sign flips ``signs @ D``), in
-bounded chunks; seeded with ``numpy.random.default_rng([seed, n, stream])``, so results are
-deterministic.
+Speed: columns with the same number of units ``n`` share one resample stream and are
+resampled together as matrix products (bootstrap replicates are ``counts @ D``, sign flips
+``bits @ U`` and ``bits @ W``), in bounded chunks; seeded with
+``numpy.random.default_rng([seed, n, stream])``, so results are deterministic.
 
 Agreement between raters (:mod:`.agreement`, for grader calibration): Cohen's kappa
 (unweighted and quadratic-weighted), Fleiss' kappa, accuracy, per-label precision and
@@ -51,7 +71,7 @@ recall, confusion matrix and leniency, with seeded percentile bootstrap interval
 
 from raglab.stats.gates import non_inferior, significantly_worse
 from raglab.stats.multiplicity import adjust_pvalues
-from raglab.stats.paired import PairedStat, paired_table
+from raglab.stats.paired import PairedStat, one_sided, paired_table
 
-__all__ = ["PairedStat", "paired_table", "adjust_pvalues", "non_inferior",
+__all__ = ["PairedStat", "paired_table", "one_sided", "adjust_pvalues", "non_inferior",
            "significantly_worse"]

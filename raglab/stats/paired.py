@@ -1,17 +1,27 @@
-"""Paired comparison of two runs, metric by metric: ``paired_table``."""
+"""Paired comparison of two runs, metric by metric: ``paired_table`` and ``one_sided``."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from raglab.stats.resample import bootstrap_interval, bootstrap_means, signflip_pvalues
+from raglab.stats.resample import (
+    bootstrap_interval,
+    bootstrap_means,
+    signflip_interval,
+    signflip_pvalues_at,
+    signflip_sums,
+    unit_bootstrap_interval,
+)
 
 KINDS = ("share", "binary", "rank", "count", "latency", "cost")
 DIRECTIONS = ("higher", "lower", "none")
+INTERVALS = ("signflip", "bca", "percentile")
+SIDES = ("two", "less", "greater")
+POWER = 0.8        # the power at which the minimum detectable effect is stated
 _TIE_RTOL = 1e-12   # |cand - base| <= this x max(|cand|, |base|) is a tie (and a zero diff)
 _P_FLOOR = float(np.finfo(np.float64).tiny)   # a p-value that underflows reads as this, not 0
 
@@ -19,16 +29,19 @@ _P_FLOOR = float(np.finfo(np.float64).tiny)   # a p-value that underflows reads 
 @dataclass(frozen=True)
 class PairedStat:
     """One metric x slice comparison of a candidate with a baseline over paired cases."""
-    delta: float | None      # mean(candidate) - mean(baseline) over the n paired cases
-    ci_low: float | None     # paired CI of delta; None when n == 0
+    delta: float | None      # (weighted) mean(candidate - baseline) over the n paired cases
+    ci_low: float | None     # paired CI of delta; None when n == 0 or unbounded
     ci_high: float | None
     p_value: float | None    # two-sided; None when n == 0
-    n: int                   # cases where the metric applies in both runs
+    n: int                   # cases where the metric applies in both runs (weight > 0)
     wins: int                # candidate better by the metric's direction ("none": higher)
     ties: int
     losses: int
-    ci_method: str           # "bca" | "percentile" | "degenerate" | "none"
+    ci_method: str   # "signflip" | "bca" | "percentile" | "degenerate" | "unbounded" | "none"
     test: str                # "permutation" | "permutation-exact" | "mcnemar-exact" | "none"
+    mde: float | None = None     # minimum detectable effect (two-sided, 1 - confidence, 80% power)
+    n_eff: float | None = None   # effective sample size: n unweighted, Kish's with weights
+    units: int | None = None     # independent units: n, or the clusters among the n cases
 
 
 _EMPTY = PairedStat(None, None, None, None, 0, 0, 0, 0, "none", "none")
@@ -53,6 +66,78 @@ def _check(base, cand, kinds, directions):
     return base, cand
 
 
+def _design(n_cases: int, weights, clusters) -> tuple[np.ndarray | None, np.ndarray | None]:
+    w = None
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (n_cases,):
+            raise ValueError(f"weights must have one value per case ({n_cases}), got "
+                             f"shape {w.shape}")
+        if not (np.isfinite(w).all() and (w >= 0).all()):
+            raise ValueError("weights must be finite and >= 0")
+    codes = None
+    if clusters is not None:
+        labels = np.asarray(clusters)
+        if labels.shape != (n_cases,):
+            raise ValueError(f"clusters must have one label per case ({n_cases}), got "
+                             f"shape {labels.shape}")
+        codes = np.unique(labels, return_inverse=True)[1].astype(np.int64)
+    return w, codes
+
+
+@dataclass
+class _Group:
+    """Columns whose metric applies to the same number of units, compacted: ``U`` and
+    ``W`` are ``(n_units, len(cols))``."""
+    cols: list[int]
+    U: np.ndarray
+    W: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.U.shape[0])
+
+
+def _groups(diffs: np.ndarray, ok: np.ndarray, w: np.ndarray | None,
+            codes: np.ndarray | None) -> Iterator[_Group]:
+    """Each column's units (cases, or clusters of cases) with their weighted sums of
+    differences ``U`` and weights ``W``, grouped by the number of units with weight."""
+    n_cases, m = diffs.shape
+    weight = np.where(ok, 1.0 if w is None else w[:, None], 0.0)
+    contrib = np.where(ok, diffs, 0.0) * weight
+    if codes is None:
+        U_all, W_all = contrib, weight
+    else:
+        G = int(codes.max()) + 1 if n_cases else 0
+        U_all, W_all = np.zeros((G, m)), np.zeros((G, m))
+        np.add.at(U_all, codes, contrib)
+        np.add.at(W_all, codes, weight)
+    active = W_all > 0
+    by_n: dict[int, list[int]] = defaultdict(list)
+    for j in range(m):
+        k = int(active[:, j].sum())
+        if k:
+            by_n[k].append(j)
+    for n, cols in sorted(by_n.items()):
+        U = np.empty((n, len(cols)))
+        W = np.empty((n, len(cols)))
+        for i, j in enumerate(cols):
+            U[:, i] = U_all[active[:, j], j]
+            W[:, i] = W_all[active[:, j], j]
+        yield _Group(cols, U, W)
+
+
+def _diffs(base: np.ndarray, cand: np.ndarray, w: np.ndarray | None):
+    ok = np.isfinite(base) & np.isfinite(cand)
+    if w is not None:
+        ok &= (w > 0)[:, None]
+    with np.errstate(invalid="ignore"):
+        diffs = np.where(ok, cand - base, 0.0)
+    scale = np.maximum(np.abs(np.where(ok, base, 0.0)), np.abs(np.where(ok, cand, 0.0)))
+    zero = ok & (np.abs(diffs) <= _TIE_RTOL * scale)
+    return ok, np.where(zero, 0.0, diffs), zero
+
+
 def _mcnemar(b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Exact two-sided McNemar p-values from the discordant counts ``b`` (baseline passed,
     candidate failed) and ``c``: the binomial test of ``c`` out of ``b + c`` at 1/2, which
@@ -65,73 +150,105 @@ def _mcnemar(b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.where(n > 0, p, 1.0)
 
 
-def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
-                 directions: Sequence[str], *, confidence: float = 0.95,
-                 n_resamples: int = 2000, seed: int = 0,
-                 interval: str = "bca") -> list[PairedStat]:
-    """Paired statistics of ``cand`` against ``base``, one ``PairedStat`` per column.
+def minimum_detectable_effect(U: np.ndarray, W: np.ndarray, alpha: float, power: float = POWER,
+                              sided: int = 2) -> np.ndarray:
+    """The smallest true difference a test at level ``alpha`` (two-sided, or one-sided with
+    ``sided=1``) detects with probability ``power``, from the observed variance of the
+    paired differences: ``(z_{1-alpha/sided} + z_power) * se``, where ``se`` is the
+    linearised standard error of ``sum U / sum W`` over ``n`` units, ``sqrt(n / (n - 1) *
+    sum (U_g - theta W_g)^2) / sum W`` (for unweighted cases: ``sd(d) / sqrt(n)``). NaN
+    where ``n < 2`` or the differences do not vary (the variance says nothing then)."""
+    from scipy.special import ndtri
 
-    ``base``, ``cand``: ``(n_cases, n_metrics)`` float arrays aligned on cases, NaN where
-    the metric does not apply to that case in that run. Column ``j`` is compared over the
-    rows where both values are finite. ``kinds[j]`` is the metric's kind from
-    ``raglab.metrics.catalog``: ``binary`` columns (values 0/1) get an exact McNemar test,
-    the others a sign-flip permutation test of the mean difference. The interval is a
-    paired bootstrap of the mean difference, BCa where valid, percentile otherwise, and
-    equals ``[delta, delta]`` when every difference is the same; ``interval="percentile"``
-    asks for the percentile interval throughout. Deterministic: resamples
-    come from ``numpy.random.default_rng([seed, n, stream])`` for each distinct ``n``, so
-    equal inputs give equal outputs, and a column's result does not depend on which other
-    columns are in the table.
-    """
-    base, cand = _check(base, cand, kinds, directions)
+    n = U.shape[0]
+    T = W.sum(axis=0)
+    theta = U.sum(axis=0) / T
+    resid = U - theta * W
+    with np.errstate(invalid="ignore", divide="ignore"):
+        se = np.sqrt(n / max(n - 1, 1) * (resid ** 2).sum(axis=0)) / T
+    z = ndtri(1.0 - alpha / sided) + ndtri(power)
+    tiny = 1e-12 * (np.abs(U).sum(axis=0) / T + 1e-300)
+    return np.where((n >= 2) & (se > tiny), z * se, np.nan)
+
+
+def _validate(confidence, interval, seed, n_resamples):
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if interval not in ("bca", "percentile"):
-        raise ValueError(f"interval must be 'bca' or 'percentile', got {interval!r}")
+    if interval not in INTERVALS:
+        raise ValueError(f"interval must be one of {', '.join(INTERVALS)}, got {interval!r}")
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+
+
+def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
+                 directions: Sequence[str], *, confidence: float = 0.95,
+                 n_resamples: int = 2000, seed: int = 0, interval: str = "signflip",
+                 weights: Sequence[float] | np.ndarray | None = None,
+                 clusters: Sequence | np.ndarray | None = None) -> list[PairedStat]:
+    """Paired statistics of ``cand`` against ``base``, one ``PairedStat`` per column.
+
+    ``base``, ``cand``: ``(n_cases, n_metrics)`` float arrays aligned on cases, NaN where
+    the metric does not apply to that case in that run. Column ``j`` is compared over the
+    rows where both values are finite (and the weight is positive). ``kinds[j]`` is the
+    metric's kind: unweighted, unclustered ``binary`` columns (values 0/1) get an exact
+    McNemar test, the others a sign-flip permutation test of the (weighted) mean
+    difference. ``weights``: one finite weight >= 0 per case (the mean and every statistic
+    are weighted). ``clusters``: one label per case; cases with one label are flipped and
+    resampled together.
+
+    ``interval``: ``signflip`` (default) inverts the sign-flip test with the same sign
+    vectors as its p-value, so it excludes 0 exactly when that p-value is at most ``1 -
+    confidence``; ``bca`` / ``percentile``: a paired bootstrap of the units. Deterministic:
+    resamples come from ``numpy.random.default_rng([seed, n, stream])`` for each distinct
+    number of units ``n``, so equal inputs give equal outputs, and a column's result does
+    not depend on which other columns are in the table.
+    """
+    base, cand = _check(base, cand, kinds, directions)
+    _validate(confidence, interval, seed, n_resamples)
+    w, codes = _design(base.shape[0], weights, clusters)
     m = base.shape[1]
-    ok = np.isfinite(base) & np.isfinite(cand)
+    ok, diffs, zero = _diffs(base, cand, w)
     for j in (j for j in range(m) if kinds[j] == "binary"):
         values = np.concatenate([base[ok[:, j], j], cand[ok[:, j], j]])
         if not np.isin(values, (0.0, 1.0)).all():
             raise ValueError(f"column {j} is binary but holds values other than 0/1")
-    with np.errstate(invalid="ignore"):
-        diffs = np.where(ok, cand - base, 0.0)
-    scale = np.maximum(np.abs(np.where(ok, base, 0.0)), np.abs(np.where(ok, cand, 0.0)))
-    zero = ok & (np.abs(diffs) <= _TIE_RTOL * scale)
-    diffs = np.where(zero, 0.0, diffs)
     pos = ((diffs > 0) & ok).sum(axis=0)
     neg = ((diffs < 0) & ok).sum(axis=0)
     ties = zero.sum(axis=0)
     ns = ok.sum(axis=0)
-
-    by_n: dict[int, list[int]] = defaultdict(list)
-    for j in range(m):
-        if ns[j] > 0:
-            by_n[int(ns[j])].append(j)
+    plain = w is None and codes is None
+    if w is None:
+        n_eff = ns.astype(np.float64)
+    else:
+        wm = np.where(ok, w[:, None], 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            n_eff = wm.sum(axis=0) ** 2 / (wm ** 2).sum(axis=0)
+    alpha = 1.0 - confidence
 
     results: list[PairedStat] = [_EMPTY] * m
-    for n, cols in sorted(by_n.items()):
-        D = np.empty((n, len(cols)))
-        for i, j in enumerate(cols):
-            D[:, i] = diffs[ok[:, j], j]
-        delta = D.mean(axis=0)
-        spread = D.max(axis=0) - D.min(axis=0)
-        degenerate = spread <= _TIE_RTOL * np.abs(D).max(axis=0)
-
-        reps = bootstrap_means(D, n_resamples, np.random.default_rng([seed, n, 0]))
-        low, high, bca = bootstrap_interval(D, reps, confidence,
-                                            allow_bca=interval == "bca")
-
-        binary = np.array([kinds[j] == "binary" for j in cols])
-        p = np.empty(len(cols))
-        exact = False
-        if (~binary).any():
-            p[~binary], exact = signflip_pvalues(D[:, ~binary], n_resamples,
-                                                 np.random.default_rng([seed, n, 1]))
+    for g in _groups(diffs, ok, w, codes):
+        n, cols, U, W = g.n, g.cols, g.U, g.W
+        delta = U.sum(axis=0) / W.sum(axis=0)
+        r = U / W
+        spread = r.max(axis=0) - r.min(axis=0)
+        degenerate = spread <= _TIE_RTOL * np.abs(r).max(axis=0)
+        FU, FW, exact = signflip_sums(U, W, n_resamples, np.random.default_rng([seed, n, 1]))
+        p = signflip_pvalues_at(U, W, FU, FW, exact)
+        if interval == "signflip":
+            low, high = signflip_interval(U, W, FU, FW, exact, confidence)
+            bca = np.zeros(len(cols), dtype=bool)
+        elif plain:
+            reps = bootstrap_means(U, n_resamples, np.random.default_rng([seed, n, 0]))
+            low, high, bca = bootstrap_interval(U, reps, confidence,
+                                                allow_bca=interval == "bca")
+        else:
+            low, high, bca = unit_bootstrap_interval(U, W, n_resamples,
+                                                     np.random.default_rng([seed, n, 0]),
+                                                     confidence, allow_bca=interval == "bca")
+        mde = minimum_detectable_effect(U, W, alpha)
+        binary = np.array([kinds[j] == "binary" for j in cols]) & plain
         if binary.any():
             bcols = [j for j, is_b in zip(cols, binary) if is_b]
             b_vals = np.stack([base[ok[:, j], j] for j in bcols], axis=1)
@@ -142,18 +259,62 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
 
         for i, j in enumerate(cols):
             d = float(delta[i])
+            lo: float | None
+            hi: float | None
             if degenerate[i]:
-                d = float(D[0, i])
+                d = float(r[0, i])
                 lo = hi = d
                 method = "degenerate"
+            elif np.isnan(low[i]) or np.isnan(high[i]):
+                lo = None if np.isnan(low[i]) else float(low[i])
+                hi = None if np.isnan(high[i]) else float(high[i])
+                method = "unbounded"
             else:
                 lo, hi = float(low[i]), float(high[i])
-                method = "bca" if bca[i] else "percentile"
+                method = "signflip" if interval == "signflip" else (
+                    "bca" if bca[i] else "percentile")
             if binary[i]:
                 test = "mcnemar-exact"
             else:
                 test = "permutation-exact" if exact else "permutation"
             better, worse = (neg[j], pos[j]) if directions[j] == "lower" else (pos[j], neg[j])
-            results[j] = PairedStat(d, lo, hi, max(float(p[i]), _P_FLOOR), n, int(better),
-                                    int(ties[j]), int(worse), method, test)
+            results[j] = PairedStat(d, lo, hi, max(float(p[i]), _P_FLOOR), int(ns[j]),
+                                    int(better), int(ties[j]), int(worse), method, test,
+                                    None if np.isnan(mde[i]) else float(mde[i]),
+                                    float(n_eff[j]), n)
     return results
+
+
+def one_sided(base: np.ndarray, cand: np.ndarray, thetas: Sequence[float],
+              sides: Sequence[str], *, n_resamples: int = 2000, seed: int = 0,
+              weights: Sequence[float] | np.ndarray | None = None,
+              clusters: Sequence | np.ndarray | None = None) -> list[float | None]:
+    """One-sided sign-flip p-values, one per column: ``sides[j] == "less"`` tests ``H0:
+    delta >= thetas[j]`` against ``delta < thetas[j]`` (small when the candidate is lower
+    than the baseline by more than ``-thetas[j]``), ``"greater"`` the mirror. The sign
+    vectors are those of :func:`paired_table` with the same seed, weights and clusters.
+    None where no case is paired."""
+    base = np.asarray(base, dtype=np.float64)
+    cand = np.asarray(cand, dtype=np.float64)
+    if base.ndim != 2 or base.shape != cand.shape:
+        raise ValueError("base and cand must be 2-D arrays of one shape")
+    m = base.shape[1]
+    if len(thetas) != m or len(sides) != m or any(s not in ("less", "greater") for s in sides):
+        raise ValueError("one theta and one side (less or greater) per column")
+    _validate(0.5, "signflip", seed, n_resamples)
+    w, codes = _design(base.shape[0], weights, clusters)
+    ok, diffs, _ = _diffs(base, cand, w)
+    out: list[float | None] = [None] * m
+    for g in _groups(diffs, ok, w, codes):
+        FU, FW, exact = signflip_sums(g.U, g.W, n_resamples,
+                                      np.random.default_rng([seed, g.n, 1]))
+        theta = np.array([thetas[j] for j in g.cols], dtype=np.float64)
+        for side in ("less", "greater"):
+            sel = np.array([sides[j] == side for j in g.cols])
+            if not sel.any():
+                continue
+            p = signflip_pvalues_at(g.U[:, sel], g.W[:, sel], FU[:, sel], FW[:, sel], exact,
+                                    theta[sel], side)
+            for j, v in zip((j for j, s in zip(g.cols, sel) if s), p):
+                out[j] = max(float(v), _P_FLOOR)
+    return out

@@ -3,7 +3,10 @@
 Each run is a records.jsonl + metrics.json in a temporary directory: every metric a default
 run reports at cutoffs 1..100 plus latency (about 150 metrics), and 50 slice values (three
 tag keys plus answerable). Prints the time of each phase against the target "under a minute"
-(issue: vectorised resampling, not a Python loop per resample).
+(issue: vectorised resampling, not a Python loop per resample), then the statistics of the
+comparison side by side with numpy's BLAS threads as they come (one per core) and limited to
+one (raglab.stats.threads, the default), each on an idle core and beside a busy loop on the
+other (target: under 10 s either way on 2 cores).
 
     python tests/benchmarks/bench_compare.py [--cases 20000] [--resamples 2000]
 """
@@ -114,7 +117,48 @@ def main() -> None:
         print(f"CPU time of this process: {cpu:.1f} s (wall time drifts on a loaded machine)")
         verdict = "OK" if total < TARGET_S else "TOO SLOW"
         print(f"end to end: {total:.1f} s (target under {TARGET_S:.0f} s): {verdict}")
-        sys.exit(0 if total < TARGET_S else 1)
+        stats.paired_table = real_table
+        slow = threads_side_by_side(base, cand, cfg)
+        sys.exit(0 if total < TARGET_S and slow < THREADS_TARGET_S else 1)
+
+
+THREADS_TARGET_S = 10.0
+
+
+def threads_side_by_side(base, cand, cfg) -> float:
+    """compare_runs with BLAS threads unlimited and limited to one, idle and beside a busy
+    loop; returns the slowest limited wall time."""
+    import os
+    import subprocess
+
+    import raglab.stats.threads as threads
+    from raglab.compare.comparison import compare_runs
+
+    def timed(limit):
+        threads.BLAS_THREADS = limit
+        w0, c0 = time.perf_counter(), time.process_time()
+        compare_runs(base, cand, cfg)
+        return time.perf_counter() - w0, time.process_time() - c0
+
+    worst = 0.0
+    for busy in (False, True):
+        hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
+        try:
+            unlimited, limited = timed(None), timed(1)
+        finally:
+            if hog is not None:
+                hog.kill()
+                hog.wait()
+            threads.BLAS_THREADS = 1
+        worst = max(worst, limited[0])
+        print(f"compare_runs, {'a busy loop on another core' if busy else 'idle'} "
+              f"(load {os.getloadavg()[0]:.1f}): BLAS threads unlimited {unlimited[0]:.1f} s "
+              f"wall / {unlimited[1]:.1f} s CPU, one thread {limited[0]:.1f} s / "
+              f"{limited[1]:.1f} s CPU (ratio {unlimited[0] / limited[0]:.2f}x wall)")
+    verdict = "OK" if worst < THREADS_TARGET_S else "TOO SLOW"
+    print(f"statistics with one BLAS thread: {worst:.1f} s at worst (target under "
+          f"{THREADS_TARGET_S:.0f} s): {verdict}")
+    return worst
 
 
 if __name__ == "__main__":

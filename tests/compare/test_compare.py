@@ -82,15 +82,53 @@ def test_means_are_over_cases_where_both_runs_apply():
     assert (r["n"], r["baseline"], r["candidate"], r["delta"]) == (1, 0.0, 1.0, 1.0)
 
 
-def test_holm_over_the_family_and_bh_by_option():
+def _tested(rows, family):
+    """The rows of a family that are tested: with a p-value, a difference, and not an
+    alias of a row before them."""
+    seen, out = set(), []
+    for r in rows:
+        key = (r["metric"], None if r["slice"] is None else tuple(r["slice"].values()))
+        if r["family"] != family or r["p_value"] is None or not (r["wins"] + r["losses"]):
+            seen.add(key)
+            continue
+        aliases = {(a["metric"], None if a["slice"] is None else tuple(a["slice"].values()))
+                   for a in r["aliases"]}
+        if not aliases & seen:
+            out.append(r)
+        seen.add(key)
+    return out
+
+
+def test_confirmatory_and_exploratory_families_adjusted_apart():
     b, c = pair()
     for method in ("holm", "bh"):
         comp = compare_runs(b, c, CompareCfg(n_bootstrap=500, adjust=method))
-        fam = [r for r in comp.rows if r["p_value"] is not None and r["wins"] + r["losses"]]
-        assert fam and [r["p_adjusted"] for r in fam] == adjust_pvalues(
-            [r["p_value"] for r in fam], method)
+        conf = _tested(comp.rows, "confirmatory")
+        expl = _tested(comp.rows, "exploratory")
+        # headline metrics overall, and nothing else, are confirmatory
+        assert conf and all(r["slice"] is None for r in conf)
+        assert all(r["exploratory"] == (r["family"] == "exploratory") for r in comp.rows)
+        assert [r["p_adjusted"] for r in conf] == adjust_pvalues(
+            [r["p_value"] for r in conf], method)
+        assert expl and [r["p_adjusted"] for r in expl] == adjust_pvalues(
+            [r["p_value"] for r in expl], "bh")
+        assert comp.settings["family_size"] == len(conf)
+        assert comp.settings["exploratory_size"] == len(expl)
         assert comp.settings["adjust"] == method
         assert ("Holm" if method == "holm" else "Benjamini-Hochberg") in render_md(comp)
+
+
+def test_identical_rows_are_tested_once_and_name_their_aliases():
+    # every case is answerable: the answerable=yes slice repeats the overall rows
+    b, c = pair()
+    comp = compare_runs(b, c, CompareCfg(n_bootstrap=500))
+    overall = comp.row("final.evidence_recall")
+    yes = comp.row("final.evidence_recall", ("answerable", "yes"))
+    assert {"metric": "final.evidence_recall", "slice": {"key": "answerable", "value": "yes"}} \
+        in overall["aliases"]
+    assert {"metric": "final.evidence_recall", "slice": None} in yes["aliases"]
+    assert yes["p_adjusted"] == overall["p_adjusted"] and yes["family"] == overall["family"]
+    assert comp.settings["aliased_rows"] >= 1
 
 
 def test_small_slices_marked_never_hidden():

@@ -3,6 +3,7 @@
 import json
 import re
 from datetime import date
+from pathlib import Path
 
 import pytest
 
@@ -52,6 +53,13 @@ def test_a_leaking_candidate_is_no_go(runs, tmp_path):
         in rec["config_diff"]
     assert rec["baseline"]["dataset"]["cases_sha256"] == rec["candidate"]["dataset"]["cases_sha256"]
     assert rec["baseline"]["dataset"]["corpus_sha256"]
+    # the files that replaced the demo's are named as such, relative to the record
+    assert rec["baseline"]["dataset"]["name"] == "custom"
+    assert not Path(rec["baseline"]["dataset"]["cases"]).is_absolute()
+    assert (study / rec["baseline"]["dataset"]["cases"]).resolve() == \
+        (runs["root"] / "cases.jsonl").resolve()
+    assert not Path(rec["baseline"]["run_dir"]).is_absolute()
+    assert (study / rec["baseline"]["run_dir"]).resolve() == runs["base"].resolve()
     assert rec["metric_versions"]["baseline"]["diagnosis"]
     assert rec["diagnoses"]["overall"]["access_control"] == {"baseline": 0, "candidate": 1,
                                                             "change": 1}
@@ -64,7 +72,7 @@ def test_a_leaking_candidate_is_no_go(runs, tmp_path):
     assert rec["baseline"]["dataset"]["corpus_sha256"] in md
     assert "| system.enforce_acl | true | false |" in md
     assert re.search(r"\| acl_leak_rate bound \| overall \| candidate <= 0 \| 0 \| 0\.25 \| "
-                     r"\+0\.25 \| \[[^]]+\] \| [^|]+ \| 4 \| FAIL \|", md)
+                     r"\+0\.25 \| [^|]+ \| [^|]+ \| 4 \| [^|]+ \| FAIL \|", md)
     assert "| diagnosis |" in md and "## Metric versions" in md
     assert "| t-3 | 0 → 1 | Who do I escalate payment incidents to? |" in md
     assert "hallucinated_answer, access_control" in md

@@ -48,23 +48,58 @@ def test_non_inferiority_with_zero_margin_needs_a_positive_lower_bound():
     assert status([row("vital_nugget_recall", ci=(0.001, 0.1))], g) == [PASS]
 
 
-def test_not_worse_uses_the_adjusted_p_value_and_the_direction():
+def test_not_worse_reads_one_sided_tests_adjusted_together():
     g = {"metric": "contradicted_claim_rate", "rule": "not_worse"}
     m = "contradicted_claim_rate"
-    assert status([row(m, delta=0.05, p=0.001, p_adj=0.01)], g) == [FAIL]
-    assert status([row(m, delta=0.05, p=0.001, p_adj=0.2)], g) == [PASS]  # raw p ignored
-    assert status([row(m, delta=-0.05, p=0.001, p_adj=0.001)], g) == [PASS]  # it improved
-    assert status([row(m, delta=0.05, p=0.01, p_adj=None)], g) == [FAIL]  # no adjusted p
-    g = {"metric": "faithfulness", "rule": "not_worse"}
-    assert status([row("faithfulness", delta=-0.05, p_adj=0.049)], g) == [FAIL]
-    assert status([row("faithfulness", delta=-0.05, p_adj=0.05)], g) == [PASS]  # p < alpha
+    # from rows alone (margin 0): half the two-sided p on the bad side, 1 - p/2 otherwise
+    assert status([row(m, delta=0.05, p=0.09)], g) == [FAIL]      # one-sided 0.045
+    assert status([row(m, delta=0.05, p=0.11)], g) == [PASS]      # one-sided 0.055
+    assert status([row(m, delta=-0.05, p=0.001)], g) == [PASS]    # it improved
+    assert status([row(m, delta=0.05, p=None)], g) == [FAIL]      # no test
+    # the comparison's own adjustment (a family of hundreds of rows) plays no part
+    assert status([row(m, delta=0.05, p=0.01, p_adj=1.0)], g) == [FAIL]
+    # given one-sided p-values, Holm over the gate set's not_worse checks
+    two = gates(g, {"metric": "faithfulness", "rule": "not_worse"})
+    rows = [row(m, delta=0.05), row("faithfulness", delta=-0.05)]
+    res = evaluate_gates(rows, two, one_sided={(0, None): 0.04, (1, None): 0.03})
+    # Holm: 2 x 0.03 = 0.06, then max(0.06, 0.04): each alone would fail at 0.05
+    assert [r["status"] for r in res] == [PASS, PASS]
+    assert [r["p_one_sided_adjusted"] for r in res] == [pytest.approx(0.06),
+                                                        pytest.approx(0.06)]
+    res = evaluate_gates(rows, two, one_sided={(0, None): 0.01, (1, None): 0.2})
+    assert [r["status"] for r in res] == [FAIL, PASS]
+    assert "worse" in res[0]["reason"] and res[0]["p_one_sided"] == 0.01
 
 
 def test_confidence_sets_the_significance_level():
     g = GateSet.model_validate({"confidence": 0.99, "gates": [
         {"metric": "faithfulness", "rule": "not_worse"}]})
     assert g.alpha == 0.01
-    assert evaluate_gates([row("faithfulness", delta=-0.1, p_adj=0.02)], g)[0]["status"] == PASS
+    assert evaluate_gates([row("faithfulness", delta=-0.1, p=0.04)], g)[0]["status"] == PASS
+    assert evaluate_gates([row("faithfulness", delta=-0.1, p=0.01)], g)[0]["status"] == FAIL
+
+
+def test_bound_by_interval_reads_the_interval():
+    g = {"metric": "false_refusal_rate", "rule": "bound", "max_increase": 0.05,
+         "by": "interval"}
+    assert status([row("false_refusal_rate", delta=0.01, ci=(-0.02, 0.04))], g) == [PASS]
+    assert status([row("false_refusal_rate", delta=0.01, ci=(-0.02, 0.06))], g) == [FAIL]
+    est = {**g, "by": "estimate"}
+    assert status([row("false_refusal_rate", delta=0.01, ci=(-0.02, 0.06))], est) == [PASS]
+    down = {"metric": "faithfulness", "rule": "bound", "max_decrease": 0.02, "by": "interval"}
+    assert status([row("faithfulness", delta=0.0, ci=(-0.03, 0.03))], down) == [FAIL]
+    assert status([row("faithfulness", delta=0.0, ci=(-0.01, 0.03))], down) == [PASS]
+
+
+def test_underpowered_non_inferiority_warns_or_fails():
+    r = {**row("vital_nugget_recall", ci=(-0.01, 0.01)), "mde": 0.05}
+    warn = evaluate_gates([r], gates(NI))[0]
+    assert warn["status"] == PASS and warn["underpowered"] is True and warn["mde"] == 0.05
+    assert "underpowered" in warn["reason"]
+    strict = GateSet.model_validate({"gates": [NI], "underpowered": "fail"})
+    assert evaluate_gates([r], strict)[0]["status"] == FAIL
+    enough = {**r, "mde": 0.01}
+    assert evaluate_gates([enough], strict)[0]["status"] == PASS
 
 
 def test_bounds_on_the_value_and_on_the_change():
@@ -158,7 +193,10 @@ def test_run_means_reads_both_runs_metrics_json():
      "gates[0].metric: unknown metric 'faithfullness'"),
     ({"metric": "faithfulness", "rule": "non_inferior"}, "needs a margin"),
     ({"metric": "faithfulness", "rule": "bound"}, "needs at least one of max, min"),
-    ({"metric": "faithfulness", "rule": "not_worse", "margin": 0.1}, "margin applies to rule"),
+    ({"metric": "faithfulness", "rule": "bound", "max": 1, "margin": 0.1},
+     "margin applies to rules"),
+    ({"metric": "faithfulness", "rule": "bound", "max": 1, "by": "interval"},
+     "by: interval applies"),
     ({"metric": "faithfulness", "rule": "not_worse", "max": 1}, "max applies to rule bound"),
     ({"metric": "final.context_tokens", "rule": "not_worse"}, "no better direction"),
     ({"metric": "faithfulness", "rule": "bound", "max": 1, "color": "red"},
