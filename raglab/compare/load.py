@@ -106,7 +106,7 @@ def _read_yaml(path: Path) -> dict:
 
 #: what a comparison keeps of a record, beside case_id, tags, gold.answerable and metrics
 #: (each when the record has it: a record without ``diagnosis`` is from an older raglab)
-ROW_FIELDS = ("diagnosis", "repeats", "repeat_variance")
+ROW_FIELDS = ("diagnosis", "repeats", "repeat_variance", "weight")
 
 
 def _answer_of(rec: dict) -> str | None:
