@@ -98,3 +98,26 @@ def test_weights_move_the_means_and_the_statistics():
     assert weighted.settings["n_eff"] == (sum(w) ** 2) / sum(x * x for x in w)
     assert "Weighted" in "\n".join(__import__("raglab.compare.render", fromlist=["x"])
                                    .method_lines(weighted))
+
+
+def test_clusters_flip_cases_of_one_document_together():
+    # 20 documents x 5 questions each; the candidate wins or loses whole documents
+    hits_b, hits_c, tiers = [], [], []
+    rng = np.random.default_rng(4)
+    for doc in range(20):
+        better = rng.random() < 0.6
+        for _ in range(5):
+            hits_b.append(0 if better else 1)
+            hits_c.append(1 if better else 0)
+            tiers.append(f"doc-{doc}")
+    b = _source("b", hits_b, tiers)
+    c = _source("c", hits_c, tiers)
+    plain = compare_runs(b, c, CompareCfg(n_bootstrap=2000)).row("final.hit_rate@1")
+    clustered = compare_runs(b, c, CompareCfg(n_bootstrap=2000, cluster="tier"))
+    row = clustered.row("final.hit_rate@1")
+    assert row["delta"] == plain["delta"]
+    # 20 independent units, not 100: a wider interval and a larger p-value
+    assert row["ci_high"] - row["ci_low"] > plain["ci_high"] - plain["ci_low"]
+    assert row["p_value"] > plain["p_value"]
+    assert clustered.settings["n_clusters"] == 20
+    assert clustered.info("final.hit_rate@1")["units"] == 20
