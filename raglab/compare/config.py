@@ -20,7 +20,7 @@ class CompareCfg(BaseModel):
         "significance level for marking a difference, after multiplicity adjustment"))
     confidence: float = Field(0.95, gt=0, lt=1, description=(
         "level of the paired confidence intervals of each difference"))
-    n_bootstrap: int = Field(2000, gt=0, description=(
+    n_bootstrap: int = Field(2000, gt=0, le=100_000, description=(
         "bootstrap resamples (intervals) and permutations (p-values); seeded, so results "
         "reproduce"))
     seed: int = Field(0, description="the resampling seed")
