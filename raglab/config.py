@@ -56,7 +56,7 @@ class PromptCfg(Strict):
 
 # ---- shared by the graders (heuristic, claude) -------------------------------------------
 class DecompositionCfg(Strict):
-    max_claims: int = Field(12, gt=0)
+    max_claims: int = Field(12, gt=0, le=1000)
     drop_hedges: bool = True
 
 
@@ -91,18 +91,19 @@ class RunCfg(Strict):
     metrics: MetricsCfg
     tracking: Any
     diagnosis: DiagnosisCfg = Field(default_factory=DiagnosisCfg)
-    k: StrictInt = Field(5, gt=0, description=(
-        "final context size: the chunks that reach the generator"))
-    candidate_depth: StrictInt = Field(50, gt=0, description=(
-        "candidates retrieved before reranking (at least k)"))
-    context_token_budget: StrictInt = Field(1500, gt=0, description=(
-        "token budget of the final context (whitespace/punctuation word tokens)"))
+    k: StrictInt = Field(5, gt=0, le=10_000, description=(
+        "final context size: the chunks that reach the generator (at most 10,000)"))
+    candidate_depth: StrictInt = Field(50, gt=0, le=10_000, description=(
+        "candidates retrieved before reranking (at least k, at most 10,000)"))
+    context_token_budget: StrictInt = Field(1500, gt=0, le=10_000_000, description=(
+        "token budget of the final context (whitespace/punctuation word tokens; at most "
+        "10,000,000)"))
     cache_dir: str = Field(".raglab-cache", min_length=1, description=(
         "on-disk stage cache (indexes, retrievals, generations, grader verdicts), shared "
         "across runs"))
-    concurrency: StrictInt = Field(4, ge=1, description=(
+    concurrency: StrictInt = Field(4, ge=1, le=1024, description=(
         "the number of concurrent system calls (cases answered at once, for every system, "
-        "replay included); the http adapter also has its own limit"))
+        "replay included; at most 1024); the http adapter also has its own limit"))
     max_error_rate: float = Field(0.5, ge=0, le=1, description=(
         "exit 1 when more than this share of cases failed (system or grader errors); a run "
         "in which every case failed always exits 1 (README \"Reliability\")"))

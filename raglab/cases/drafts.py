@@ -102,11 +102,10 @@ def drafts_from_run(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
     cases_file = None
     diag = DiagnosisCfg()
     try:
-        import yaml
-
         from raglab.data.dataset import resolve_path
+        from raglab.data.yaml_io import load_yaml_file
 
-        cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+        cfg = load_yaml_file(run_dir / "config.yaml") or {}
         diag = _diagnosis_cfg(cfg)
         cases_file = resolve_path(cfg["dataset"]["cases"])
     except (OSError, KeyError, TypeError, AttributeError, UserError, ValueError):
@@ -157,11 +156,10 @@ def run_inputs(run_dir: Path) -> list[Path]:
     file): what ``cases from-run --out`` must never overwrite."""
     out = [run_dir / "records.jsonl", run_dir / "config.yaml", run_dir / "metrics.json"]
     try:
-        import yaml
-
         from raglab.data.dataset import resolve_path
+        from raglab.data.yaml_io import load_yaml_file
 
-        cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+        cfg = load_yaml_file(run_dir / "config.yaml") or {}
         named = [(cfg.get("dataset") or {}).get(k) for k in ("corpus", "cases", "labels")]
         named.append((cfg.get("system") or {}).get("path"))
         out += [resolve_path(p) for p in named if isinstance(p, str) and p.strip()]
@@ -199,6 +197,33 @@ def _diagnosis_cfg(cfg: Any) -> DiagnosisCfg:
 def question_key(question: str, filters: dict[str, Any] | None) -> str:
     """Two cases are duplicates when their normalised question and filters agree."""
     return normalize(question) + "\x00" + json.dumps(filters or {}, sort_keys=True)
+
+
+def read_alerts(path: Path) -> list[dict[str, Any]]:
+    """The entries of ``raglab monitor``'s alerts.json (a list of objects with ISO 8601
+    ``window_start`` and ``window_end``); UserError naming the file and the entry."""
+    from raglab.data.finite import loads as finite_loads
+
+    what = "not an alerts.json of raglab monitor"
+    try:
+        data = finite_loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as e:
+        reason = getattr(e, "strerror", None) or type(e).__name__
+        raise UserError(f"{what} ({reason})", file=str(path)) from None
+    if not isinstance(data, list):
+        raise UserError(f"{what} (expected a JSON list, got {type(data).__name__})",
+                        file=str(path))
+    for i, a in enumerate(data):
+        if not isinstance(a, dict):
+            raise UserError(f"{what}: entry {i} is a {type(a).__name__}, not an object",
+                            file=str(path))
+        for key in ("window_start", "window_end"):
+            try:
+                datetime.fromisoformat(a[key])
+            except (KeyError, TypeError, ValueError):
+                raise UserError(f"{what}: entry {i} has no ISO 8601 {key}",
+                                file=str(path)) from None
+    return data
 
 
 def drafts_from_traffic(traffic: Any, feedback: str | None = None,

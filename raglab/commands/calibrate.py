@@ -26,7 +26,8 @@ to MLflow (experiment raglab-calibration; tracking=none skips it).
 
   repeats=N (or grader.repeats=N)  N independent judgments per label: self-consistency
                                    (Fleiss' kappa, share of items where all repeats agree)
-  seed=N resamples=N               the bootstrap (defaults 20240917, 2000)
+  seed=N resamples=N               the bootstrap (defaults 20240917, 2000; seed 0 to
+                                   2^32-1, resamples 100 to 100,000)
 
 Exit 0 done; 1 grader calls failed (cached judgments are kept; run again);
 2 bad labels or usage (one line naming file and line; nothing written).
@@ -64,17 +65,21 @@ def main(argv: list[str]) -> None:
             rest.append(f"{_OPTS[key]}={val}")
         else:
             rest.append(a)
-    if own.get("resamples", 100) < 100:
-        fail("resamples must be at least 100", 2)
-    _state.update(own)
+    from raglab.calibration.settings import parse_settings
+    from raglab.errors import UserError
+
+    try:
+        _state.update(parse_settings(own).model_dump())
+    except UserError as e:
+        fail(str(e), 2)
     if not any(a.startswith("hydra.run.dir=") for a in rest):
         rest.insert(0, "hydra.run.dir=outputs/calibrate/${now:%Y-%m-%d}/${now:%H-%M-%S}")
     sys.argv = ["raglab calibrate", *rest]
-    from raglab.commands.compose import register_schema_defaults
+    from raglab.commands.compose import register_schema_defaults, run_hydra_app
 
     register_schema_defaults()
     app = hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)
-    app()
+    run_hydra_app(app, rest, "calibration run")
 
 
 def _versions(overrides: list[str]) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -96,7 +95,7 @@ def _from_run(argv: list[str]) -> None:
 
 
 def _from_traffic(argv: list[str]) -> None:
-    from raglab.cases.drafts import drafts_from_traffic
+    from raglab.cases.drafts import drafts_from_traffic, read_alerts
     from raglab.monitor.traffic import read_traffic
 
     ap = argparse.ArgumentParser(prog="raglab cases from-traffic")
@@ -108,11 +107,7 @@ def _from_traffic(argv: list[str]) -> None:
     args = ap.parse_args(argv)
     alerts = None
     if args.alerts is not None:
-        try:
-            alerts = json.loads(args.alerts.read_text(encoding="utf-8"))
-            assert isinstance(alerts, list)
-        except (OSError, ValueError, AssertionError):
-            fail(f"{args.alerts}: not an alerts.json of raglab monitor", 2)
+        alerts = read_alerts(args.alerts)
     traffic = read_traffic(args.traffic)
     drafts, picked = drafts_from_traffic(traffic, args.feedback, alerts)
     _write(args.out, drafts, [args.traffic, *([args.alerts] if args.alerts else [])])

@@ -20,8 +20,9 @@ def conf_dir() -> Path:
 def fail(message: str, code: int = 1) -> NoReturn:
     """Print one ``raglab: error: ...`` line (known secrets scrubbed) and exit with ``code``."""
     from raglab.secrets import scrub
+    from raglab.text.escape import term
 
-    print(f"raglab: error: {scrub(' '.join(str(message).split()))}", file=sys.stderr,
+    print(f"raglab: error: {term(scrub(' '.join(str(message).split())))}", file=sys.stderr,
           flush=True)
     sys.exit(code)
 

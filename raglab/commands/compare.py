@@ -58,20 +58,40 @@ def add_pairing_options(ap: argparse.ArgumentParser, *, set_help: str, case_help
     ap.add_argument("--allow-incomplete", action="store_true", help=incomplete_help)
 
 
+#: the tracking URI schemes --uri accepts (those MLflow has a store for)
+URI_SCHEMES = ("sqlite", "http", "https", "file", "databricks", "postgresql", "postgres",
+               "mysql", "mssql", "oracle")
+
+
+def check_uri(uri: str | None) -> None:
+    """A --uri whose scheme MLflow has no store for is one line (exit 2), before any run
+    is read."""
+    if uri is None:
+        return
+    from raglab.errors import UserError
+    from raglab.tracking.uris import redact_uri, scheme_of
+
+    scheme = scheme_of(uri)
+    if not uri.strip() or (scheme and scheme not in URI_SCHEMES and len(scheme) > 1):
+        raise UserError(f"--uri {redact_uri(uri)!r}: not an MLflow tracking URI (schemes: "
+                        f"{', '.join(URI_SCHEMES[:4])}, a database URL; e.g. "
+                        "sqlite:///mlflow.db or http://127.0.0.1:5000)")
+
+
 def settings(adjust: str | None, sets: list[str]):
     """The CompareCfg: conf/compare/default.yaml, then --adjust and --set."""
-    import yaml
     from pydantic import ValidationError
 
     from raglab.compare.config import CompareCfg
+    from raglab.data.yaml_io import load_yaml, load_yaml_file
     from raglab.errors import UserError
 
-    data = yaml.safe_load((conf_dir() / "compare" / "default.yaml").read_text()) or {}
+    data = load_yaml_file(conf_dir() / "compare" / "default.yaml") or {}
     for item in sets:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UserError(f"--set {item!r}: expected KEY=VALUE")
-        parsed = yaml.safe_load(value) if value else None
+        parsed = load_yaml(value, f"--set {key}") if value else None
         if key.startswith("flip_thresholds."):
             data.setdefault("flip_thresholds", {})[key.split(".", 1)[1]] = parsed
         else:
@@ -94,6 +114,7 @@ def main(argv: list[str]) -> None:
     from raglab.errors import UserError
 
     try:
+        check_uri(args.uri)
         if args.baseline is not None:
             if len(args.runs) != 1:
                 raise UserError("--baseline goes with one SWEEP (a multirun directory or an "
@@ -124,6 +145,7 @@ def run_pair(args, cfg) -> None:
     from raglab.compare.render import render_html, render_md, render_terminal
     from raglab.compare.trust import attach
     from raglab.data.io import json_text
+    from raglab.text.escape import term_lines
 
     base = load_run(args.runs[0], args.uri)
     cand = load_run(args.runs[1], args.uri)
@@ -135,7 +157,7 @@ def run_pair(args, cfg) -> None:
              "compare.json": json_text(comp.to_json(), indent=1)}
     out = (args.out or default_out(base, cand)).resolve()
     paths = write_outputs(out, files)
-    print(render_terminal(comp))
+    print(term_lines(render_terminal(comp)))  # slice values may hold escapes
     print(f"wrote {out}/compare.md, compare.html, compare.json")
     if cand.mlflow_run_id and cand.tracking_uri:
         from raglab.tracking.mlflow_store import log_files_to_run

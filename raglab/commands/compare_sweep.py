@@ -39,5 +39,7 @@ def run_sweep(args, cfg) -> None:
         out = Path.cwd() / f"compare-sweep-{ref[:8]}-vs-{safe_name(base.name)}"
     out = out.resolve()
     write_outputs(out, files)
-    print(render_sweep_terminal(sc, list(SWEEP_TERMINAL)))
+    from raglab.text.escape import term_lines
+
+    print(term_lines(render_sweep_terminal(sc, list(SWEEP_TERMINAL))))
     print(f"wrote {out}/compare.md, compare.html, compare.json")

@@ -225,3 +225,34 @@ def shipped_defaults() -> dict[str, Any] | None:
         except ComposeError:
             return None
     return _DEFAULTS
+
+
+def run_hydra_app(app: Any, overrides: list[str], what: str) -> None:
+    """Run a ``@hydra.main`` application of a command (``monitor``, ``calibrate``) so that
+    what Hydra itself fails on ends with one line too: a configuration that does not compose
+    (``monitor.foo=1``, ``monitor=nosuch``: exit 2, as for ``raglab run``), an output
+    directory it cannot make (exit 2). ``HYDRA_FULL_ERROR=1`` keeps Hydra's own report."""
+    import os
+
+    from raglab.commands.common import fail
+    from raglab.errors import storage_error
+
+    full = os.environ.get("HYDRA_FULL_ERROR") == "1"
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises: raglab prints its own one line
+    try:
+        app()
+    except Exception as e:  # noqa: BLE001 - each way out is one line
+        if full:
+            raise
+        err = compose_error(e, overrides)
+        if err is not None:
+            fail(str(err), 2)
+        if isinstance(e, OSError):  # e.g. Hydra could not make the output directory
+            fail(str(storage_error(e, f"the {what} directory")), 2)
+        if os.environ.get("RAGLAB_DEBUG") == "1":
+            raise
+        fail(f"{type(e).__name__}: {' '.join(str(e).split())[:500]} (an unexpected error; "
+             "RAGLAB_DEBUG=1 shows the traceback)", 1)
+    finally:
+        if not full:
+            os.environ.pop("HYDRA_FULL_ERROR", None)

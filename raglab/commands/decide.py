@@ -93,7 +93,7 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     import datetime
 
     from raglab.commands.common import write_outputs
-    from raglab.commands.compare import settings
+    from raglab.commands.compare import check_uri, settings
     from raglab.compare.comparison import compare_runs, load_run
     from raglab.compare.decide import (
         GO,
@@ -112,6 +112,7 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
 
     if not gate_name:
         raise UserError("gates=NAME: a gate set name or a YAML file is required")
+    check_uri(args.uri)
     name_of_set, gates, source = load_gate_set(gate_name, gate_overrides, conf_dir())
     study = args.study
     if study.exists() and not study.is_dir():
@@ -131,10 +132,17 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     date = datetime.date.today().isoformat()
     name = safe_name(args.name or name_of_set)
     question = args.question or study_question(study)
+    same = same_run(base, cand)
     record = build_record(comp, gates, name_of_set, source, results, name=name, date=date,
-                          question=question, base_dir=study)
+                          question=question, base_dir=study,
+                          extra_warnings=[same] if same else [])
     stem = f"decision-{date}-{name}"
-    study.mkdir(parents=True, exist_ok=True)
+    try:
+        study.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        from raglab.errors import storage_error
+
+        raise storage_error(e, "the study folder (--study)", study) from None
     paths = write_outputs(study.resolve(), {
         f"{stem}.json": json_text(record, indent=1, default=str),
         f"{stem}.md": render_record(record)})
@@ -150,6 +158,19 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     return 0 if record["decision"] == GO else 1
 
 
+def same_run(base, cand) -> str | None:
+    """The warning of a decision whose baseline and candidate are one run (the same run
+    directory or MLflow run id): every difference is then zero, and GO says nothing."""
+    if base.mlflow_run_id or cand.mlflow_run_id:
+        same = base.mlflow_run_id == cand.mlflow_run_id
+    else:
+        same = Path(base.run_dir).resolve() == Path(cand.run_dir).resolve()
+    if not same:
+        return None
+    return (f"BASELINE and CANDIDATE are the same run ({base.label}): every difference is "
+            "zero, so this decision says nothing about a change")
+
+
 def _terminal(record: dict) -> str:
     lines = [f"raglab decide: {record['baseline']['label']} -> {record['candidate']['label']} "
              f"(gates {record['gates']['name']})"]
@@ -160,4 +181,6 @@ def _terminal(record: dict) -> str:
         lines.append(f"  {r['status'].upper():4}  {r['gate']} [{where}]: {r['requirement']}"
                      f" -- {r['reason']}")
     lines.append(f"decision: {record['decision']}")
-    return "\n".join(lines)
+    from raglab.text.escape import term
+
+    return "\n".join(term(line) for line in lines)  # tag values may hold escapes

@@ -62,16 +62,16 @@ def main(argv: list[str]) -> None:
 
 def _naming(run_dir: Path, run_name: str | None):
     """The run's name and description, as ``raglab run`` would have made them."""
-    import yaml
-
     from raglab.commands.compose import shipped_defaults
     from raglab.data.io import read_run_metrics
+    from raglab.data.yaml_io import load_yaml_file
+    from raglab.errors import UserError
     from raglab.report.summary import config_diff, run_description
     from raglab.secrets import redact
 
     try:
-        cfg = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError:
+        cfg = load_yaml_file(run_dir / "config.yaml") or {}
+    except UserError:
         cfg = {}
     cfg = redact(cfg) if isinstance(cfg, dict) else {}
     name = run_name or (cfg.get("run_name") if isinstance(cfg.get("run_name"), str) else None) \

@@ -65,11 +65,11 @@ def main(argv: list[str]) -> None:
     if not any(a.startswith("hydra.run.dir=") for a in rest):
         rest.insert(0, "hydra.run.dir=outputs/monitor/${now:%Y-%m-%d}/${now:%H-%M-%S}")
     sys.argv = ["raglab monitor", *rest]
-    from raglab.commands.compose import register_schema_defaults
+    from raglab.commands.compose import register_schema_defaults, run_hydra_app
 
     register_schema_defaults()
     app = hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)
-    app()
+    run_hydra_app(app, rest, "monitor run")
 
 
 def task(dict_cfg) -> None:
@@ -95,10 +95,20 @@ def task(dict_cfg) -> None:
         cfg = parse_run_config(resolved)
         code = monitor(cfg, mon, resolved, run_dir)
     except OmegaConfBaseException as e:
+        _drop_empty(run_dir)
         fail(" ".join(str(e).split()), 2)
     except UserError as e:
+        _drop_empty(run_dir)
         fail(str(e), 2)
     sys.exit(code)
+
+
+def _drop_empty(run_dir: Path) -> None:
+    """Hydra makes the run directory before the task: none is left behind for nothing."""
+    try:
+        run_dir.rmdir()  # only succeeds when empty
+    except OSError:
+        pass
 
 
 def monitor(cfg, mon, resolved: dict, run_dir: Path) -> int:
@@ -113,7 +123,10 @@ def monitor(cfg, mon, resolved: dict, run_dir: Path) -> int:
           f"window(s) of {mon.window}, {sum(w['sampled'] for w in windows)} sampled "
           f"(sample_rate {mon.sample_rate:g}), grader {cfg.grader.name}")
     if doc["bad_lines"]:
-        print(f"bad traffic lines: {doc['bad_lines']} (not used; first: {doc['bad'][0]})")
+        from raglab.text.escape import term
+
+        print(f"bad traffic lines: {doc['bad_lines']} (not used; first: "
+              f"{term(doc['bad'][0])})")
     if doc["baseline"] is None:
         print("no --baseline: the retrieval drift test is off")
     else:

@@ -127,6 +127,7 @@ def run_task(job: JobInfo, resolve) -> None:
     multirun = job.multirun
     ctx = sweep_context() if multirun else {}
     tracker = None
+    cfg: Any = None
     scrub_output_streams()
     _sigterm_as_interrupt()
     try:
@@ -179,6 +180,8 @@ def run_task(job: JobInfo, resolve) -> None:
             _quiet(tracker.failed, f"{type(e).__name__}: {e}")
         if os.environ.get("RAGLAB_DEBUG") == "1":
             raise
+        if type(e).__module__.split(".")[0] == "mlflow":  # the store, not raglab, failed
+            fail(str(_store_failed(e, cfg, run_dir)), 1)
         fail(f"{type(e).__name__}: {' '.join(str(e).split())[:500]} (an unexpected error; "
              "records so far are kept, run again to resume; RAGLAB_DEBUG=1 shows the "
              "traceback)", 1)
@@ -198,6 +201,19 @@ def run_task(job: JobInfo, resolve) -> None:
         print(where)
     if over:
         fail(over, 1)
+
+
+def _store_failed(e: BaseException, cfg: Any, run_dir: Path) -> Exception:
+    """The one line of an MLflow store that failed during a run (e.g. its API answered
+    HTTP 500): the store is named, what the run wrote is kept, the same command resumes."""
+    from raglab.errors import NegativeOutcome
+    from raglab.tracking.uris import redact_uri
+
+    reason = " ".join(str(e).split())[:300] or type(e).__name__
+    uri = redact_uri(str(getattr(getattr(cfg, "tracking", None), "uri", "") or ""))
+    return NegativeOutcome(f"MLflow tracking store {uri} failed ({type(e).__name__}: "
+                           f"{reason}); what the run wrote is kept in {run_dir}: run the "
+                           "same command again once the store works, or use tracking=none")
 
 
 #: run directories whose error rate exceeded max_error_rate (a sweep exits 1 at the end)

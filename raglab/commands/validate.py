@@ -14,7 +14,8 @@ dataset.cases=PATH [dataset.labels=PATH] for your own): schema, duplicate ids, e
 quote located in its document (exact after normalisation, else fuzzy >= dataset.fuzzy_threshold),
 spans in range. Cases whose evidence is gone, or whose quote matches only with a changed
 number, negation or name (changed_fact, both texts shown), are written to ./quarantine.jsonl.
-Exit 0 when the set is clean and usable, 1 otherwise.
+Exit 0 when the set is clean and usable, 1 otherwise, 2 for input that cannot be read
+(one line naming the file and line).
 """
 
 
@@ -27,14 +28,15 @@ def main(argv: list[str]) -> None:
     try:
         ds, weights = _load(argv)
     except UserError as e:  # the one place a user's mistake ends this command
-        fail(str(e))
+        fail(str(e), 2)
     from raglab.data.dataset import summary_rows
     from raglab.data.io import write_jsonl
+    from raglab.text.escape import term
 
-    for w in ds.warnings:
-        print(w, file=sys.stderr)
+    for w in ds.warnings:  # tag values, ids and quotes are the user's text: no escapes
+        print(term(w), file=sys.stderr)
     for q in ds.quarantined:
-        print(q.render(), file=sys.stderr)
+        print(term(q.render()), file=sys.stderr)
     try:
         write_jsonl(Path("quarantine.jsonl"), [q.as_dict() for q in ds.quarantined])
     except UserError as e:  # e.g. a read-only working directory
@@ -55,6 +57,7 @@ def main(argv: list[str]) -> None:
 
         print(f"weighted: effective sample size {effective_size(list(weights.values())):.1f} "
               f"of {len(weights)} cases (case weights and dataset.weights)")
+    rows = [(term(g), term(v), n) for g, v, n in rows]
     w = max((len(g) + len(v) for g, v, _ in rows), default=10) + 3
     print(f"\n{'group / value'.ljust(w)} cases")
     for g, v, n in rows:

@@ -20,10 +20,10 @@ class CompareCfg(BaseModel):
         "significance level for marking a difference, after multiplicity adjustment"))
     confidence: float = Field(0.95, gt=0, lt=1, description=(
         "level of the paired confidence intervals of each difference"))
-    n_bootstrap: int = Field(2000, gt=0, description=(
+    n_bootstrap: int = Field(2000, gt=0, le=100_000, description=(
         "bootstrap resamples (intervals) and permutations (p-values); seeded, so results "
         "reproduce"))
-    seed: int = Field(0, description="the resampling seed")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="the resampling seed")
     interval: Literal["signflip", "bca", "percentile"] = Field("signflip", description=(
         "the paired interval: signflip inverts the sign-flip permutation test (it excludes 0 "
         "exactly when the test's p-value is at most 1 - confidence); bca and percentile are "

@@ -403,7 +403,9 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
 
 
 def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    from raglab.text.escape import md
+
+    return md(text)
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
@@ -443,7 +445,7 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
     """The decision record as Markdown (``decision-DATE-NAME.md``)."""
     b, c = rec["baseline"], rec["candidate"]
     lines = [f"# Decision: {rec['decision']} ({rec['name']}, {rec['date']})", ""]
-    lines += [f"**Question.** {rec['question'] or '(none given)'}", ""]
+    lines += [f"**Question.** {_md(rec['question'] or '(none given)')}", ""]
     lines += [f"**Decision: {rec['decision']}.** Gate set `{rec['gates']['name']}` "
               f"({rec['gates']['source']}), intervals at {rec['gates']['confidence']:.0%}: "
               f"{rec['counts'][PASS]} checks passed, {rec['counts'][FAIL]} failed, "
@@ -495,7 +497,7 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
     for s in diag["critical_slices"]:
         changed = {k: v for k, v in s["causes"].items() if v["change"] or k == "access_control"}
         if changed:
-            lines += ["", f"Critical slice {s['key']}={s['value']}:", ""]
+            lines += ["", f"Critical slice {_md(s['key'])}={_md(s['value'])}:", ""]
             lines += _table(["cause", "baseline", "candidate", "change"],
                             [[k, v["baseline"], v["candidate"], f"{v['change']:+d}"]
                              for k, v in changed.items()])

@@ -91,11 +91,11 @@ class SliceRef(_C):
 class Gate(_C):
     metric: str = Field(min_length=1)
     rule: Rule
-    margin: float | None = Field(None, ge=0)
-    max: float | None = None
-    min: float | None = None
-    max_increase: float | None = Field(None, ge=0)
-    max_decrease: float | None = Field(None, ge=0)
+    margin: float | None = Field(None, ge=0, allow_inf_nan=False)
+    max: float | None = Field(None, allow_inf_nan=False)  # .inf: no bound, leave it out
+    min: float | None = Field(None, allow_inf_nan=False)
+    max_increase: float | None = Field(None, ge=0, allow_inf_nan=False)
+    max_decrease: float | None = Field(None, ge=0, allow_inf_nan=False)
     by: Literal["estimate", "interval"] = "estimate"
     slices: Literal["overall", "critical"] = "overall"
     required: bool = False
@@ -202,17 +202,19 @@ def load_gate_set(name: str, overrides: list[str], conf_root: Any) -> tuple[str,
     if name.endswith((".yaml", ".yml")) or "/" in name:
         if not path.is_file():
             raise UserError(f"gates={name}: no such gates file")
+        from raglab.data.yaml_io import load_yaml_file
+
+        raw = load_yaml_file(path)  # bounded: a file of aliases is refused, one line
+        if raw is not None and not isinstance(raw, dict):  # (create() would parse a str)
+            raise UserError("a gate set must be a mapping with a `gates` list", file=str(path))
         try:
-            cfg = OmegaConf.load(path)
+            cfg: Any = OmegaConf.create(raw if raw is not None else {})
             if overrides:
                 cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(
                     [o.removeprefix("+").removeprefix("gates.") for o in overrides]))
             data = OmegaConf.to_container(cfg, resolve=True)
         except (OmegaConfBaseException, ValueError) as e:
             raise UserError(" ".join(str(e).split()), file=str(path)) from None
-        except Exception as e:  # a YAML syntax error
-            raise UserError(f"not valid YAML ({' '.join(str(e).split())[:200]})",
-                            file=str(path)) from None
         return path.stem, parse_gate_set(data, str(path)), str(path)
     names = gate_set_names(conf_root)
     if name not in names:
@@ -227,6 +229,9 @@ def load_gate_set(name: str, overrides: list[str], conf_root: Any) -> tuple[str,
     # the defaults a shipped set starts from (its file holds what differs)
     ConfigStore.instance().store(group="schema", name="gates", node=schema_node(GateSet))
     source = str(Path(conf_root) / "gates" / f"{name}.yaml")
+    from raglab.data.yaml_io import load_yaml_file
+
+    load_yaml_file(source)  # refused before Hydra expands its aliases
     try:
         with initialize_config_dir(config_dir=str(conf_root), version_base="1.3"):
             cfg = compose(config_name=None, overrides=[f"+gates={name}", *overrides])

@@ -95,12 +95,9 @@ class RunSource:
 def _read_yaml(path: Path) -> dict:
     if not path.is_file():
         return {}
-    import yaml
+    from raglab.data.yaml_io import load_yaml_file
 
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise UserError(f"invalid YAML ({str(exc).splitlines()[0]})", file=str(path)) from None
+    data = load_yaml_file(path)   # plain data only, aliases bounded; one line on errors
     return data if isinstance(data, dict) else {}
 
 

@@ -11,11 +11,12 @@ _IGNORED = ("hydra", "run_name")
 
 
 def _read_yaml(path: Path) -> dict:
-    import yaml
+    from raglab.data.yaml_io import load_yaml_file
+    from raglab.errors import UserError
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+        data = load_yaml_file(path)
+    except UserError:
         return {}
     return data if isinstance(data, dict) else {}
 

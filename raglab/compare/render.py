@@ -19,6 +19,7 @@ from raglab.report.run_report import (
     plain_text,
     recall_axes,
 )
+from raglab.text.escape import term
 
 MAX_SLICE_PLOTS = 60     # slices drawn per difference plot (the largest ones)
 
@@ -312,7 +313,7 @@ def plot_slice_deltas(comp, metric: str) -> str | None:
                     alpha=0.45 if small else 1.0, linestyle="none")
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_yticks(range(len(pts)))
-    ax.set_yticklabels([f"{slice_name(r, i)} (n={r['n']})" for r, i in pts], fontsize=8)
+    ax.set_yticklabels([f"{term(slice_name(r, i))} (n={r['n']})" for r, i in pts], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel(f"candidate - baseline ({comp.settings['confidence']:.0%} interval)")
     ax.set_title(f"{metric}: difference by slice")
@@ -352,7 +353,7 @@ def plot_recall(comp) -> str | None:
         xs, ys = zip(*sorted(pts))
         cutoffs.update(xs)
         line, marker = styles[stage]
-        label = f"{role} ({getattr(comp, role).label}), {stage}"
+        label = term(f"{role} ({getattr(comp, role).label}), {stage}")
         ax.plot(xs, ys, line, marker=marker, color=colors[role], label=label[:70],
                 alpha=0.85, markersize=6 if role == "baseline" else 4)
     recall_axes(ax, cutoffs, "cutoff k (candidate: before reranking; final: reached the "

@@ -113,7 +113,11 @@ def iter_json_lines(path: str | Path, what: str = "file",
     with fh:
         lineno = 0
         while True:
-            raw = fh.readline(max_line_bytes + 1)
+            try:
+                raw = fh.readline(max_line_bytes + 1)
+            except OSError as e:  # e.g. EIO from a device or a failing disk
+                raise UserError(f"cannot read {what}: {e.strerror or e}", file=str(p),
+                                line=lineno + 1) from None
             if not raw:
                 break
             lineno += 1
@@ -312,10 +316,7 @@ def read_run_config(run_dir: str | Path) -> dict[str, Any]:
     path = Path(run_dir) / "config.yaml"
     if not path.is_file():
         return {}
-    import yaml
+    from raglab.data.yaml_io import load_yaml_file
 
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise UserError(f"{path}: invalid YAML ({str(exc).splitlines()[0]})") from None
+    data = load_yaml_file(path)
     return data if isinstance(data, dict) else {}

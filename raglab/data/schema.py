@@ -119,6 +119,10 @@ class Case(Strict):
         return v
 
 
+#: the largest latency (ms) or usage figure a system output may report
+MAX_FIGURE = 1e12
+
+
 class Hit(Strict):
     """One retrieved item: a chunk (with offsets) or a whole document."""
 
@@ -152,9 +156,11 @@ class SystemOutput(Strict):
     context: list[Hit] = Field(default_factory=list)
     answer: str | None = None
     citations: list[Citation] = Field(default_factory=list)
-    # milliseconds, and token counts or dollars: never negative
-    latency_ms: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
-    usage: dict[str, Annotated[float, Field(ge=0)]] = Field(default_factory=dict)
+    # milliseconds, and token counts or dollars: never negative, at most MAX_FIGURE (so
+    # sums and differences over a run stay finite)
+    latency_ms: dict[str, Annotated[float, Field(ge=0, le=MAX_FIGURE)]] = Field(
+        default_factory=dict)
+    usage: dict[str, Annotated[float, Field(ge=0, le=MAX_FIGURE)]] = Field(default_factory=dict)
     # the model the system answered with (optional; compared with the grader's model: a
     # judge grading its own model's answers is reported as self-graded). Left out of the
     # record when not given, so outputs without it keep their exact form.
@@ -229,6 +235,17 @@ def accept_output(data: dict[str, Any]) -> tuple[SystemOutput, list[str]]:
             new_hits.append(hit)
         fixed[stage] = new_hits
     return SystemOutput.model_validate(fixed), sorted(added)
+
+
+    @model_validator(mode="after")
+    def _citations_in_context(self) -> SystemOutput:
+        n = len(self.context)
+        for i, c in enumerate(self.citations):
+            for j, p in enumerate(c.context):
+                if p >= n:
+                    raise ValueError(f"citations[{i}].context[{j}] cites passage {p}, but the "
+                                     f"context has {n} passage(s) (0-based indexes)")
+        return self
 
 
 class HumanLabel(Strict):

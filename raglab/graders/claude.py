@@ -87,9 +87,9 @@ class ModelGraderCfg(Strict):
         "24 h)"))
     batch_poll_s: float = Field(30.0, gt=0)
     prices: dict[str, float] = Field(default_factory=dict)
-    repeats: int = Field(1, ge=1, description=(
+    repeats: int = Field(1, ge=1, le=100, description=(
         "independent judgments per item (README \"Grader calibration\"); run metrics are "
-        "their mean"))
+        "their mean; at most 100"))
 
 
 class ClaudeGraderCfg(ModelGraderCfg):

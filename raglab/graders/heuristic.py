@@ -268,9 +268,9 @@ class HeuristicGraderCfg(Strict):
         "nugget: PARTIAL at or above this"))
     decomposition: DecompositionCfg = Field(default_factory=DecompositionCfg)
     verification: Literal["batched", "per_claim"] = "batched"
-    repeats: int = Field(1, ge=1, description=(
+    repeats: int = Field(1, ge=1, le=100, description=(
         "independent judgments per item (README \"Grader calibration\"); run metrics are "
-        "their mean"))
+        "their mean; at most 100"))
 
 
 def _stated(answer: str) -> str:

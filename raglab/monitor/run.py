@@ -9,7 +9,7 @@ from typing import Any
 from raglab import registry
 from raglab.cache import StageCache
 from raglab.data.io import atomic_write_json
-from raglab.errors import ConfigError
+from raglab.errors import ConfigError, storage_error
 from raglab.graders.standalone import open_grading, prepare
 from raglab.monitor.judge import judge_line
 from raglab.monitor.traffic import MonitorCfg, read_traffic, sampled, window_seconds, window_start
@@ -30,7 +30,9 @@ def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
     traffic = read_traffic(traffic_path)
     baseline = read_traffic(baseline_path) if baseline_path else None
     if not traffic.lines:
-        raise ConfigError(f"{traffic.source}: no usable traffic line ({len(traffic.bad)} bad)")
+        first = f"; first: {traffic.bad[0]}" if traffic.bad else ""
+        raise ConfigError(f"{traffic.source}: no usable traffic line ({len(traffic.bad)} "
+                          f"bad{first})")
     prompts, versions = prepare(cfg)
     tracked = registry.entry("tracking", cfg.tracking.name).factory.tracks
     if tracked:
@@ -78,7 +80,10 @@ def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
            "baseline_judged": base_contra[1] if base_contra else None,
            "n_alerts": len(fired), "n_untested": len(alerts) - len(fired),
            "work": work.as_dict(), "windows": windows, "alerts": alerts}
-    run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise storage_error(e, "the monitor run directory", run_dir) from None
     atomic_write_json(run_dir / "monitor.json", doc)
     atomic_write_json(run_dir / "alerts.json", alerts)
     mlflow_id = _log(cfg, mon, doc, run_dir) if tracked else None

@@ -18,6 +18,11 @@ from raglab.errors import UserError
 
 _WINDOW = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+#: the longest window: 520 weeks (ten years)
+MAX_WINDOW_S = 520 * 7 * 86400
+#: the timestamps a traffic line may carry (UTC, end excluded): a line outside them is bad
+TIMESTAMP_MIN = datetime(1970, 1, 1, tzinfo=UTC)
+TIMESTAMP_MAX = datetime(9000, 1, 1, tzinfo=UTC)
 
 
 class MonitorCfg(BaseModel):
@@ -28,7 +33,8 @@ class MonitorCfg(BaseModel):
         "share of traffic lines judged by the grader (a hash of the line's id or question and "
         "its timestamp decides, so a re-run samples the same lines)"))
     window: str = Field("1d", description=(
-        "time windows: a number and a unit, s m h d w (aligned to the Unix epoch, UTC)"))
+        "time windows: a number and a unit, s m h d w (aligned to the Unix epoch, UTC), "
+        "at most 520w"))
     max_contradicted: float = Field(0.05, ge=0, le=1, description=(
         "alert: a window's rate of contradicted answers (judged lines with at least one "
         "CONTRADICTED claim) is above this with confidence alert_confidence (the exact "
@@ -65,6 +71,8 @@ def window_seconds(spec: str) -> int:
     if not m or int(m.group(1)) == 0:
         raise ValueError(f"window {spec!r}: expected a number and a unit (s, m, h, d, w), "
                          "e.g. 1h or 1d")
+    if len(m.group(1)) > 12 or int(m.group(1)) * _UNIT_S[m.group(2)] > MAX_WINDOW_S:
+        raise ValueError(f"window {spec!r}: longer than the longest window, 520w (ten years)")
     return int(m.group(1)) * _UNIT_S[m.group(2)]
 
 
@@ -91,7 +99,14 @@ class TrafficLine(BaseModel):
     @field_validator("timestamp")
     @classmethod
     def _utc(cls, v: datetime) -> datetime:
-        return v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+        try:
+            utc = v.replace(tzinfo=UTC) if v.tzinfo is None else v.astimezone(UTC)
+        except OverflowError:  # e.g. 9999-12-31T23:59:59-12:00 is in year 10000
+            utc = None
+        if utc is None or not TIMESTAMP_MIN <= utc < TIMESTAMP_MAX:
+            raise ValueError(f"{v.isoformat()} is out of range (from {TIMESTAMP_MIN.date()} "
+                             f"to before {TIMESTAMP_MAX.date()}, UTC)")
+        return utc
 
     @property
     def key(self) -> str:
@@ -131,7 +146,8 @@ def _problem(e: ValidationError, obj: dict) -> str:
     p = first_problem(e, TrafficLine, obj)
     if p.kind == "missing":
         return f"missing field '{p.loc}'"
-    return f"field '{p.loc}': {p.msg}" if p.loc else p.msg
+    msg = p.msg.removeprefix("Value error, ")
+    return f"field '{p.loc}': {msg}" if p.loc else msg
 
 
 def read_traffic(path: str | Path) -> Traffic:
@@ -154,6 +170,9 @@ def read_traffic(path: str | Path) -> Traffic:
             except (ValueError, UnicodeDecodeError) as e:
                 t.bad.append(f"{p}:{lineno}: malformed JSON ({' '.join(str(e).split())[:80]})")
                 continue
+            except RecursionError:
+                t.bad.append(f"{p}:{lineno}: JSON nested too deep")
+                continue
             try:
                 t.lines.append((lineno, TrafficLine.model_validate(obj)))
             except ValidationError as e:
@@ -172,12 +191,12 @@ def _read_run_dir(d: Path) -> Traffic:
 
     questions: dict[str, str] = {}
     try:
-        import yaml
+        from raglab.data.yaml_io import load_yaml_file
 
-        cfg = yaml.safe_load((d / "config.yaml").read_text(encoding="utf-8")) or {}
+        cfg = load_yaml_file(d / "config.yaml") or {}
         cases, _ = load_cases(resolve_path(cfg["dataset"]["cases"]))
         questions = {c.id: c.question for c in cases}
-    except (OSError, KeyError, TypeError, UserError, yaml.YAMLError):
+    except (OSError, KeyError, TypeError, UserError):
         pass  # lines without a question are counted as bad below
     ts = datetime.fromtimestamp(records.stat().st_mtime, tz=UTC).isoformat()
     t = Traffic(str(d), "run")

@@ -32,6 +32,7 @@ from raglab.report.summary import (
     show_value,
 )
 from raglab.secrets import redact
+from raglab.text.escape import term
 
 MAX_PLOTTED_SLICES = 40
 #: ``STAGE.evidence_recall@K`` metric names
@@ -324,7 +325,7 @@ def plot_slices(slices: Mapping[str, Any], path: Path) -> bool:
     labels = []
     for k, v, mets in rows:
         n = num(mets.get("n"))
-        labels.append(f"{k}={v}" + (f" (n={int(n)})" if n is not None else ""))
+        labels.append(term(f"{k}={v}") + (f" (n={int(n)})" if n is not None else ""))
     ax.set_yticklabels(labels, fontsize=8)
     ax.tick_params(length=0)
     for side in ax.spines.values():

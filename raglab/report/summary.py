@@ -11,6 +11,7 @@ from typing import Any
 
 from raglab.metrics.catalog import HEADLINE, spec_of
 from raglab.report.format import fmt, num
+from raglab.text.escape import md, md_code
 
 #: configuration keys that say how a run is recorded or scheduled, not what it measures
 _BOOKKEEPING = ("hydra", "run_name", "progress", "concurrency", "cache_dir", "tracking")
@@ -124,7 +125,7 @@ def config_outline(cfg: Mapping[str, Any]) -> list[tuple[str, str]]:
 
 
 def _md(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return md(text)
 
 
 def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
@@ -153,7 +154,8 @@ def run_description(name: str, metrics: Mapping[str, Any], cfg: Mapping[str, Any
                           [[n, fmt(overall.get(n)), arrow(n)] for n in head]) + [""]
     if diffs:
         lines += ["**Config differences from the defaults:** " + "; ".join(
-            f"`{k}` {_md(show_value(d))} → {_md(show_value(v))}" for k, d, v in diffs[:30])
+            f"`{md_code(k)}` {_md(show_value(d))} → {_md(show_value(v))}"
+            for k, d, v in diffs[:30])
             + (f"; and {len(diffs) - 30} more" if len(diffs) > 30 else ""), ""]
     else:
         lines += ["**Config:** the shipped defaults", ""]
@@ -255,7 +257,7 @@ def sweep_markdown(title: str, jobs: Sequence[Mapping[str, Any]], keys: Sequence
     if len(rows) <= 10:  # one column per job, one row per swept key and metric: narrow
         header, rows = (["job", *(r[0] for r in rows)],
                         [[header[i], *(r[i] for r in rows)] for i in range(1, len(header))])
-    head = [f"**{_md(title)}**: {len(jobs)} jobs in `{_md(sweep_dir)}`; ↑ higher is better, "
+    head = [f"**{_md(title)}**: {len(jobs)} jobs in `{md_code(sweep_dir)}`; ↑ higher is better, "
             "↓ lower is better", ""]
     best = best_job_line(jobs, keys, labels)
     if best:

@@ -22,7 +22,7 @@ class _TrackingSettings(Strict):
 
     name: str  # each choice narrows it to its own name
     uri: str | None = None
-    experiment: str | None = None
+    experiment: str | None = Field(None, min_length=1)  # MLflow refuses an empty name
     # the longest a run waits for an MLflow server that stopped answering (all retries of
     # one request), before it says how to finish the logging later; in the composed
     # config, so tracking.timeout_s=5 works without a +
