@@ -2,9 +2,9 @@
 per-case metrics as feedback assessments.
 
 A trace is built here as MLflow's own entities (spans and a ``TraceInfo`` holding its
-assessments) and written with MLflow's tracing client: the spans of many traces in one
-``log_spans`` request, then one ``start_trace`` per trace that stores its info, tags,
-metadata and assessments together (no request per assessment). The writing happens on a
+assessments) and written with MLflow's tracing client: one ``start_trace`` per trace that
+stores its info, tags, metadata and assessments together (no request per assessment), then
+the spans of many traces in one ``log_spans`` request. The writing happens on a
 background thread fed by the case loop (:meth:`TraceWriter.submit` only queues), so the
 system's and the grader's calls never wait for the store.
 
@@ -394,8 +394,10 @@ class TraceWriter:
         old = [t for rec in records for t in self.done.get(rec.case_id, ())]
         if old:  # a case run again: its new trace replaces the old one
             self.client.delete_traces(self.experiment_id, trace_ids=old)
-        self.client.log_spans(self.experiment_id, spans)
+        # each trace's info first (its one insert, assessments included), then the spans of
+        # them all in one request (spans first would make each start_trace a merge)
         for info in infos:
             self.client.start_trace(info)
             self.done[info.tags[CASE_TAG]] = [info.trace_id]
+        self.client.log_spans(self.experiment_id, spans)
         self.written += len(infos)

@@ -25,6 +25,8 @@ BENCHMARKS = {
     "startup": ("bench_startup", "6. start-up of raglab --help and validate --help"),
     "scale": ("bench_scale", "7. memory and scale, 2,000 vs 20,000 cases"),
     "compare": ("bench_compare", "8. raglab compare of two 20,000-case runs"),
+    "traces": ("bench_traces", "9. each case an MLflow trace: CPU per case, 200 ms grader, "
+               "traces=failed at 20,000 cases"),
     "retrieval": ("bench_retrieval", "in-process scoring vs pytrec_eval, 10,000 x 100"),
     "stats": ("bench_stats", "paired statistics tables"),
 }
