@@ -62,6 +62,16 @@ MAX_TEXT = 20000  # a passage's text in a span (longer ones are cut)
 MAX_RATIONALE = 4000
 
 
+def traces_url(uri: str, experiment_id: str, run_id: str, compare_to: str | None = None) -> str:
+    """The address of a run's cases in MLflow's evaluation view (the run page's Traces tab
+    in the GenAI layout), compared case by case with ``compare_to`` when given."""
+    from raglab.tracking.mlflow_ui import ui_base
+
+    url = (f"{ui_base(uri)}/#/experiments/{experiment_id}/runs/{run_id}/traces"
+           "?workflowType=genai")
+    return url + (f"&compareToRunUuid={compare_to}" if compare_to else "")
+
+
 def is_failed(record: Any) -> bool:
     """A case that failed: an error, or a diagnosis (a passing case has none)."""
     return record.error is not None or record.diagnosis is not None

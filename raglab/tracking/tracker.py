@@ -176,8 +176,14 @@ class MlflowTracker(Tracker):
         from raglab.tracking.mlflow_store import ui_command
         from raglab.tracking.mlflow_ui import run_url
 
-        return (f"MLflow run {self.run.run_id} {self.run_name!r} (experiment "
+        text = (f"MLflow run {self.run.run_id} {self.run_name!r} (experiment "
                 f"{self.cfg.experiment!r}); view it with:\n"
                 f"  {ui_command(self.cfg.uri)}\n"
                 "  then open "
                 f"{run_url(self.cfg.uri, self.run.experiment_id, self.run.run_id)}")
+        if self.cfg.traces != "none":
+            from raglab.tracking.traces import traces_url
+
+            text += ("\n  its cases, one trace each: "
+                     f"{traces_url(self.cfg.uri, self.run.experiment_id, self.run.run_id)}")
+        return text

@@ -52,6 +52,7 @@ def _run_and_traces(tmp_path: Path, run: str = "run") -> tuple[object, list]:
 def test_every_case_is_a_trace_with_spans_expectations_and_feedback(tmp_path, tiny):
     proc = run_cli(*_args(tmp_path, tiny), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    assert "its cases, one trace each: http://127.0.0.1:5000/#/experiments/" in proc.stdout
     records = _records(tmp_path / "run")
     versions = json.loads((tmp_path / "run" / "metrics.json").read_text())["metric_versions"]
     run, traces = _run_and_traces(tmp_path)
@@ -243,3 +244,13 @@ def test_a_case_run_again_replaces_its_trace(tmp_path):
                                   return_type="list")
     assert [(t.info.tags["raglab.case_id"], t.info.state.value) for t in traces] == \
         [("c-1", "OK")]
+
+
+def test_the_cases_address_opens_the_evaluation_view():
+    from raglab.tracking.traces import traces_url
+
+    assert traces_url("sqlite:///m.db", "3", "abc") == \
+        "http://127.0.0.1:5000/#/experiments/3/runs/abc/traces?workflowType=genai"
+    assert traces_url("http://srv:8080/", "3", "abc", compare_to="def").endswith(
+        "/runs/abc/traces?workflowType=genai&compareToRunUuid=def")
+    assert traces_url("http://srv:8080/", "3", "abc").startswith("http://srv:8080/#/")
