@@ -1,9 +1,11 @@
 """The ``tracking`` group: ``none`` (the run directory is the only record) and ``mlflow``
-(mlflow is imported lazily, by :mod:`raglab.tracking.mlflow_store` only)."""
+(mlflow is imported lazily, by :mod:`raglab.tracking.mlflow_store` and, for the cases'
+traces, :mod:`raglab.tracking.traces`)."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -116,7 +118,11 @@ class MlflowTracker(Tracker):
                                    remember=remember)
         self.resumed = previous is not None
         if self.cfg.traces != "none":
-            self.traces = self._trace_writer(dataset, versions)
+            try:
+                self.traces = self._trace_writer(dataset, versions)
+            except Exception as exc:  # noqa: BLE001 - the traces are a view, not the run
+                print(f"raglab: warning: MLflow traces are not written: {exc}",
+                      file=sys.stderr, flush=True)
 
     def _trace_writer(self, dataset: Any, versions: dict[str, str]) -> Any:
         from raglab import registry

@@ -254,3 +254,11 @@ def test_the_cases_address_opens_the_evaluation_view():
     assert traces_url("http://srv:8080/", "3", "abc", compare_to="def").endswith(
         "/runs/abc/traces?workflowType=genai&compareToRunUuid=def")
     assert traces_url("http://srv:8080/", "3", "abc").startswith("http://srv:8080/#/")
+
+
+def test_importing_the_traces_module_does_not_import_mlflow():
+    code = ("import sys, raglab.tracking.traces, raglab.tracking.tracker; "
+            "print('mlflow' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=REPO, check=True)
+    assert out.stdout.strip() == "False"
