@@ -244,6 +244,9 @@ class Tracker(Component, Protocol):
                 ) -> None:
         """The run started (its dataset is loaded and its metric versions known)."""
 
+    def case_recorded(self, record: Any) -> None:
+        """A case's record was written (called from the case loop: must not block)."""
+
     def finished(self, run_dir: Any) -> None:
         """The run finished and wrote ``run_dir``."""
 

@@ -94,6 +94,7 @@ class Run:
         self.versions: dict[str, str] = {}
         self.warnings: list[str] = []
         self.lock = RunDirLock(run_dir)
+        self.tracker: Any = None
 
     # -- before any work ------------------------------------------------------------------
     def preflight(self) -> dict[str, str]:
@@ -169,6 +170,7 @@ class Run:
         self.warnings = self.run_warnings()
         for w in self.warnings:
             print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
+        self.tracker = tracker
         if tracker is not None:
             tracker.run_dir = self.run_dir  # where the tracker keeps its run's id (resume)
             tracker.started(ds, versions, self_graded=self.self_graded())
@@ -228,6 +230,8 @@ class Run:
                 tasks.popleft()  # a finished task holds its record: let it go
                 writer.append(None, usage.stamp(line))
                 kept[rec.case_id] = slim_record(rec)
+                if self.tracker is not None:  # e.g. its MLflow trace, written off this loop
+                    self.tracker.case_recorded(rec)
                 progress.add(1, rec.error is not None)
             if shared is not None:
                 await shared  # what no case waited for (its cases had no answer) is cached too

@@ -1,9 +1,11 @@
 """The ``tracking`` group: ``none`` (the run directory is the only record) and ``mlflow``
-(mlflow is imported lazily, by :mod:`raglab.tracking.mlflow_store` only)."""
+(mlflow is imported lazily, by :mod:`raglab.tracking.mlflow_store` and, for the cases'
+traces, :mod:`raglab.tracking.traces`)."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -32,6 +34,12 @@ class _TrackingSettings(Strict):
     slice_metrics: Literal["all", "headline"] = Field("all", description=(
         "per slice: all (every metric, the default) or headline (headline metrics only; the "
         "full slice table stays in the metrics.json artifact)"))
+    traces: Literal["all", "failed", "none"] = Field("all", description=(
+        "each case as an MLflow trace linked to the run: all (the default), failed (the "
+        "cases with an error or a diagnosis) or none"))
+    assessments: Literal["headline", "all"] = Field("headline", description=(
+        "feedback on each case's trace: headline (the headline per-case metrics, the "
+        "default) or all (every per-case metric)"))
 
 
 class MlflowTrackingCfg(_TrackingSettings):
@@ -42,6 +50,8 @@ class NoTrackingCfg(_TrackingSettings):
     name: Literal["none"]
     # (not in conf/tracking/none.yaml: a run without tracking logs no slices)
     slice_metrics: Literal["all", "headline"] = Field("all", json_schema_extra=UNLISTED)
+    traces: Literal["all", "failed", "none"] = Field("all", json_schema_extra=UNLISTED)
+    assessments: Literal["headline", "all"] = Field("headline", json_schema_extra=UNLISTED)
 
 
 def git_commit(cwd: Path) -> str | None:
@@ -71,6 +81,8 @@ class MlflowTracker(Tracker):
         self.run_name = ctx.run_name
         self.sweep_dir = ctx.sweep_dir
         self.run: Any = None
+        self.traces: Any = None  # the TraceWriter of the run's cases (tracking.traces)
+        self.resumed = False
 
     def check(self) -> None:
         from raglab.tracking.mlflow_store import bound_waits, check_tracking
@@ -107,12 +119,48 @@ class MlflowTracker(Tracker):
                                    self.run_name, flatten_config(self.resolved), tags,
                                    sweep_dir=self.sweep_dir, resume=previous,
                                    remember=remember)
+        self.resumed = previous is not None
+        if self.cfg.traces != "none":
+            try:
+                self.traces = self._trace_writer(dataset, versions)
+            except Exception as exc:  # noqa: BLE001 - the traces are a view, not the run
+                print(f"raglab: warning: MLflow traces are not written: {exc}",
+                      file=sys.stderr, flush=True)
+
+    def _trace_writer(self, dataset: Any, versions: dict[str, str]) -> Any:
+        from raglab import registry
+        from raglab.tracking.traces import TraceWriter
+
+        section = self.ctx.run.grader if self.ctx.run is not None else None
+        grader = section.name if section is not None else "none"
+        try:  # a grader that calls a model is an LLM judge (its class says which model)
+            cls = registry.entry("grader", grader).factory
+            llm_judge = bool(cls.grades and cls.model_id(section))
+        except Exception:  # noqa: BLE001 - an unknown grader grades nothing
+            llm_judge = False
+        return TraceWriter(self.run.uri, self.run.experiment_id, self.run.run_id,
+                           {c.id: c for c in dataset.cases}, versions, grader, llm_judge,
+                           traces=self.cfg.traces, assessments=self.cfg.assessments,
+                           dataset_name=self.ctx.run.dataset.name
+                           if self.ctx.run is not None else "cases")
+
+    def case_recorded(self, record: Any) -> None:
+        if self.traces is not None:
+            self.traces.submit(record)
+
+    def _close_traces(self, run_dir: Path | None = None) -> None:
+        writer, self.traces = self.traces, None
+        if writer is not None:
+            # a resumed run traces the recorded cases its earlier process did not
+            writer.close(run_dir / "records.jsonl" if run_dir is not None and self.resumed
+                         else None)
 
     def finished(self, run_dir: Path) -> None:
         if self.run is None:
             return
         from raglab.data.io import read_run_metrics
 
+        self._close_traces(Path(run_dir))
         files = self.ctx.run_files
         metrics = read_run_metrics(run_dir)
         self.run.finish(run_dir, slice_metrics=self.cfg.slice_metrics,
@@ -122,10 +170,12 @@ class MlflowTracker(Tracker):
                         if files is not None else "")
 
     def killed(self) -> None:
+        self._close_traces()
         if self.run is not None:
             self.run.kill()
 
     def failed(self, message: str) -> None:
+        self._close_traces()
         if self.run is not None:
             self.run.fail(message)
 
@@ -135,8 +185,14 @@ class MlflowTracker(Tracker):
         from raglab.tracking.mlflow_store import ui_command
         from raglab.tracking.mlflow_ui import run_url
 
-        return (f"MLflow run {self.run.run_id} {self.run_name!r} (experiment "
+        text = (f"MLflow run {self.run.run_id} {self.run_name!r} (experiment "
                 f"{self.cfg.experiment!r}); view it with:\n"
                 f"  {ui_command(self.cfg.uri)}\n"
                 "  then open "
                 f"{run_url(self.cfg.uri, self.run.experiment_id, self.run.run_id)}")
+        if self.cfg.traces != "none":
+            from raglab.tracking.traces import traces_url
+
+            text += ("\n  its cases, one trace each: "
+                     f"{traces_url(self.cfg.uri, self.run.experiment_id, self.run.run_id)}")
+        return text

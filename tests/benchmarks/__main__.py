@@ -26,6 +26,8 @@ BENCHMARKS = {
     "scale": ("bench_scale", "7. memory and scale, 2,000 vs 20,000 cases"),
     "compare": ("bench_compare", "8. raglab compare of two 20,000-case runs"),
     "memory": ("bench_memory", "9. peak memory of resume, compare, cases from-run vs the run"),
+    "traces": ("bench_traces", "10. each case an MLflow trace: CPU per case, 200 ms grader, "
+               "traces=failed at 20,000 cases"),
     "retrieval": ("bench_retrieval", "in-process scoring vs pytrec_eval, 10,000 x 100"),
     "stats": ("bench_stats", "paired statistics tables"),
 }

@@ -1,0 +1,413 @@
+"""Each case of a run as an MLflow trace linked to the run, with its expectations and its
+per-case metrics as feedback assessments.
+
+A trace is built here as MLflow's own entities (spans and a ``TraceInfo`` holding its
+assessments) and written with MLflow's tracing client: one ``start_trace`` per trace that
+stores its info, tags, metadata and assessments together (no request per assessment), then
+the spans of many traces in one ``log_spans`` request. The writing happens on a
+background thread fed by the case loop (:meth:`TraceWriter.submit` only queues), so the
+system's and the grader's calls never wait for the store.
+
+Shape of a case's trace (``tracking.traces``: ``all`` cases, only the ``failed`` ones, or
+``none``):
+
+- spans: ``case`` (the root: the question in, the answer out) with the children
+  ``retrieve`` (RETRIEVER: the candidates as documents, id, text and score), ``rerank``
+  (RERANKER), ``assemble context`` (the context passages) and ``generate`` (LLM: the answer
+  and its citations), each as long as the stage's latency in the record;
+- expectations (source HUMAN, the case set): ``expected_response`` (the reference answer),
+  ``expected_facts`` (the nuggets), ``expected_retrieved_context`` (the gold evidence);
+- feedback: one per headline per-case metric (every per-case metric with
+  ``tracking.assessments=all``), its value, its source (``LLM_JUDGE`` or ``CODE`` named
+  ``<grader>@<metric version>`` for graded metrics, ``CODE`` named
+  ``raglab.<family>@<version>`` for the others) and, where the grader's verdicts give
+  evidence, that evidence as the rationale;
+- pairing: MLflow's evaluation view pairs the traces of two runs on their request (the
+  root's inputs, ``{"case_id", "question"}``); the case id is also the trace's
+  ``client_request_id``, its ``mlflow.eval.requestId`` tag and its ``raglab.case_id`` tag.
+
+A resumed run finds the cases its earlier process traced (by the ``raglab.case_id`` tag of
+the run's traces) and traces each case once: a case run again (it had failed) replaces its
+old trace; a case recorded but not yet traced when the process was killed is traced from
+``records.jsonl`` when the run finishes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import queue
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+CASE_TAG = "raglab.case_id"
+#: the trace tag MLflow's evaluation harness pairs on (mlflow.tracing.constant.TraceTagKey)
+EVAL_REQUEST_TAG = "mlflow.eval.requestId"
+SOURCE_RUN = "mlflow.sourceRun"  # TraceMetadataKey.SOURCE_RUN: the run a trace belongs to
+TRACES_MODES = ("all", "failed", "none")
+ASSESSMENT_MODES = ("headline", "all")
+#: traces per write (one log_spans request; one start_trace each)
+BATCH = 64
+#: the case loop never waits for the writer unless this many traces are queued
+QUEUE_MAX = 4096
+MAX_PREVIEW = 1000
+MAX_TEXT = 20000  # a passage's text in a span (longer ones are cut)
+MAX_RATIONALE = 4000
+
+
+def traces_url(uri: str, experiment_id: str, run_id: str, compare_to: str | None = None) -> str:
+    """The address of a run's cases in MLflow's evaluation view (the run page's Traces tab
+    in the GenAI layout), compared case by case with ``compare_to`` when given."""
+    from raglab.tracking.mlflow_ui import ui_base
+
+    url = (f"{ui_base(uri)}/#/experiments/{experiment_id}/runs/{run_id}/traces"
+           "?workflowType=genai")
+    return url + (f"&compareToRunUuid={compare_to}" if compare_to else "")
+
+
+def is_failed(record: Any) -> bool:
+    """A case that failed: an error, or a diagnosis (a passing case has none)."""
+    return record.error is not None or record.diagnosis is not None
+
+
+# ---- building one trace --------------------------------------------------------------------
+def _b64(value: int, size: int) -> str:
+    return base64.b64encode(value.to_bytes(size, "big")).decode("ascii")
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _documents(hits: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Hits as MLflow retriever documents (``page_content``, ``metadata``, ``id``)."""
+    out = []
+    for rank, h in enumerate(hits, start=1):
+        meta: dict[str, Any] = {"doc_id": h.get("doc_id"), "rank": rank, "score": h.get("score")}
+        if h.get("start") is not None:
+            meta.update(start=h.get("start"), end=h.get("end"))
+        out.append({"page_content": (h.get("text") or "")[:MAX_TEXT], "metadata": meta,
+                    "id": h.get("doc_id")})
+    return out
+
+
+class _SpanMaker:
+    """Spans of one trace as MLflow ``Span`` entities, laid end to end from ``t0_ns``."""
+
+    def __init__(self, trace_id: str, otel_trace_id: int):
+        from mlflow.entities import Span
+
+        self._span = Span
+        self.trace_id = trace_id
+        self.otel_trace_id = otel_trace_id
+        self.spans: list[Any] = []
+
+    def add(self, name: str, span_type: str, start_ns: int, end_ns: int, inputs: Any,
+            outputs: Any, parent: int | None = None, error: str | None = None,
+            attributes: Mapping[str, Any] | None = None) -> int:
+        span_id = secrets.randbits(63) or 1
+        attrs = {"mlflow.traceRequestId": _dump(self.trace_id),
+                 "mlflow.spanType": _dump(span_type),
+                 "mlflow.spanInputs": _dump(inputs), "mlflow.spanOutputs": _dump(outputs)}
+        for k, v in (attributes or {}).items():
+            attrs[k] = _dump(v)
+        self.spans.append(self._span.from_dict({
+            "trace_id": _b64(self.otel_trace_id, 16), "span_id": _b64(span_id, 8),
+            "parent_span_id": _b64(parent, 8) if parent is not None else None,
+            "name": name, "start_time_unix_nano": start_ns, "end_time_unix_nano": end_ns,
+            "events": [], "attributes": attrs,
+            "status": {"code": "STATUS_CODE_ERROR" if error else "STATUS_CODE_OK",
+                       "message": error or ""}}))
+        return span_id
+
+
+def _ms_ns(ms: float | None) -> int:
+    return int(round(float(ms or 0.0) * 1e6))
+
+
+def build_spans(maker: _SpanMaker, case: Any, record: Any, t0_ns: int) -> int:
+    """The case's spans; returns the trace's duration in nanoseconds."""
+    out = record.output or {}
+    lat = dict(out.get("latency_ms") or {})
+    total = _ms_ns(lat.get("total")) or sum(_ms_ns(v) for v in lat.values())
+    question = case.question if case is not None else None
+    inputs = {"case_id": record.case_id, "question": question}
+    answer = out.get("answer")
+    root = maker.add("case", "CHAIN", t0_ns, t0_ns + total, inputs,
+                     {"answer": answer} if record.output is not None else None,
+                     error=record.error,
+                     attributes={"raglab.latency_ms": lat} if lat else None)
+    t = t0_ns
+    candidates, context = out.get("candidates") or [], out.get("context") or []
+    if record.output is None:
+        return total
+    retrieved = bool(candidates) or "retrieve" in lat
+    if retrieved:
+        d = _ms_ns(lat.get("retrieve"))
+        maker.add("retrieve", "RETRIEVER", t, t + d, {"query": question},
+                  _documents(candidates), parent=root)
+        t += d
+    if "rerank" in lat:
+        d = _ms_ns(lat.get("rerank"))
+        maker.add("rerank", "RERANKER", t, t + d,
+                  {"query": question, "candidates": len(candidates)},
+                  _documents(context), parent=root)
+        t += d
+    key = next((k for k in ("context", "assemble", "assembly") if k in lat), None)
+    if context or retrieved or key:
+        d = _ms_ns(lat.get(key)) if key else 0
+        maker.add("assemble context", "PARSER", t, t + d, {"passages": len(context)},
+                  _documents(context), parent=root)
+        t += d
+    if answer is not None or "generate" in lat:
+        d = _ms_ns(lat.get("generate"))
+        attrs = {"raglab.usage": out["usage"]} if out.get("usage") else None
+        maker.add("generate", "LLM", t, t + d, {"question": question,
+                                                "context": [h.get("doc_id") for h in context]},
+                  {"answer": answer, "citations": out.get("citations") or []}, parent=root,
+                  attributes=attrs)
+    return total
+
+
+def expectations(case: Any, trace_id: str, dataset_name: str) -> list[Any]:
+    """The case's reference answer, nuggets and gold evidence as MLflow expectations."""
+    from mlflow.entities import AssessmentSource, Expectation
+
+    if case is None:
+        return []
+    source = AssessmentSource(source_type="HUMAN", source_id=f"cases:{dataset_name}")
+    out = []
+    if case.reference_answer:
+        out.append(Expectation("expected_response", case.reference_answer, source=source,
+                               trace_id=trace_id))
+    if case.nuggets:
+        out.append(Expectation("expected_facts", [n.text for n in case.nuggets], source=source,
+                               trace_id=trace_id,
+                               metadata={"vital": _dump([n.vital for n in case.nuggets])}))
+    if case.evidence:
+        out.append(Expectation(
+            "expected_retrieved_context",
+            [{"doc_uri": e.doc_id, "content": e.quote, "start": e.start, "end": e.end,
+              "grade": e.grade} for e in case.evidence],
+            source=source, trace_id=trace_id))
+    return out
+
+
+def _rationale(verdicts: list[Any], family: str) -> str | None:
+    lines = []
+    for v in verdicts:
+        if v.family != family or not v.evidence:
+            continue
+        head = f"{v.label.value if hasattr(v.label, 'value') else v.label}: " if v.label else ""
+        item = f"{v.item} <- " if v.item else ""
+        lines.append(f"- {head}{item}{v.evidence}")
+    return "\n".join(lines)[:MAX_RATIONALE] if lines else None
+
+
+class Assessor:
+    """Which per-case metrics become feedback, and each one's source."""
+
+    def __init__(self, versions: Mapping[str, str], grader: str, llm_judge: bool,
+                 assessments: str = "headline"):
+        from raglab.metrics.catalog import HEADLINE
+
+        self.versions = dict(versions)
+        self.grader = grader
+        self.judge_type = "LLM_JUDGE" if llm_judge else "CODE"
+        self.headline = None if assessments == "all" else set(HEADLINE)
+        self._sources: dict[tuple[str, str], Any] = {}
+
+    def _source(self, family: str | None, graded: bool, grader: str):
+        from mlflow.entities import AssessmentSource
+
+        fam = family or "operational"
+        key = (fam, grader if graded else "")
+        src = self._sources.get(key)
+        if src is None:
+            ver = self.versions.get(fam, "")
+            if graded:
+                src = AssessmentSource(source_type=self.judge_type, source_id=f"{grader}@{ver}")
+            else:
+                src = AssessmentSource(source_type="CODE", source_id=f"raglab.{fam}@{ver}")
+            self._sources[key] = src
+        return src
+
+    def feedback(self, record: Any, trace_id: str) -> list[Any]:
+        from mlflow.entities import Feedback
+
+        from raglab.metrics.catalog import spec_of
+
+        out = []
+        graders = {v.family: v.grader for v in record.verdicts}
+        for name, value in record.metrics.items():
+            if value is None or (self.headline is not None and name not in self.headline):
+                continue
+            spec = spec_of(name)
+            family = spec.family if spec is not None else None
+            graded = bool(spec is not None and spec.judged and family in graders)
+            meta = {"raglab.family": family or "operational"}
+            if family and self.versions.get(family):
+                meta["raglab.metric_version"] = self.versions[family]
+            out.append(Feedback(
+                name=name, value=float(value), trace_id=trace_id, metadata=meta,
+                source=self._source(family, graded, graders.get(family or "", self.grader)),
+                rationale=_rationale(record.verdicts, family) if graded and family else None))
+        return out
+
+
+def build_trace(case: Any, record: Any, run_id: str, experiment_id: str, assessor: Assessor,
+                dataset_name: str) -> tuple[Any, list[Any]]:
+    """``(TraceInfo with its assessments, spans)`` of one case."""
+    from mlflow.entities import TraceInfo, TraceLocation, TraceState
+
+    otel_id = secrets.randbits(128) or 1
+    trace_id = f"tr-{otel_id:032x}"
+    maker = _SpanMaker(trace_id, otel_id)
+    now_ns = time.time_ns()
+    lat = (record.output or {}).get("latency_ms") or {}
+    t0 = now_ns - _ms_ns(lat.get("total"))
+    duration = build_spans(maker, case, record, t0)
+    question = case.question if case is not None else None
+    answer = (record.output or {}).get("answer")
+    info = TraceInfo(
+        trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id),
+        request_time=t0 // 1_000_000, execution_duration=duration // 1_000_000,
+        state=TraceState.ERROR if record.error else TraceState.OK,
+        request_preview=_dump({"case_id": record.case_id, "question": question})[:MAX_PREVIEW],
+        response_preview=(_dump({"answer": answer})[:MAX_PREVIEW]
+                          if record.output is not None else None),
+        client_request_id=record.case_id,
+        trace_metadata={SOURCE_RUN: run_id, "mlflow.trace_schema.version": "3"},
+        tags={"mlflow.traceName": "case", CASE_TAG: record.case_id,
+              EVAL_REQUEST_TAG: record.case_id,
+              "raglab.failed": "true" if is_failed(record) else "false"},
+        assessments=expectations(case, trace_id, dataset_name)
+        + assessor.feedback(record, trace_id))
+    return info, maker.spans
+
+
+# ---- the writer ----------------------------------------------------------------------------
+def traced_cases(client: Any, experiment_id: str, run_id: str) -> dict[str, list[str]]:
+    """``{case id: [trace ids]}`` of the traces already linked to ``run_id``."""
+    out: dict[str, list[str]] = {}
+    token = None
+    while True:
+        page = client.search_traces(locations=[experiment_id], run_id=run_id,
+                                    max_results=500, page_token=token, include_spans=False)
+        for t in page:
+            case_id = t.info.tags.get(CASE_TAG)
+            if case_id is not None:
+                out.setdefault(case_id, []).append(t.info.trace_id)
+        token = page.token
+        if not token:
+            return out
+
+
+_STOP = object()
+
+
+class TraceWriter:
+    """Writes the traces of one run's cases on a background thread.
+
+    :meth:`submit` queues a finished case (and returns at once unless thousands are
+    queued); :meth:`close` traces the recorded cases no process traced yet, writes what is
+    queued and waits for the thread. A failed write is logged, never raised: the traces are
+    a view of the run, ``records.jsonl`` is its record."""
+
+    def __init__(self, uri: str, experiment_id: str, run_id: str, cases: Mapping[str, Any],
+                 versions: Mapping[str, str], grader: str, llm_judge: bool,
+                 traces: str = "all", assessments: str = "headline",
+                 dataset_name: str = "cases", batch: int = BATCH):
+        from mlflow.tracing.client import TracingClient
+
+        self.client = TracingClient(uri)
+        self.experiment_id = str(experiment_id)
+        self.run_id = run_id
+        self.cases = cases
+        self.only_failed = traces == "failed"
+        self.assessor = Assessor(versions, grader, llm_judge, assessments)
+        self.dataset_name = dataset_name
+        self.batch = batch
+        self.done = traced_cases(self.client, self.experiment_id, run_id)
+        self.written = 0
+        self.failures = 0
+        self._submitted: set[str] = set()  # (read and written by the case loop's thread)
+        self._queue: queue.Queue = queue.Queue(maxsize=QUEUE_MAX)
+        self._thread = threading.Thread(target=self._loop, name="raglab-traces", daemon=True)
+        self._thread.start()
+
+    def wanted(self, record: Any) -> bool:
+        return not self.only_failed or is_failed(record)
+
+    def submit(self, record: Any) -> None:
+        """Queue a finished case's record (its trace replaces one an earlier process wrote)."""
+        if self.wanted(record):
+            self._submitted.add(record.case_id)
+            self._queue.put(record)
+
+    def close(self, records: Path | None = None) -> None:
+        """Trace the cases of ``records`` (records.jsonl, given when the run was resumed)
+        that no process traced yet, then wait for every queued trace to be written."""
+        if records is not None and self._thread.is_alive():
+            try:
+                self._catch_up(records)
+            except Exception as exc:  # noqa: BLE001 - the traces are a view, not the record
+                log.warning("MLflow traces: the earlier cases were not traced: %s", exc)
+        self._queue.put(_STOP)
+        self._thread.join()
+
+    def _catch_up(self, records: Path) -> None:
+        from raglab.data.record import read_records
+
+        if not records.is_file():
+            return
+        for rec in read_records(records):
+            if rec.case_id not in self.done and rec.case_id not in self._submitted \
+                    and self.wanted(rec):
+                self._submitted.add(rec.case_id)
+                self._queue.put(rec)
+
+    def _loop(self) -> None:
+        stop = False
+        while not stop:
+            items = [self._queue.get()]
+            while len(items) < self.batch:
+                try:
+                    items.append(self._queue.get(timeout=0.05))
+                except queue.Empty:
+                    break
+            stop = any(r is _STOP for r in items)
+            recs = [r for r in items if r is not _STOP]
+            # the last record of a case wins (a case retried in this very batch)
+            latest = {r.case_id: r for r in recs}
+            if latest:
+                try:
+                    self._write(list(latest.values()))
+                except Exception as exc:  # noqa: BLE001 - logged, the run goes on
+                    self.failures += len(latest)
+                    log.warning("MLflow traces: %d case(s) not traced: %s", len(latest), exc)
+
+    def _write(self, records: list[Any]) -> None:
+        infos, spans = [], []
+        for rec in records:
+            info, sp = build_trace(self.cases.get(rec.case_id), rec, self.run_id,
+                                   self.experiment_id, self.assessor, self.dataset_name)
+            infos.append(info)
+            spans += sp
+        old = [t for rec in records for t in self.done.get(rec.case_id, ())]
+        if old:  # a case run again: its new trace replaces the old one
+            self.client.delete_traces(self.experiment_id, trace_ids=old)
+        # each trace's info first (its one insert, assessments included), then the spans of
+        # them all in one request (spans first would make each start_trace a merge)
+        for info in infos:
+            self.client.start_trace(info)
+            self.done[info.tags[CASE_TAG]] = [info.trace_id]
+        self.client.log_spans(self.experiment_id, spans)
+        self.written += len(infos)
