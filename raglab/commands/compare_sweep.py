@@ -10,7 +10,13 @@ from raglab.metrics.catalog import SWEEP_TERMINAL
 def run_sweep(args, cfg) -> None:
     from raglab.commands.common import write_outputs
     from raglab.compare.load import DEFAULT_TRACKING_URI, safe_name
-    from raglab.compare.sweep import compare_sweep, find_job, load_sweep, sweep_json
+    from raglab.compare.sweep import (
+        compare_sweep,
+        find_job,
+        load_sweep,
+        resolve_baseline,
+        sweep_json,
+    )
     from raglab.compare.sweep_render import (
         render_sweep_html,
         render_sweep_md,
@@ -19,8 +25,11 @@ def run_sweep(args, cfg) -> None:
     from raglab.data.io import json_text
 
     ref = args.runs[0]
-    jobs, params = load_sweep(ref, args.uri or DEFAULT_TRACKING_URI)
-    base = find_job(jobs, args.baseline)
+    uri = args.uri or DEFAULT_TRACKING_URI
+    # an MLflow parent's job numbers and values are in its tags: resolved before loading
+    wanted = resolve_baseline(ref, uri, args.baseline) or args.baseline
+    jobs, params = load_sweep(ref, uri)
+    base = find_job(jobs, wanted) if wanted is not None else jobs[0]
     if len(jobs) < 2:
         from raglab.errors import UserError
         raise UserError(f"the sweep {ref} has one job only: nothing to compare")

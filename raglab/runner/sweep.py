@@ -39,9 +39,10 @@ class SweepSummary:
         pass
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        from raglab.runner.naming import job_overrides
+        from raglab.runner.naming import job_overrides, sweeper_params
 
-        n_jobs = len(job_overrides([str(o) for o in config.hydra.overrides.task], True))
+        n_jobs = len(job_overrides([str(o) for o in config.hydra.overrides.task], True,
+                                   sweeper_params(config.hydra.get("sweeper"))))
         OVER_ERROR_RATE[:] = over_error_rate(Path(str(config.hydra.sweep.dir)).resolve(),
                                              n_jobs)
         try:
@@ -86,17 +87,18 @@ def _job_values(run_dir: Path, keys: list[str], overrides: list[str],
     return dict(name_parts(cfg, keys, choices))
 
 
-def jobs_of(sweep_dir: Path, overrides: list[str], groups: set[str]
-            ) -> tuple[list[str], list[dict]]:
+def jobs_of(sweep_dir: Path, overrides: list[str], groups: set[str],
+            params: dict[str, str] | None = None) -> tuple[list[str], list[dict]]:
     """``(swept keys, jobs)`` of a finished sweep, each job with its values and metrics
-    (``groups``: the config groups, whose swept value is a choice)."""
+    (``groups``: the config groups, whose swept value is a choice; ``params``: the sweep's
+    ``hydra.sweeper.params``)."""
     from raglab.data.io import read_run_metrics
     from raglab.errors import UserError
     from raglab.runner.naming import job_overrides, swept_keys
 
-    keys = swept_keys(overrides)
+    keys = swept_keys(overrides, params)
     jobs = []
-    for num, job in enumerate(job_overrides(overrides, True)):
+    for num, job in enumerate(job_overrides(overrides, True, params)):
         run_dir = sweep_dir / str(num)
         try:
             metrics = read_run_metrics(run_dir)
@@ -129,12 +131,13 @@ def summarize(config: Any) -> str:
         sweep_rows,
         sweep_text,
     )
-    from raglab.runner.naming import short_labels, sweep_name
+    from raglab.runner.naming import short_labels, sweep_name, sweeper_params
 
     sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
     overrides = [str(o) for o in config.hydra.overrides.task]
     groups = {str(g) for g in (config.hydra.runtime.get("choices") or {})}
-    keys, jobs = jobs_of(sweep_dir, overrides, groups)
+    declared = sweeper_params(config.hydra.get("sweeper"))
+    keys, jobs = jobs_of(sweep_dir, overrides, groups, declared)
     labels = short_labels(keys)
     header, rows = sweep_rows(jobs, keys, labels)
     name = str(config.get("run_name") or sweep_name(keys))
@@ -158,7 +161,13 @@ def summarize(config: Any) -> str:
                                 {j["num"]: j["dir"] for j in jobs}, keys,
                                 sweep_columns(jobs))
         if found:
+            from raglab.tracking.results import set_job_values
+
             parent, _exp, url = found
+            # each job's swept values beside its run id: --baseline resolves on these
+            set_job_values(str(tracking.get("uri")), parent,
+                           {j["num"]: ",".join(f"{k}={v}" for k, v in j["values"].items())
+                            for j in jobs})
             lines += [f"MLflow parent run {parent} {name!r} (experiment "
                       f"{tracking.get('experiment')!r}); view the sweep with:",
                       f"  {ui_command(str(tracking.get('uri')))}", f"  then open {url}"]
