@@ -47,6 +47,12 @@ def run_sweep(args, cfg) -> None:
     else:
         out = Path.cwd() / f"compare-sweep-{ref[:8]}-vs-{safe_name(base.name)}"
     out = out.resolve()
-    write_outputs(out, files)
+    paths = write_outputs(out, files)
     print(render_sweep_terminal(sc, list(SWEEP_TERMINAL)))
     print(f"wrote {out}/compare.md, compare.html, compare.json")
+    if not sweep_dir.is_dir():  # an MLflow parent run: the figures and the heat map on it
+        from raglab.compare.sweep import log_to_parent
+
+        n = log_to_parent(sc, ref, uri, paths)
+        print(f"logged to MLflow parent run {ref} ({n} sweep.* figures, artifacts compare/, "
+              "tag raglab.sweep.baseline)")

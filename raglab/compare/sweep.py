@@ -200,3 +200,27 @@ def sweep_json(sc: SweepComparison) -> dict:
         "comparisons": {n: {"rows": c.rows, "versions": c.versions, "warnings": c.warnings}
                         for n, c in sc.comparisons.items()},
     }
+
+
+def job_numbers(sc: SweepComparison, tracking_uri: str) -> dict[str, str]:
+    """Each job's number in its sweep, by job name: the parent's job tags for an MLflow
+    parent (the run's place in job order when it has none), the subdirectory otherwise."""
+    numbers = {j.name: j.number for j in sc.jobs}
+    if sc.jobs and sc.jobs[0].source.mlflow_run_id is not None:
+        tagged = {t["run_id"]: str(t["num"]) for t in _tagged_jobs(sc.ref, tracking_uri)}
+        numbers = {j.name: tagged.get(j.number, str(i)) for i, j in enumerate(sc.jobs)}
+    return numbers
+
+
+def log_to_parent(sc: SweepComparison, parent_id: str, tracking_uri: str,
+                  files: list[Path]) -> int:
+    """Each job's headline deltas and intervals against the baseline job, as metrics of
+    the sweep's MLflow parent run (``sweep.<job number>.<metric>.delta``, ...), and the
+    comparison's files (the heat map in compare.html) as its artifacts."""
+    from raglab.tracking.results import log_sweep_comparison
+
+    numbers = job_numbers(sc, tracking_uri)
+    cells = {m: {numbers[name]: cell for name, cell in by_job.items()}
+             for m, by_job in sc.cells.items()}
+    return log_sweep_comparison(parent_id, tracking_uri, numbers[sc.baseline.name], cells,
+                                files)

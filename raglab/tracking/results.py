@@ -58,6 +58,20 @@ def row_figures(rows: Iterable[Mapping], figures: tuple[str, ...] = ROW_FIGURES
     return out
 
 
+def confirmatory_rows(rows: Iterable[Mapping]) -> list[Mapping]:
+    """The confirmatory family of a comparison: rows marked ``family: confirmatory``, or,
+    for rows without a family, each headline metric overall."""
+    from raglab.metrics.catalog import HEADLINE
+
+    out = []
+    for r in rows:
+        if r.get("slice") is not None:
+            continue
+        if r.get("family") == "confirmatory" or ("family" not in r and r["metric"] in HEADLINE):
+            out.append(r)
+    return out
+
+
 def _log_changed(client, run_id: str, values: Mapping[str, float],
                  tags: Mapping[str, str] | None = None) -> int:
     """Log the metrics whose latest value differs (or that are new) and set the tags; the
