@@ -171,3 +171,38 @@ def sweep_jobs(parent_id: str, uri: str) -> list[dict]:
             jobs.append({"num": int(num), "run_id": run_id,
                          "values": tags.get(f"{JOB_TAG}{num}{JOB_VALUES_SUFFIX}")})
     return sorted(jobs, key=lambda j: j["num"])
+
+
+# ---- the sweep's address: its jobs listed, on the chart view --------------------------------
+#: the runs page's query parameter that picks its table or chart view (MLflow 3.17)
+COMPARE_MODE_PARAM = "compareRunsMode"
+
+
+def open_on_jobs(uri: str, experiment_id: str, url: str, metric: str | None,
+                 higher_is_better: bool = True) -> str:
+    """Make the sweep's saved view (the ``viewStateShareKey`` of ``url``) list its jobs
+    sorted by ``metric``, best first, and return the address that opens it on the chart
+    view (``compareRunsMode=CHART``).
+
+    MLflow 3.17 nests child runs under a collapsed parent while the table is sorted by start
+    time (its default) and drops ``runsExpanded`` from a shared view, so a sweep's view sorted
+    by start time opens on one collapsed row and empty charts; sorted by a metric, the table
+    lists every job (the view's filter keeps the sweep's own) and the charts show them."""
+    import json
+
+    from raglab.tracking.client import _client
+    from raglab.tracking.mlflow_ui import VIEW_TAG_PREFIX, VIEW_URL_PARAM, set_view
+    from raglab.tracking.uris import normalize_uri
+
+    view_id = url.split(f"{VIEW_URL_PARAM}=", 1)[1].split("&", 1)[0]
+    client = _client(normalize_uri(uri))
+    value = (client.get_experiment(experiment_id).tags or {}).get(VIEW_TAG_PREFIX + view_id)
+    if value is None:
+        return url
+    saved = json.loads(value)
+    state = json.loads(saved["state"])
+    if metric is not None:
+        state.update(orderByKey=f"metrics.`{metric_key(metric)}`",
+                     orderByAsc=not higher_is_better)
+    set_view(client, experiment_id, view_id, saved["name"], state)
+    return f"{url}&{COMPARE_MODE_PARAM}=CHART"

@@ -26,9 +26,9 @@ class _TrackingSettings(Strict):
     # the longest a run waits for an MLflow server that stopped answering (all retries of
     # one request), before it says how to finish the logging later
     timeout_s: float = Field(30.0, gt=0, json_schema_extra=UNLISTED)
-    slice_metrics: Literal["all", "headline"] = Field("all", description=(
-        "per slice: all (every metric, the default) or headline (headline metrics only; the "
-        "full slice table stays in the metrics.json artifact)"))
+    slice_metrics: Literal["all", "headline"] = Field("headline", description=(
+        "per slice: headline (headline metrics only, the default; the full slice table "
+        "stays in the metrics.json artifact and the report) or all (every metric)"))
 
 
 class MlflowTrackingCfg(_TrackingSettings):
@@ -38,7 +38,7 @@ class MlflowTrackingCfg(_TrackingSettings):
 class NoTrackingCfg(_TrackingSettings):
     name: Literal["none"]
     # (not in conf/tracking/none.yaml: a run without tracking logs no slices)
-    slice_metrics: Literal["all", "headline"] = Field("all", json_schema_extra=UNLISTED)
+    slice_metrics: Literal["all", "headline"] = Field("headline", json_schema_extra=UNLISTED)
 
 
 def git_commit(cwd: Path) -> str | None:

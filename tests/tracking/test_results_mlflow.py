@@ -27,7 +27,12 @@ def store(tmp_path_factory):
     parent = next(r for r in client.search_runs([exp.experiment_id])
                   if "mlflow.parentRunId" not in r.data.tags)
     jobs = [parent.data.tags[f"raglab.sweep.job.{n}"] for n in range(2)]
+    STDOUT[:] = [res.stdout]
     return d, uri, parent.info.run_id, jobs
+
+
+#: the sweep's own output (the module's fixture keeps its four-value shape)
+STDOUT: list[str] = []
 
 
 def _client(uri):
@@ -117,3 +122,37 @@ def test_decide_tags_the_candidate_and_logs_the_record(store):
     assert f"<h1>Decision: {decision}" in html and "<table>" in html
     assert "<script" not in html
     assert sorted(p.suffix for p in (d / "st").iterdir()) == [".json", ".md"]
+
+
+def test_the_sweep_says_whether_its_best_job_is_significantly_better(store):
+    out = STDOUT[0]
+    best = next(ln for ln in out.splitlines() if ln.startswith("best "))
+    assert best.startswith("best final.evidence_recall ↑: job 1 (k=3)"), best
+    assert "significantly better than the runner-up, job 0 (k=1)" in best
+    assert "(paired, alpha 0.05): +" in best and "n=" in best
+
+
+def test_the_sweep_address_opens_its_jobs_sorted_best_first_on_the_chart_view(store):
+    d, uri, parent, _ = store
+    url = next(ln for ln in STDOUT[0].splitlines() if "then open" in ln)
+    assert url.endswith("&compareRunsMode=CHART")
+    exp = _client(uri).get_experiment_by_name("raglab")
+    view = json.loads(exp.tags[f"mlflow.sharedViewState.raglab-sweep-{parent[:12]}"])
+    state = json.loads(view["state"])
+    assert state["orderByKey"] == "metrics.`final.evidence_recall`"
+    assert state["orderByAsc"] is False
+
+
+def test_slices_in_mlflow_default_to_the_headline_metrics(store):
+    from raglab.metrics.catalog import HEADLINE
+    from raglab.tracking.keys import metric_key, parse_slice_key
+
+    d, uri, _, (base, _cand) = store
+    metrics = _client(uri).get_run(base).data.metrics
+    sliced = {parse_slice_key(k)[2] for k in metrics
+              if k.startswith("slice/") and "/diagnosis." not in k}
+    assert sliced and sliced <= {metric_key(m) for m in HEADLINE} | {"n"}
+    assert "candidate.ndcg_at_10" in metrics  # overall: every metric
+    summary = json.loads((d / "sw" / "0" / "metrics.json").read_text())
+    assert any("candidate.ndcg@10" in ms for v in summary["slices"].values()
+               for ms in v.values())  # the full table stays in metrics.json
