@@ -144,7 +144,7 @@ def run_pair(args, cfg) -> None:
         rows = confirmatory_rows(comp.rows) if base.mlflow_run_id else []
         n = log_comparison(cand.mlflow_run_id, cand.tracking_uri, rows, paths,
                            tags={"raglab.compared_with": base.mlflow_run_id or str(base.run_dir)})
-        figures = f", {n} compare.* figures logged" if rows else ""
+        figures = f", {n} new or changed compare.* figures" if rows else ""
         print(f"logged to MLflow run {cand.mlflow_run_id} (artifacts compare/, tag "
               f"raglab.compared_with{figures})")
     sys.stdout.flush()

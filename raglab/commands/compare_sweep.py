@@ -54,5 +54,5 @@ def run_sweep(args, cfg) -> None:
         from raglab.compare.sweep import log_to_parent
 
         n = log_to_parent(sc, ref, uri, paths)
-        print(f"logged to MLflow parent run {ref} ({n} sweep.* figures, artifacts compare/, "
-              "tag raglab.sweep.baseline)")
+        print(f"logged to MLflow parent run {ref} ({n} new or changed sweep.* figures, "
+              "artifacts compare/, tag raglab.sweep.baseline)")
