@@ -160,10 +160,13 @@ def run_pair(args, cfg) -> None:
     print(term_lines(render_terminal(comp)))  # slice values may hold escapes
     print(f"wrote {out}/compare.md, compare.html, compare.json")
     if cand.mlflow_run_id and cand.tracking_uri:
-        from raglab.tracking.mlflow_store import log_files_to_run
+        from raglab.tracking.results import confirmatory_rows, log_comparison
 
-        log_files_to_run(cand.mlflow_run_id, cand.tracking_uri, paths, artifact_path="compare",
-                         tags={"raglab.compared_with": base.mlflow_run_id or str(base.run_dir)})
+        # the confirmatory figures when both runs are in MLflow (docs/mlflow.md)
+        rows = confirmatory_rows(comp.rows) if base.mlflow_run_id else []
+        n = log_comparison(cand.mlflow_run_id, cand.tracking_uri, rows, paths,
+                           tags={"raglab.compared_with": base.mlflow_run_id or str(base.run_dir)})
+        figures = f", {n} new or changed compare.* figures" if rows else ""
         print(f"logged to MLflow run {cand.mlflow_run_id} (artifacts compare/, tag "
-              "raglab.compared_with)")
+              f"raglab.compared_with{figures})")
     sys.stdout.flush()

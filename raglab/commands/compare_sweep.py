@@ -10,7 +10,13 @@ from raglab.metrics.catalog import SWEEP_TERMINAL
 def run_sweep(args, cfg) -> None:
     from raglab.commands.common import write_outputs
     from raglab.compare.load import DEFAULT_TRACKING_URI, safe_name
-    from raglab.compare.sweep import compare_sweep, find_job, load_sweep, sweep_json
+    from raglab.compare.sweep import (
+        compare_sweep,
+        find_job,
+        load_sweep,
+        resolve_baseline,
+        sweep_json,
+    )
     from raglab.compare.sweep_render import (
         render_sweep_html,
         render_sweep_md,
@@ -19,8 +25,11 @@ def run_sweep(args, cfg) -> None:
     from raglab.data.io import json_text
 
     ref = args.runs[0]
-    jobs, params = load_sweep(ref, args.uri or DEFAULT_TRACKING_URI)
-    base = find_job(jobs, args.baseline)
+    uri = args.uri or DEFAULT_TRACKING_URI
+    # an MLflow parent's job numbers and values are in its tags: resolved before loading
+    wanted = resolve_baseline(ref, uri, args.baseline) or args.baseline
+    jobs, params = load_sweep(ref, uri)
+    base = find_job(jobs, wanted) if wanted is not None else jobs[0]
     if len(jobs) < 2:
         from raglab.errors import UserError
         raise UserError(f"the sweep {ref} has one job only: nothing to compare")
@@ -38,8 +47,14 @@ def run_sweep(args, cfg) -> None:
     else:
         out = Path.cwd() / f"compare-sweep-{ref[:8]}-vs-{safe_name(base.name)}"
     out = out.resolve()
-    write_outputs(out, files)
+    paths = write_outputs(out, files)
     from raglab.text.escape import term_lines
 
     print(term_lines(render_sweep_terminal(sc, list(SWEEP_TERMINAL))))
     print(f"wrote {out}/compare.md, compare.html, compare.json")
+    if not sweep_dir.is_dir():  # an MLflow parent run: the figures and the heat map on it
+        from raglab.compare.sweep import log_to_parent
+
+        n = log_to_parent(sc, ref, uri, paths)
+        print(f"logged to MLflow parent run {ref} ({n} new or changed sweep.* figures, "
+              "artifacts compare/, tag raglab.sweep.baseline)")

@@ -195,12 +195,46 @@ def _sets(override: str, key: str) -> bool:
     return override.split("=", 1)[0].lstrip("+~") == key
 
 
-def validate_jobs(overrides: list[str], multirun: bool) -> list[list[str]]:
-    """Compose and validate every job; ComposeError (one line, naming the job of a sweep)."""
+def sweep_params(overrides: list[str]) -> dict[str, str]:
+    """The ``hydra.sweeper.params`` of a sweep's configuration (its command line composed as
+    Hydra composes a multirun's, a swept config group left at its default), for a basic
+    sweeper; ComposeError when the command line does not compose."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
+
+    from raglab.runner.naming import sweeper_params
+
+    register_schema_defaults()
+
+    def master() -> Any:
+        hydra = GlobalHydra.instance().hydra
+        assert hydra is not None  # initialized just above or by the caller
+        return hydra.compose_config("config", overrides, run_mode=RunMode.MULTIRUN,
+                                    from_shell=True, with_log_configuration=False)
+
+    try:
+        if GlobalHydra.instance().is_initialized():
+            cfg = master()
+        else:
+            with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+                cfg = master()
+        return sweeper_params(cfg.hydra.sweeper)
+    except Exception as e:
+        err = compose_error(e, overrides)
+        if err is None:
+            raise
+        raise err from None
+
+
+def validate_jobs(overrides: list[str], multirun: bool,
+                  params: dict[str, str] | None = None) -> list[list[str]]:
+    """Compose and validate every job (``params``: the sweep's ``hydra.sweeper.params``);
+    ComposeError (one line, naming the job of a sweep)."""
     from raglab.config import parse_run_config
     from raglab.errors import UserError
 
-    jobs = job_overrides(overrides, multirun)
+    jobs = job_overrides(overrides, multirun, params)
     for num, job in enumerate(jobs):
         where = f"job {num} ({' '.join(job)}): " if multirun and len(jobs) > 1 else ""
         try:

@@ -149,12 +149,20 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     print(_terminal(record))
     print(f"wrote {paths[1]} and {paths[0].name}")
     if cand.mlflow_run_id and cand.tracking_uri:
-        from raglab.tracking.mlflow_store import log_files_to_run
+        import tempfile
 
-        log_files_to_run(cand.mlflow_run_id, cand.tracking_uri, paths, artifact_path="decision",
-                         tags={"raglab.decision": record["decision"]})
-        print(f"MLflow run {cand.mlflow_run_id}: tag raglab.decision={record['decision']}, "
-              "artifacts decision/")
+        from raglab.compare.record_html import markdown_html
+        from raglab.tracking.results import log_decision
+
+        with tempfile.TemporaryDirectory() as tmp:  # the HTML rendering goes to MLflow only
+            html = Path(tmp) / f"{stem}.html"
+            html.write_text(markdown_html(f"Decision {record['decision']}: {name}",
+                                          render_record(record)), encoding="utf-8")
+            log_decision(cand.mlflow_run_id, cand.tracking_uri, record["decision"],
+                         record["gates"]["name"], [*paths, html],
+                         base.mlflow_run_id or str(base.run_dir))
+        print(f"MLflow run {cand.mlflow_run_id}: tags raglab.decision={record['decision']}, "
+              f"raglab.decision.gates={record['gates']['name']}, artifacts decision/")
     return 0 if record["decision"] == GO else 1
 
 

@@ -1,6 +1,7 @@
 """``raglab run [overrides]`` (and ``-m`` sweeps): a Hydra application built lazily.
 
-Before Hydra starts a sweep, every job's configuration is composed and validated, so a
+Before Hydra starts a sweep, every job's configuration is composed and validated (the jobs
+of the command line and of ``hydra.sweeper.params`` alike), so a
 configuration error fails with one line, creates no run directory and runs no job. A single
 run is composed once, by Hydra: an error composing it is turned into the same one line, and
 one found validating it removes the (still empty) run directory Hydra made. A sweep prints
@@ -255,14 +256,16 @@ def main(argv: list[str]) -> None:
             fail(str(e), 2)
         return
     if plain and multirun:  # compose and validate every job before Hydra makes anything
-        from raglab.commands.compose import validate_jobs
+        from raglab.commands.compose import sweep_params, validate_jobs
         from raglab.runner.naming import swept_keys
 
-        try:
-            jobs = validate_jobs(overrides, multirun)
+        try:  # the command line and the hydra.sweeper.params of its configuration
+            params = sweep_params(overrides)
+            jobs = validate_jobs(overrides, multirun, params)
         except ConfigError as e:
             fail(str(e), 2)
-        os.environ[SWEEP_ENV] = json.dumps({"keys": swept_keys(overrides), "jobs": len(jobs)})
+        os.environ[SWEEP_ENV] = json.dumps({"keys": swept_keys(overrides, params),
+                                            "jobs": len(jobs)})
     import hydra
 
     from raglab.commands.common import conf_dir

@@ -71,6 +71,9 @@ def load_sweep(ref: str, tracking_uri: str) -> tuple[list[Job], list[str]]:
         children = child_runs(ref, tracking_uri)
         if not children:
             raise UserError(f"MLflow run {ref} has no child runs: not a sweep's parent run")
+        order = {j["run_id"]: j["num"] for j in _tagged_jobs(ref, tracking_uri)}
+        if order:  # job 0 first, as Hydra numbered them
+            children.sort(key=lambda c: order.get(c["run_id"], len(order)))
         sweep_dir = parent["tags"].get("raglab.sweep_dir")
         keys = swept_keys(_read_yaml(Path(sweep_dir) / "multirun.yaml")) if sweep_dir else []
         sources = [(c["run_id"], load_mlflow(c["run_id"], tracking_uri)) for c in children]
@@ -80,24 +83,53 @@ def load_sweep(ref: str, tracking_uri: str) -> tuple[list[Job], list[str]]:
     return jobs, list(jobs[0].params)
 
 
+def _pairs(text: str) -> set[str]:
+    parts: list[str] = []
+    for piece in text.split(","):
+        if "=" in piece or not parts:
+            parts.append(piece.strip())
+        else:
+            parts[-1] += "," + piece
+    return set(parts)
+
+
 def find_job(jobs: list[Job], wanted: str) -> Job:
     """The job named ``wanted``: its number/run id, its name, or its parameters in any order."""
-    def pairs(text: str) -> set[str]:
-        parts: list[str] = []
-        for piece in text.split(","):
-            if "=" in piece or not parts:
-                parts.append(piece.strip())
-            else:
-                parts[-1] += "," + piece
-        return set(parts)
-
     for test in (lambda j: j.number == wanted, lambda j: j.name == wanted,
-                 lambda j: pairs(j.name) == pairs(wanted)):
+                 lambda j: _pairs(j.name) == _pairs(wanted)):
         found = [j for j in jobs if test(j)]
         if len(found) == 1:
             return found[0]
     names = ", ".join(f"{j.number}: {j.name}" for j in jobs[:12])
     raise UserError(f"--baseline {wanted!r} names no job of the sweep (jobs: {names})")
+
+
+def _tagged_jobs(ref: str, tracking_uri: str) -> list[dict]:
+    from raglab.tracking.results import sweep_jobs
+
+    return sweep_jobs(ref, tracking_uri)
+
+
+def resolve_baseline(ref: str, tracking_uri: str, wanted: str | None) -> str | None:
+    """For an MLflow parent run whose tags list its jobs: the run id of the baseline job
+    (``wanted``: a job number, a run id, or ``KEY=VALUE,...`` in any order; None: job 0),
+    read from the parent's tags before any run is loaded; UserError when it names no job.
+    None for a sweep directory or a parent without job tags (the loaded jobs decide)."""
+    if Path(ref).expanduser().is_dir() or not MLFLOW_ID.match(ref):
+        return None
+    tagged = _tagged_jobs(ref, tracking_uri)
+    if not tagged:
+        return None
+    if wanted is None:
+        return tagged[0]["run_id"]
+    for test in (lambda j: str(j["num"]) == wanted, lambda j: j["run_id"] == wanted,
+                 lambda j: j["values"] == wanted,
+                 lambda j: j["values"] is not None and _pairs(j["values"]) == _pairs(wanted)):
+        found = [j for j in tagged if test(j)]
+        if len(found) == 1:
+            return found[0]["run_id"]
+    names = ", ".join(f"{j['num']}: {j['values'] or j['run_id']}" for j in tagged[:12])
+    raise UserError(f"--baseline {wanted!r} names no job of the sweep {ref} (jobs: {names})")
 
 
 # ---- comparing ------------------------------------------------------------------------------
@@ -169,3 +201,27 @@ def sweep_json(sc: SweepComparison) -> dict:
         "comparisons": {n: {"rows": c.rows, "versions": c.versions, "warnings": c.warnings}
                         for n, c in sc.comparisons.items()},
     }
+
+
+def job_numbers(sc: SweepComparison, tracking_uri: str) -> dict[str, str]:
+    """Each job's number in its sweep, by job name: the parent's job tags for an MLflow
+    parent (the run's place in job order when it has none), the subdirectory otherwise."""
+    numbers = {j.name: j.number for j in sc.jobs}
+    if sc.jobs and sc.jobs[0].source.mlflow_run_id is not None:
+        tagged = {t["run_id"]: str(t["num"]) for t in _tagged_jobs(sc.ref, tracking_uri)}
+        numbers = {j.name: tagged.get(j.number, str(i)) for i, j in enumerate(sc.jobs)}
+    return numbers
+
+
+def log_to_parent(sc: SweepComparison, parent_id: str, tracking_uri: str,
+                  files: list[Path]) -> int:
+    """Each job's headline deltas and intervals against the baseline job, as metrics of
+    the sweep's MLflow parent run (``sweep.<job number>.<metric>.delta``, ...), and the
+    comparison's files (the heat map in compare.html) as its artifacts."""
+    from raglab.tracking.results import log_sweep_comparison
+
+    numbers = job_numbers(sc, tracking_uri)
+    cells = {m: {numbers[name]: cell for name, cell in by_job.items()}
+             for m, by_job in sc.cells.items()}
+    return log_sweep_comparison(parent_id, tracking_uri, numbers[sc.baseline.name], cells,
+                                files)

@@ -5,8 +5,9 @@ from the redacted configuration rather than from the command line, so a secret p
 override can never reach a run name. A key is shown by its last part (``chunker.size`` ->
 ``size``) unless two keys share it; a path by its file name; a config group by its choice.
 
-A sweep's jobs and swept keys are read from its overrides with Hydra's own override parser
-and basic sweeper, so job ``N`` here is Hydra's job ``N``.
+A sweep's jobs and swept keys are read from its overrides and the ``hydra.sweeper.params``
+of its configuration (an ``experiment/`` file may declare the whole study there) with Hydra's
+own override parser and basic sweeper, so job ``N`` here is Hydra's job ``N``.
 """
 
 from __future__ import annotations
@@ -106,30 +107,69 @@ def sweep_name(keys: list[str]) -> str:
 
 
 # ---- a sweep's jobs (Hydra's override grammar and its basic sweeper's job order) --------
-def job_overrides(overrides: list[str], multirun: bool) -> list[list[str]]:
-    """Each job's overrides, in Hydra's job order (its basic sweeper's cartesian product)."""
-    if not multirun:
-        return [list(overrides)]
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+BASIC_SWEEPER = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+
+
+def sweeper_params(sweeper: Any) -> dict[str, str]:
+    """``hydra.sweeper.params`` of a composed configuration (``{KEY: "v1,v2"}``) when its
+    sweeper is Hydra's basic one, whose job order raglab reproduces; ``{}`` otherwise."""
+    if sweeper is None:
+        return {}
+    from omegaconf import DictConfig, OmegaConf
+
+    if isinstance(sweeper, DictConfig):
+        sweeper = OmegaConf.to_container(sweeper, resolve=True)
+    if not isinstance(sweeper, Mapping) or sweeper.get("_target_") != BASIC_SWEEPER:
+        return {}
+    params = sweeper.get("params") or {}
+    return {str(k): _param_text(v) for k, v in params.items()} if isinstance(params, Mapping) \
+        else {}
+
+
+def _param_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else str(value)
+
+
+def sweep_arguments(overrides: list[str], params: Mapping[str, str] | None = None) -> list[str]:
+    """What Hydra's basic sweeper expands: ``hydra.sweeper.params`` as ``KEY=VALUE``, then
+    the command line's overrides (a key given on both keeps the command line's value)."""
+    return [f"{k}={v}" for k, v in (params or {}).items()] + list(overrides)
+
+
+def _parse(arguments: list[str]) -> list[Any]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
     try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
+        return OverridesParser.create().parse_overrides(arguments)
     except OverrideParseException as e:
         raise ConfigError(f"override: {str(e).strip().splitlines()[0]}") from None
-    batches = BasicSweeper.split_arguments(parsed, None)
+
+
+def job_overrides(overrides: list[str], multirun: bool,
+                  params: Mapping[str, str] | None = None) -> list[list[str]]:
+    """Each job's overrides, in Hydra's job order (its basic sweeper's cartesian product of
+    ``hydra.sweeper.params`` and the command line)."""
+    if not multirun:
+        return [list(overrides)]
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+
+    batches = BasicSweeper.split_arguments(_parse(sweep_arguments(overrides, params)), None)
     return [job for batch in batches for job in batch]
 
 
-def swept_keys(overrides: list[str]) -> list[str]:
-    """The keys a sweep varies (``chunker.size=64,128 k=3,5`` -> ``["chunker.size", "k"]``),
-    Hydra's own keys left out."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
+def swept_keys(overrides: list[str], params: Mapping[str, str] | None = None) -> list[str]:
+    """The keys a sweep varies, in Hydra's order (``hydra.sweeper.params`` ``{k: 3,5}`` and
+    ``chunker.size=64,128`` -> ``["k", "chunker.size"]``), Hydra's own keys left out. As in
+    Hydra's basic sweeper, a key set twice keeps its first place and its last value."""
     try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception:  # noqa: BLE001 - reported by validate_jobs
+        parsed = _parse(sweep_arguments(overrides, params))
+    except ConfigError:  # reported by validate_jobs
         return []
-    keys = [o.get_key_element() for o in parsed if o.is_sweep_override()]
-    return [k.lstrip("+~") for k in keys if not k.startswith(("hydra.", "hydra/"))]
+    final: dict[str, bool] = {}
+    for o in parsed:
+        final[o.get_key_element()] = o.is_sweep_override()
+    return [k.lstrip("+~") for k, swept in final.items()
+            if swept and not k.startswith(("hydra.", "hydra/"))]

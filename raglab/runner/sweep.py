@@ -46,10 +46,11 @@ class SweepSummary:
         pass
 
     def on_multirun_end(self, config: Any, **kwargs: Any) -> None:
-        from raglab.runner.naming import job_overrides
+        from raglab.runner.naming import job_overrides, sweeper_params
 
         _scrub_config_file(Path(str(config.hydra.sweep.dir)) / "multirun.yaml")
-        n_jobs = len(job_overrides([str(o) for o in config.hydra.overrides.task], True))
+        n_jobs = len(job_overrides([str(o) for o in config.hydra.overrides.task], True,
+                                   sweeper_params(config.hydra.get("sweeper"))))
         OVER_ERROR_RATE[:] = over_error_rate(Path(str(config.hydra.sweep.dir)).resolve(),
                                              n_jobs)
         try:
@@ -141,17 +142,18 @@ def _job_values(run_dir: Path, keys: list[str], overrides: list[str],
     return dict(name_parts(cfg, keys, choices))
 
 
-def jobs_of(sweep_dir: Path, overrides: list[str], groups: set[str]
-            ) -> tuple[list[str], list[dict]]:
+def jobs_of(sweep_dir: Path, overrides: list[str], groups: set[str],
+            params: dict[str, str] | None = None) -> tuple[list[str], list[dict]]:
     """``(swept keys, jobs)`` of a finished sweep, each job with its values and metrics
-    (``groups``: the config groups, whose swept value is a choice)."""
+    (``groups``: the config groups, whose swept value is a choice; ``params``: the sweep's
+    ``hydra.sweeper.params``)."""
     from raglab.data.io import read_run_metrics
     from raglab.errors import UserError
     from raglab.runner.naming import job_overrides, swept_keys
 
-    keys = swept_keys(overrides)
+    keys = swept_keys(overrides, params)
     jobs = []
-    for num, job in enumerate(job_overrides(overrides, True)):
+    for num, job in enumerate(job_overrides(overrides, True, params)):
         run_dir = sweep_dir / str(num)
         try:
             metrics = read_run_metrics(run_dir)
@@ -161,6 +163,84 @@ def jobs_of(sweep_dir: Path, overrides: list[str], groups: set[str]
                      "overall": (metrics or {}).get("overall") if metrics else None,
                      "status": "done" if metrics else "not finished"})
     return keys, jobs
+
+
+#: the level of the best job's test against the runner-up (one two-sided paired test)
+BEST_ALPHA = 0.05
+
+
+def _case_values(run_dir: Path, metric: str) -> dict[str, float]:
+    """``{case_id: value}`` of one metric in a job's records.jsonl (a torn line skipped)."""
+    import json
+
+    from raglab.report.format import num
+
+    out: dict[str, float] = {}
+    try:
+        lines = (Path(run_dir) / "records.jsonl").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            rec = json.loads(line)
+            value = num((rec.get("metrics") or {}).get(metric))
+        except (ValueError, AttributeError):
+            continue
+        if value is not None:
+            out[str(rec.get("case_id"))] = value
+    return out
+
+
+def ranking_metric(jobs: list[dict]) -> str | None:
+    """The metric the sweep's jobs are ranked by: the first headline metric (catalog order)
+    with a better direction whose value differs between jobs (as ``best_job_line``)."""
+    from raglab.metrics.catalog import spec_of
+    from raglab.report.format import num
+    from raglab.report.summary import sweep_columns
+
+    for col in sweep_columns(jobs):
+        spec = spec_of(col)
+        vals = {num((j.get("overall") or {}).get(col)) for j in jobs} - {None}
+        if spec and spec.direction in ("higher", "lower") and len(vals) >= 2:
+            return col
+    return None
+
+
+def versus_runner_up(jobs: list[dict], keys: list[str], labels: dict[str, str]) -> str:
+    """What follows the "best" line: whether the best job (by the first headline metric
+    that differs, as ``best_job_line`` chooses) is significantly better than the runner-up
+    by a paired test on the cases both ran (``raglab.stats``), or is not."""
+    import numpy as np
+
+    from raglab.metrics.catalog import spec_of
+    from raglab.report.format import fmt, num
+    from raglab.stats import paired_table
+
+    col = ranking_metric(jobs)
+    spec = spec_of(col) if col else None
+    if col and spec:
+        vals = [(v, j) for v, j in ((num((j.get("overall") or {}).get(col)), j) for j in jobs)
+                if v is not None]
+        ranked = sorted(vals, key=lambda t: t[0], reverse=spec.direction == "higher")
+        (_, best), (second_value, second) = ranked[0], ranked[1]
+        setting = " ".join(f"{labels.get(k, k)}={(second.get('values') or {}).get(k, '')}"
+                           for k in keys)
+        who = f"the runner-up, job {second['num']} ({setting}), {fmt(second_value)}"
+        b, c = _case_values(second["dir"], col), _case_values(best["dir"], col)
+        ids = [i for i in c if i in b]
+        if not ids:
+            return f"; not tested against {who} (no case with {col} in both)"
+        stat = paired_table(np.array([[b[i]] for i in ids]), np.array([[c[i]] for i in ids]),
+                            [spec.kind], [spec.direction])[0]
+        better = (stat.p_value is not None and stat.p_value < BEST_ALPHA
+                  and stat.delta is not None
+                  and (stat.delta > 0) == (spec.direction == "higher") and stat.delta != 0)
+        sign = "" if stat.delta is None or stat.delta < 0 else "+"
+        detail = (f"{sign}{fmt(stat.delta)} [{fmt(stat.ci_low)}, {fmt(stat.ci_high)}], "
+                  f"p={fmt(stat.p_value)} ({stat.test}, n={stat.n})")
+        return (f"; {'significantly' if better else 'not significantly'} better than {who} "
+                f"(paired, alpha {BEST_ALPHA}): {detail}")
+    return ""
 
 
 def _tracks(name: str) -> bool:
@@ -176,6 +256,7 @@ def _tracks(name: str) -> bool:
 
 def summarize(config: Any) -> str:
     from raglab.data.io import atomic_write_text
+    from raglab.metrics.catalog import spec_of
     from raglab.report.report_html import sweep_html
     from raglab.report.summary import (
         best_job_line,
@@ -184,12 +265,13 @@ def summarize(config: Any) -> str:
         sweep_rows,
         sweep_text,
     )
-    from raglab.runner.naming import short_labels, sweep_name
+    from raglab.runner.naming import short_labels, sweep_name, sweeper_params
 
     sweep_dir = Path(str(config.hydra.sweep.dir)).resolve()
     overrides = [str(o) for o in config.hydra.overrides.task]
     groups = {str(g) for g in (config.hydra.runtime.get("choices") or {})}
-    keys, jobs = jobs_of(sweep_dir, overrides, groups)
+    declared = sweeper_params(config.hydra.get("sweeper"))
+    keys, jobs = jobs_of(sweep_dir, overrides, groups, declared)
     labels = short_labels(keys)
     header, rows = sweep_rows(jobs, keys, labels)
     name = str(config.get("run_name") or sweep_name(keys))
@@ -199,7 +281,7 @@ def summarize(config: Any) -> str:
              sweep_text(header, rows, len(keys))]
     best = best_job_line(jobs, keys, labels)
     if best:
-        lines.append(best)
+        lines.append(best + versus_runner_up(jobs, keys, labels))
     tracking = config.get("tracking") or {}
     if _tracks(str(tracking.get("name"))):
         from raglab.tracking.mlflow_store import ui_command
@@ -213,7 +295,18 @@ def summarize(config: Any) -> str:
                                 {j["num"]: j["dir"] for j in jobs}, keys,
                                 sweep_columns(jobs))
         if found:
-            parent, _exp, url = found
+            from raglab.tracking.results import open_on_jobs, set_job_values
+
+            parent, exp_id, url = found
+            columns = sweep_columns(jobs)
+            ranking = ranking_metric(jobs) or (columns[0] if columns else None)
+            spec = spec_of(ranking) if ranking else None
+            url = open_on_jobs(str(tracking.get("uri")), exp_id, url, ranking,
+                               spec is None or spec.direction != "lower")
+            # each job's swept values beside its run id: --baseline resolves on these
+            set_job_values(str(tracking.get("uri")), parent,
+                           {j["num"]: ",".join(f"{k}={v}" for k, v in j["values"].items())
+                            for j in jobs})
             lines += [f"MLflow parent run {parent} {name!r} (experiment "
                       f"{tracking.get('experiment')!r}); view the sweep with:",
                       f"  {ui_command(str(tracking.get('uri')))}", f"  then open {url}"]

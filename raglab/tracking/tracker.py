@@ -31,9 +31,9 @@ class _TrackingSettings(Strict):
     timeout_s: float = Field(30.0, gt=0, description=(
         "the longest a run waits for an MLflow server that stopped answering (all retries "
         "of one request, seconds)"))
-    slice_metrics: Literal["all", "headline"] = Field("all", description=(
-        "per slice: all (every metric, the default) or headline (headline metrics only; the "
-        "full slice table stays in the metrics.json artifact)"))
+    slice_metrics: Literal["all", "headline"] = Field("headline", description=(
+        "per slice: headline (headline metrics only, the default; the full slice table "
+        "stays in the metrics.json artifact and the report) or all (every metric)"))
     traces: Literal["all", "failed", "none"] = Field("all", description=(
         "each case as an MLflow trace linked to the run: all (the default), failed (the "
         "cases with an error or a diagnosis) or none"))
@@ -49,7 +49,7 @@ class MlflowTrackingCfg(_TrackingSettings):
 class NoTrackingCfg(_TrackingSettings):
     name: Literal["none"]
     # (not in conf/tracking/none.yaml: a run without tracking logs no slices)
-    slice_metrics: Literal["all", "headline"] = Field("all", json_schema_extra=UNLISTED)
+    slice_metrics: Literal["all", "headline"] = Field("headline", json_schema_extra=UNLISTED)
     traces: Literal["all", "failed", "none"] = Field("all", json_schema_extra=UNLISTED)
     assessments: Literal["headline", "all"] = Field("headline", json_schema_extra=UNLISTED)
 

@@ -21,15 +21,21 @@ def _client(uri):
 
 
 def _expected(run_dir):
-    """Every non-null metric of a run directory under its MLflow key."""
+    """Every non-null metric of a run directory under its MLflow key (per slice: the
+    headline ones, or all with the run's tracking.slice_metrics=all)."""
+    import yaml
+
+    from raglab.metrics.catalog import HEADLINE
     from raglab.tracking.keys import metric_key, slice_metric_key
 
     m = json.loads((run_dir / "metrics.json").read_text())
+    cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+    every = cfg["tracking"].get("slice_metrics") == "all"
     exp = {metric_key(k): v for k, v in m["overall"].items() if v is not None}
     for tk, vals in m["slices"].items():
         for tv, ms in vals.items():
             for k, v in ms.items():
-                if v is not None:
+                if v is not None and (every or k == "n" or k in HEADLINE):
                     key = slice_metric_key(tk, tv, k if k == "n" else metric_key(k))
                     exp[key] = v
     return exp

@@ -1,0 +1,158 @@
+"""Compare, sweep-compare and decide results logged to MLflow (a real sqlite store), read
+back with MLflow's own client."""
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """A 2-job sweep (k=1,3) of the first 20 demo cases, tracked: (dir, uri, parent, jobs)."""
+    from mlflow.tracking import MlflowClient
+
+    from raglab.data.dataset import resolve_path
+
+    d = tmp_path_factory.mktemp("results")
+    lines = resolve_path("pkg://raglab/datasets/demo/cases.jsonl").read_text().splitlines()[:20]
+    (d / "cases.jsonl").write_text("\n".join(lines) + "\n")
+    uri = f"sqlite:///{d / 'mlflow.db'}"
+    res = run_cli("run", "-m", f"dataset.cases={d / 'cases.jsonl'}", "dataset.labels=null",
+                  f"tracking.uri={uri}", "hydra.sweep.dir=sw", "k=1,3", cwd=d, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("raglab")
+    parent = next(r for r in client.search_runs([exp.experiment_id])
+                  if "mlflow.parentRunId" not in r.data.tags)
+    jobs = [parent.data.tags[f"raglab.sweep.job.{n}"] for n in range(2)]
+    STDOUT[:] = [res.stdout]
+    return d, uri, parent.info.run_id, jobs
+
+
+#: the sweep's own output (the module's fixture keeps its four-value shape)
+STDOUT: list[str] = []
+
+
+def _client(uri):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def _confirmatory(rows):
+    from raglab.metrics.catalog import HEADLINE
+
+    return [r for r in rows if r["slice"] is None and r["metric"] in HEADLINE]
+
+
+def test_compare_logs_the_confirmatory_rows_to_the_candidate_once(store):
+    from raglab.tracking.keys import metric_key
+
+    d, uri, _, (base, cand) = store
+    res = run_cli("compare", base, cand, "--uri", uri, "--out", "cmp", cwd=d)
+    assert res.returncode == 0, res.stderr
+    rows = _confirmatory(json.loads((d / "cmp" / "compare.json").read_text())["rows"])
+    assert len(rows) >= 10
+    client = _client(uri)
+    metrics = client.get_run(cand).data.metrics
+    logged = {k: v for k, v in metrics.items() if k.startswith("compare.")}
+    expected = {}
+    for r in rows:
+        for fig in ("delta", "ci_low", "ci_high", "p_adjusted"):
+            if r[fig] is not None:
+                expected[f"compare.{metric_key(r['metric'])}.{fig}"] = r[fig]
+    assert logged == pytest.approx(expected)
+    assert any(k.endswith(".p_adjusted") for k in logged)
+    assert f"compare.{metric_key('final.evidence_recall')}.delta" in logged
+    assert not any("slice" in k for k in logged)  # overall rows only
+    arts = {a.path for a in client.list_artifacts(cand, "compare")}
+    assert "compare/compare.html" in arts
+    assert client.get_run(cand).data.tags["raglab.compared_with"] == base
+    # the same comparison again: nothing added to any metric's history
+    res = run_cli("compare", base, cand, "--uri", uri, "--out", "cmp", cwd=d)
+    assert res.returncode == 0, res.stderr
+    for key in expected:
+        assert len(client.get_metric_history(cand, key)) == 1, key
+    assert client.get_run(base).data.metrics.keys().isdisjoint(expected)
+
+
+def test_a_sweep_comparison_logs_each_jobs_deltas_and_the_heat_map_to_the_parent(store):
+    from raglab.tracking.keys import metric_key
+
+    d, uri, parent, _ = store
+    res = run_cli("compare", parent, "--baseline", "0", "--uri", uri, "--out", "sc", cwd=d)
+    assert res.returncode == 0, res.stderr
+    tables = json.loads((d / "sc" / "compare.json").read_text())["tables"]
+    client = _client(uri)
+    run = client.get_run(parent)
+    logged = {k: v for k, v in run.data.metrics.items() if k.startswith("sweep.")}
+    expected = {}
+    for metric, cells in tables.items():
+        (cell,) = cells.values()  # job 1 against job 0
+        for fig in ("delta", "ci_low", "ci_high"):
+            if cell[fig] is not None:
+                expected[f"sweep.1.{metric_key(metric)}.{fig}"] = cell[fig]
+    assert expected and logged == pytest.approx(expected)
+    assert run.data.tags["raglab.sweep.baseline"] == "0"
+    arts = {a.path for a in client.list_artifacts(parent, "compare")}
+    assert "compare/compare.html" in arts
+    assert "data:image/png;base64" in (d / "sc" / "compare.html").read_text()  # the heat map
+    res = run_cli("compare", parent, "--baseline", "0", "--uri", uri, "--out", "sc", cwd=d)
+    assert res.returncode == 0, res.stderr
+    for key in expected:
+        assert len(client.get_metric_history(parent, key)) == 1, key
+
+
+def test_decide_tags_the_candidate_and_logs_the_record(store):
+    d, uri, _, (base, cand) = store
+    res = run_cli("decide", base, cand, "gates=default", "--uri", uri, "--study", "st",
+                  cwd=d)
+    assert res.returncode in (0, 1), res.stderr
+    decision = "GO" if res.returncode == 0 else "NO-GO"
+    client = _client(uri)
+    tags = client.get_run(cand).data.tags
+    assert tags["raglab.decision"] == decision
+    assert tags["raglab.decision.gates"] == "default"
+    arts = {a.path.rsplit(".", 1)[-1]: a.path for a in client.list_artifacts(cand, "decision")}
+    assert set(arts) == {"md", "json", "html"}
+    local = client.download_artifacts(cand, arts["html"], str(d / "dl"))
+    html = open(local, encoding="utf-8").read()
+    assert f"<h1>Decision: {decision}" in html and "<table>" in html
+    assert "<script" not in html
+    assert sorted(p.suffix for p in (d / "st").iterdir()) == [".json", ".md"]
+
+
+def test_the_sweep_says_whether_its_best_job_is_significantly_better(store):
+    out = STDOUT[0]
+    best = next(ln for ln in out.splitlines() if ln.startswith("best "))
+    assert best.startswith("best final.evidence_recall ↑: job 1 (k=3)"), best
+    assert "significantly better than the runner-up, job 0 (k=1)" in best
+    assert "(paired, alpha 0.05): +" in best and "n=" in best
+
+
+def test_the_sweep_address_opens_its_jobs_sorted_best_first_on_the_chart_view(store):
+    d, uri, parent, _ = store
+    url = next(ln for ln in STDOUT[0].splitlines() if "then open" in ln)
+    assert url.endswith("&compareRunsMode=CHART")
+    exp = _client(uri).get_experiment_by_name("raglab")
+    view = json.loads(exp.tags[f"mlflow.sharedViewState.raglab-sweep-{parent[:12]}"])
+    state = json.loads(view["state"])
+    assert state["orderByKey"] == "metrics.`final.evidence_recall`"
+    assert state["orderByAsc"] is False
+
+
+def test_slices_in_mlflow_default_to_the_headline_metrics(store):
+    from raglab.metrics.catalog import HEADLINE
+    from raglab.tracking.keys import metric_key, parse_slice_key
+
+    d, uri, _, (base, _cand) = store
+    metrics = _client(uri).get_run(base).data.metrics
+    sliced = {parse_slice_key(k)[2] for k in metrics
+              if k.startswith("slice/") and "/diagnosis." not in k}
+    assert sliced and sliced <= {metric_key(m) for m in HEADLINE} | {"n"}
+    assert "candidate.ndcg_at_10" in metrics  # overall: every metric
+    summary = json.loads((d / "sw" / "0" / "metrics.json").read_text())
+    assert any("candidate.ndcg@10" in ms for v in summary["slices"].values()
+               for ms in v.values())  # the full table stays in metrics.json
