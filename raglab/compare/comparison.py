@@ -370,9 +370,10 @@ def _adjust(rows: list[dict], info: list[dict], same: dict[bytes, list[int]],
             cfg: CompareCfg) -> dict[str, int]:
     """Each set of rows with identical paired values is tested once: its representative (a
     confirmatory row if one is in the set, else the first) joins its family, the others are
-    its aliases and take its family and adjusted p-value. The confirmatory family (headline
-    metrics overall) is adjusted by ``cfg.adjust``, the exploratory one (everything else) by
-    ``cfg.adjust_exploratory``. Returns the size of each family."""
+    its aliases and share its adjusted p-value (each keeps its own family label). The
+    confirmatory family (headline metrics overall) is adjusted by ``cfg.adjust``, the
+    exploratory one (everything else) by ``cfg.adjust_exploratory``. Returns the size of
+    each family."""
     from raglab.stats import adjust_pvalues
 
     members: dict[str, list[int]] = {CONFIRMATORY: [], EXPLORATORY: []}
@@ -396,9 +397,7 @@ def _adjust(rows: list[dict], info: list[dict], same: dict[bytes, list[int]],
         for i, p in zip(members[fam], adjusted):
             rows[i]["p_adjusted"] = p
             info[i]["significant"] = p is not None and p < cfg.alpha
-    for i, rep in alias_of.items():
-        rows[i]["family"] = rows[rep]["family"]
-        rows[i]["exploratory"] = rows[rep]["exploratory"]
+    for i, rep in alias_of.items():   # an alias keeps its own family, shares the test
         if rows[i]["comparable"]:
             rows[i]["p_adjusted"] = rows[rep]["p_adjusted"]
             info[i]["significant"] = info[rep]["significant"]

@@ -169,6 +169,16 @@ class SystemOutput(Strict):
     # kept in the record as given; left out when there are none (see accept_output)
     extra: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
 
+    @model_validator(mode="after")
+    def _citations_in_context(self) -> SystemOutput:
+        n = len(self.context)
+        for i, c in enumerate(self.citations):
+            for j, p in enumerate(c.context):
+                if p >= n:
+                    raise ValueError(f"citations[{i}].context[{j}] cites passage {p}, but the "
+                                     f"context has {n} passage(s) (0-based indexes)")
+        return self
+
 
 _HIT_FIELDS = frozenset(Hit.model_fields)
 _OUTPUT_FIELDS = frozenset(SystemOutput.model_fields)
@@ -235,17 +245,6 @@ def accept_output(data: dict[str, Any]) -> tuple[SystemOutput, list[str]]:
             new_hits.append(hit)
         fixed[stage] = new_hits
     return SystemOutput.model_validate(fixed), sorted(added)
-
-
-    @model_validator(mode="after")
-    def _citations_in_context(self) -> SystemOutput:
-        n = len(self.context)
-        for i, c in enumerate(self.citations):
-            for j, p in enumerate(c.context):
-                if p >= n:
-                    raise ValueError(f"citations[{i}].context[{j}] cites passage {p}, but the "
-                                     f"context has {n} passage(s) (0-based indexes)")
-        return self
 
 
 class HumanLabel(Strict):

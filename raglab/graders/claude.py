@@ -73,15 +73,15 @@ class ModelGraderCfg(Strict):
 
     name: str
     model: str = Field(min_length=1)
-    max_tokens: int = Field(2048, gt=0)
+    max_tokens: int = Field(2048, gt=0, le=1_000_000)
     prompts: str
     decomposition: DecompositionCfg = Field(default_factory=DecompositionCfg)
     verification: Literal["batched", "per_claim"] = Field("batched", description=(
         "per_claim: one criterion per call; batched: all claims of an answer in one "
         "structured call"))
-    concurrency: int = Field(8, ge=1)
-    timeout_s: float = Field(60.0, gt=0)
-    max_retries: int = Field(5, ge=0)
+    concurrency: int = Field(8, ge=1, le=1024)
+    timeout_s: float = Field(60.0, gt=0, le=86400)
+    max_retries: int = Field(5, ge=0, le=100)
     mode: Literal["online", "batch"] = Field("online", description=(
         "online: Messages API; batch: Message Batches API (half the price, results within "
         "24 h)"))

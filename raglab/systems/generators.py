@@ -22,7 +22,7 @@ from raglab.text.sentences import segments
 
 class ExtractiveGenCfg(Strict):
     name: Literal["extractive"]
-    max_sentences: int = Field(2, gt=0)
+    max_sentences: int = Field(2, gt=0, le=1000)
     min_score: float = Field(0.35, ge=0, le=1)
     refusal: str
 
@@ -32,9 +32,9 @@ class ModelGenCfg(Strict):
 
     name: str
     model: str = Field(min_length=1)
-    max_tokens: int = Field(512, gt=0)
-    timeout_s: float = Field(60.0, gt=0)
-    max_retries: int = Field(4, ge=0)
+    max_tokens: int = Field(512, gt=0, le=1_000_000)
+    timeout_s: float = Field(60.0, gt=0, le=86400)
+    max_retries: int = Field(4, ge=0, le=100)
     refusal: str
     # USD per million tokens (input, output, cache_write, cache_read): the system's cost
     prices: dict[str, float] = Field(default_factory=dict)

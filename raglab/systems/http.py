@@ -47,16 +47,18 @@ class HttpSystemError(RuntimeError):
 class HttpSystemCfg(Strict):
     name: Literal["http"]
     url: str
-    connect_timeout_s: float = Field(5.0, gt=0)
-    read_timeout_s: float = Field(60.0, gt=0)
-    retries: int = Field(3, ge=0)
-    backoff_s: float = Field(0.5, ge=0)
-    concurrency: int = Field(4, ge=1)
+    connect_timeout_s: float = Field(5.0, gt=0, le=3600)
+    read_timeout_s: float = Field(60.0, gt=0, le=86400)
+    retries: int = Field(3, ge=0, le=100)
+    backoff_s: float = Field(0.5, ge=0, le=3600)
+    concurrency: int = Field(4, ge=1, le=1024)
     headers: dict[str, str] = Field(default_factory=dict)
     # not in conf/system/http.yaml (set with +system.FIELD=VALUE)
-    max_retry_after_s: float = Field(30.0, ge=0, json_schema_extra=UNLISTED)
-    run_deadline_s: float | None = Field(None, gt=0, json_schema_extra=UNLISTED)
-    max_body_bytes: int = Field(64 * 1024 * 1024, gt=0, json_schema_extra=UNLISTED)
+    max_retry_after_s: float = Field(30.0, ge=0, le=3600, json_schema_extra=UNLISTED)
+    run_deadline_s: float | None = Field(None, gt=0, le=30 * 86400,
+                                         json_schema_extra=UNLISTED)
+    max_body_bytes: int = Field(64 * 1024 * 1024, gt=0, le=2 ** 31,
+                                json_schema_extra=UNLISTED)
 
     @model_validator(mode="after")
     def _http_url(self):

@@ -103,3 +103,34 @@ def test_run_counts_are_bounded(tmp_path, setting):
                    setting, f"hydra.run.dir={tmp_path}/r", cwd=tmp_path, timeout=60)
     assert setting.split("=")[0] in one_line(proc)
     assert not (tmp_path / "r").exists()
+
+
+def test_adapter_and_model_settings_are_bounded(tmp_path):
+    from pydantic import ValidationError
+
+    from raglab.graders.claude import ClaudeGraderCfg
+    from raglab.systems.generators import AnthropicGenCfg
+    from raglab.systems.http import HttpSystemCfg
+
+    # the same settings without the huge value are valid: each refusal is the bound's
+    HttpSystemCfg(name="http", url="http://127.0.0.1:9")
+    ClaudeGraderCfg(name="claude", model="m", prompts="p")
+    AnthropicGenCfg(name="anthropic", model="m", refusal="r")
+    for field in ("retries", "concurrency", "max_body_bytes", "read_timeout_s", "backoff_s"):
+        with pytest.raises(ValidationError):
+            HttpSystemCfg(name="http", url="http://127.0.0.1:9", **{field: 10 ** 12})
+    base = {"name": "claude", "model": "m", "prompts": "p"}
+    for field in ("concurrency", "max_retries", "max_tokens", "timeout_s"):
+        with pytest.raises(ValidationError):
+            ClaudeGraderCfg(**base, **{field: 10 ** 12})
+    for field in ("max_retries", "max_tokens", "timeout_s"):
+        with pytest.raises(ValidationError):
+            AnthropicGenCfg(name="anthropic", model="m", refusal="r", **{field: 10 ** 12})
+    # and from the command line: one line naming the setting, nothing started
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS)
+    cases = write_jsonl(tmp_path / "cases.jsonl", TINY_CASES)
+    proc = run_cli("run", *BASE, f"dataset.corpus={corpus}", f"dataset.cases={cases}",
+                   "system=http", "system.url=http://127.0.0.1:9", "system.retries=1000000",
+                   f"hydra.run.dir={tmp_path}/r", cwd=tmp_path, timeout=60)
+    assert "system.retries" in one_line(proc)
+    assert not (tmp_path / "r").exists()

@@ -194,7 +194,7 @@ def test_run_against_an_mlflow_api_answering_500(tmp_path):
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     uri = f"http://127.0.0.1:{srv.server_port}"
     try:
-        proc = _run(tmp_path, f"tracking.uri={uri}", "+tracking.timeout_s=3",
+        proc = _run(tmp_path, f"tracking.uri={uri}", "tracking.timeout_s=3",
                     f"hydra.run.dir={tmp_path}/r",
                     env={"NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"})
     finally:
