@@ -163,14 +163,24 @@ def _check_complete(runs: dict[str, RunSource], allow: bool, warnings: list[str]
 
 
 # ---- the comparison -------------------------------------------------------------------------
+def _layout(m: Any) -> tuple[tuple[str, ...], tuple]:
+    """A row's metrics as ``(names, values)``: the shared tuples of a compact row
+    (raglab.compare.load.MetricRow), or a dict's keys and values."""
+    layout = getattr(m, "layout", None)
+    return layout() if layout is not None else (tuple(m), tuple(m.values()))
+
+
 def _metric_names(b: RunSource, c: RunSource, ids: list[str]) -> tuple[list[str], list[str]]:
     """Metrics reported by both runs (in the baseline's order), and those only one has."""
     def names(src: RunSource) -> dict[str, None]:
         seen: dict[str, None] = {}
+        layouts: dict[int, tuple[str, ...]] = {}   # rows share their names tuple
         by = src.by_id()
         for cid in ids:
-            for k in by[cid]["metrics"]:
-                seen.setdefault(k, None)
+            keys = _layout(by[cid]["metrics"])[0]
+            if layouts.setdefault(id(keys), keys) is keys:
+                for k in keys:
+                    seen.setdefault(k, None)
         return seen
 
     nb, nc = names(b), names(c)
@@ -179,12 +189,29 @@ def _metric_names(b: RunSource, c: RunSource, ids: list[str]) -> tuple[list[str]
 
 def _matrix(src: RunSource, ids: list[str], names: list[str]):
     """``(len(ids), len(names))`` floats; NaN where a metric does not apply (None)."""
+    from operator import itemgetter
+
     import numpy as np
 
     by = src.by_id()
-    rows = [[m.get(n) for n in names] for m in (by[cid]["metrics"] for cid in ids)]
+    getters: dict[int, tuple[tuple[str, ...], Any]] = {}
+
+    def getter(keys: tuple[str, ...]):
+        got = getters.get(id(keys))
+        if got is None or got[0] is not keys:
+            index = {k: i for i, k in enumerate(keys)}
+            # a name the row lacks reads the None appended after its values
+            got = (keys, itemgetter(*[index.get(n, len(keys)) for n in names]))
+            getters[id(keys)] = got
+        return got[1]
+
+    rows = []
+    for cid in ids:
+        keys, values = _layout(by[cid]["metrics"])
+        picked = getter(keys)(values + (None,)) if names else ()
+        rows.append(picked if len(names) != 1 else (picked,))
     try:
-        return np.array(rows, dtype=float)   # None becomes NaN
+        return np.array(rows, dtype=float).reshape(len(ids), len(names))   # None: NaN
     except (TypeError, ValueError):          # a non-numeric value somewhere: cell by cell
         out = np.full((len(ids), len(names)), np.nan)
         for i, row in enumerate(rows):

@@ -56,11 +56,21 @@ class RunSource:
                 if r["case_id"] in case_ids:
                     out[r["case_id"]] = _answer_of(r)
             return out
-        from raglab.data.record import RecordLines
+        import json
 
-        for _, _, obj in RecordLines(self.run_dir / "records.jsonl"):
-            if obj.get("case_id") in case_ids:
-                out[obj["case_id"]] = _answer_of(obj)
+        # the first pass (read_rows) checked every line: this one parses only the lines of
+        # the cases asked for, told by the case id raglab writes first in each record
+        with open(self.run_dir / "records.jsonl", "rb") as fh:
+            for raw in fh:
+                m = _LEADING_ID.match(raw)
+                if m is not None and json.loads(b'"' + m.group(1) + b'"') not in case_ids:
+                    continue
+                try:
+                    obj = json.loads(raw)
+                except ValueError:      # a torn last line, dropped by the first pass too
+                    continue
+                if isinstance(obj, dict) and obj.get("case_id") in case_ids:
+                    out[obj["case_id"]] = _answer_of(obj)
         return out
 
     def incomplete(self) -> str | None:
@@ -101,6 +111,9 @@ def _read_yaml(path: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+#: the case id at the start of a record line as raglab writes it (``{"case_id": "..."``)
+_LEADING_ID = re.compile(rb'\{\s*"case_id"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
 #: what a comparison keeps of a record, beside case_id, tags, gold.answerable and metrics
 #: (each when the record has it: a record without ``diagnosis`` is from an older raglab)
 ROW_FIELDS = ("diagnosis", "repeats", "repeat_variance", "weight")
@@ -129,6 +142,11 @@ class MetricRow(Mapping):
     def get(self, key: str, default: Any = None) -> Any:
         i = self._index.get(key)
         return default if i is None else self._values[i]
+
+    def layout(self) -> tuple[tuple[str, ...], tuple]:
+        """``(names, values)``: the shared names tuple (one object for every row with the
+        same metrics) and this row's values in its order."""
+        return self._names, self._values
 
     def __contains__(self, key: object) -> bool:
         return key in self._index
