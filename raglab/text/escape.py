@@ -24,7 +24,9 @@ __all__ = ["md", "md_code", "term", "term_lines"]
 
 #: bidirectional embeddings, overrides and isolates (text shown in another order)
 _BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f" + _BIDI + "]")
+# control characters, bidi overrides and lone surrogates (text decoded from JSON may hold
+# one; no stream can encode it)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f" + _BIDI + "\ud800-\udfff]")
 _LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]+")
 _TAG_OPEN = re.compile(r"<(?=[A-Za-z/!?])")
 #: a backslash that would escape the ASCII punctuation after it (``\|`` ends no cell)
@@ -37,8 +39,8 @@ def _visible(m: re.Match[str]) -> str:
 
 
 def term(text: Any) -> str:
-    """``text`` for a terminal: control characters and bidi overrides made visible (a line
-    break too: what is printed as one line stays one line)."""
+    """``text`` for a terminal: control characters, bidi overrides and lone surrogates made
+    visible (a line break too: what is printed as one line stays one line)."""
     return _CONTROL.sub(_visible, str(text))
 
 
