@@ -185,6 +185,7 @@ def _run_tour(root: Path, extra: list[str]) -> None:
     assert list((root / "study").glob("decision-*-default.json"))
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_the_tour_commands_run(tmp_path, demo_subset):
     _run_tour(tmp_path, [*demo_subset, "tracking=none", "progress=off"])
 

@@ -8,6 +8,8 @@ import json
 import threading
 from pathlib import Path
 
+import pytest
+
 from raglab.data.dataset import resolve_path
 from tests.conftest import run_cli
 from tests.graders.fake_anthropic import TEST_KEY, FakeAnthropic, fake_model
@@ -54,6 +56,7 @@ def _versions_block(stdout: str) -> dict[str, str]:
     return {ln.split()[0]: ln.split(None, 2)[2] for ln in lines if ln.startswith("    ")}
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_claude_grader_repeats_and_prompt_change(tmp_path):
     labels = _labels(tmp_path)
     cache = tmp_path / "cache"

@@ -14,6 +14,7 @@ def _client(uri):
     return MlflowClient(tracking_uri=uri)
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_mlflow_round_trip(tmp_path, tiny):
     corpus, cases = tiny
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -63,6 +64,7 @@ def _cell(md: str, metric: str) -> list[str]:
     return [ln for ln in block.splitlines() if ln.startswith("|")]
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_sweep_table(sweep):
     d, _ = sweep
     res = run_cli("compare", "sw", "--baseline", "chunker.size=64,k=3", cwd=d)
@@ -109,6 +111,7 @@ def test_sweep_table(sweep):
                 assert v is not None and (v < 1.0 if m != "false_refusal_rate" else v > 0)
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_sweep_bad_baseline_and_mlflow_parent(sweep):
     d, uri = sweep
     res = run_cli("compare", "sw", "--baseline", "k=7", "--out", "nope", cwd=d)

@@ -145,6 +145,7 @@ def test_help_is_fast_and_lists_exit_codes(tmp_path):
     assert "decide BASELINE CANDIDATE" in run_cli("--help", cwd=tmp_path).stdout
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_an_mlflow_candidate_gets_the_decision_tag(tmp_path):
     corpus = write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS)
     cases = write_jsonl(tmp_path / "cases.jsonl", TINY_CASES)

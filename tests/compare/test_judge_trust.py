@@ -218,6 +218,7 @@ def test_compare_shows_every_graded_family_calibration(runs, tmp_path):
     assert "Calibration of the graded families" in html and sha in html
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_a_calibration_in_the_tracking_store_is_found_with_uri(runs, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     proc = run_cli("calibrate", f"tracking.uri={uri}", f"cache_dir={tmp_path / 'elsewhere'}",

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.conftest import run_cli
 from tests.graders.fake_anthropic import fake_model
 from tests.graders.test_run_claude import _subset
 from tests.llm.backends import ANTHROPIC, OPENAI
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_claude_and_openai_judges_fill_the_same_metrics_and_are_not_compared(tmp_path):
     cases = _subset(tmp_path, 4, 2)
     runs = {}

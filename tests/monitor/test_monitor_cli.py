@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from datetime import datetime
 
+import pytest
+
 from raglab.monitor.traffic import TrafficLine, sampled
 from tests.conftest import run_cli
 from tests.monitor.traffic import traffic_lines, write_traffic
@@ -15,6 +17,7 @@ def _monitor(tmp_path, name, *args):
                    f"hydra.run.dir={tmp_path / name}", cwd=tmp_path)
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_unshifted_traffic_exits_0_and_shifted_raises_drift(tmp_path):
     base = write_traffic(tmp_path / "base.jsonl", traffic_lines(300, 1), bad=False)
     same = write_traffic(tmp_path / "same.jsonl", traffic_lines(300, 2))

@@ -249,6 +249,7 @@ def test_a_second_process_in_one_run_directory_exits_with_one_line(tiny, tmp_pat
     assert len(recs) == 4 and len({json.loads(x)["case_id"] for x in recs}) == 4
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_sigterm_is_ctrl_c_and_a_resume_continues_its_own_mlflow_run(tiny, tmp_path):
     corpus, cases = tiny
     args, env = _slow_args(tmp_path, corpus, cases)

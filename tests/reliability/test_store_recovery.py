@@ -54,6 +54,7 @@ def _one_line(p: subprocess.CompletedProcess) -> str:
     return last
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_a_full_disk_while_the_store_is_created_leaves_nothing_broken(data):
     p = _run(data, "full", limit=LIMIT)
     assert p.returncode == 2, p.stderr[-3000:]
@@ -66,6 +67,7 @@ def test_a_full_disk_while_the_store_is_created_leaves_nothing_broken(data):
     assert not list(data.glob(".mlflow.db.*"))
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_a_half_created_store_is_named_with_how_to_recover(data):
     db = data / "mlflow.db"
     make = ("import sys; from mlflow.tracking import MlflowClient\n"

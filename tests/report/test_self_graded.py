@@ -80,6 +80,7 @@ def test_heuristic_grader_is_never_self_graded(tmp_path):
     assert {r["output"]["model"] for r in recs} == {JUDGE}  # kept in the record
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_system_reporting_the_judges_model_is_self_graded(tmp_path):
     from tests.graders.fake_anthropic import TEST_KEY, FakeAnthropic, fake_model
     from tests.graders.test_run_claude import _env

@@ -30,6 +30,7 @@ def _client(uri):
     return MlflowClient(tracking_uri=uri)
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_a_sweep_says_which_job_is_which_and_summarises_itself(tmp_path, tiny):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     sweep = tmp_path / "sweep"
@@ -144,6 +145,7 @@ def test_atomic_writes_follow_the_umask(tmp_path):
     assert (tmp_path / "b.bin").read_bytes() == b"\x00"
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_raglab_log_twice_finds_the_first_run(tmp_path, tiny):
     out = tmp_path / "run"
     proc = run_cli("run", *_tiny(tiny), "tracking=none", "k=2", f"hydra.run.dir={out}",

@@ -68,6 +68,7 @@ def test_cached_rerun_reports_the_latencies_of_when_the_stages_ran(tmp_path):
             assert lat["total"] >= lat["retrieve"] + lat["rerank"] + lat["generate"]
 
 
+@pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_priced_generator_grader_cost_apart_and_self_grading_flagged(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     with FakeAnthropic(handler=_model) as srv:

@@ -10,6 +10,9 @@ import pytest
 
 from tests.conftest import TINY_CASES, TINY_CORPUS, run_cli, write_jsonl
 
+# end-to-end runs against a real MLflow store: in the slow suite
+pytestmark = pytest.mark.slow
+
 TINY_STUDY = """# @package _global_
 hydra:
   sweeper:

@@ -7,6 +7,9 @@ import pytest
 
 from tests.conftest import run_cli
 
+# end-to-end runs against a real MLflow store: in the slow suite
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):

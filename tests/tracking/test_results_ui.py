@@ -4,9 +4,12 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import run_cli
 
 
+@pytest.mark.slow  # two end-to-end runs: in the slow suite
 def test_slice_metrics_all_keeps_every_metric_per_slice(tmp_path, tiny):
     from mlflow.tracking import MlflowClient
 

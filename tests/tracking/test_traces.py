@@ -18,7 +18,9 @@ from tests.conftest import run_cli
 
 mlflow = pytest.importorskip("mlflow")
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")
+# end-to-end runs against a real MLflow store: in the slow suite
+pytestmark = [pytest.mark.slow,
+              pytest.mark.filterwarnings("ignore::UserWarning", "ignore::FutureWarning")]
 
 REPO = Path(__file__).resolve().parents[2]
 BASE = ["metrics.cutoffs=[1,3,5]", "k=3", "candidate_depth=5", "progress=off",
