@@ -5,8 +5,6 @@ scrubbed (``raw[:120]`` of a malformed body kept 55 of 62 characters of a token;
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -14,6 +12,7 @@ import raglab.secrets
 from raglab.secrets import Scrubber
 from raglab.systems.base import SystemRequest
 from raglab.systems.http import HttpSystem, HttpSystemCfg, HttpSystemError
+from tests.http_stub import post_server
 
 TOKEN = "sk-live-" + "Q7b2Xw9KpL4mZ8rT3vN6yH1cF5dJ0sGe" + "Ua2Wq8Eo4Ri6Ty1Pl9Mk"  # 62 characters
 PIECES = [TOKEN[i:i + 8] for i in range(len(TOKEN) - 7)]
@@ -32,32 +31,19 @@ def known_token(monkeypatch):
 def reply():
     state: dict = {}
 
-    class H(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def respond(h):
+        status, body = state["reply"]
+        h.send_response(status)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
 
-        def log_message(self, *a):
-            pass
+    with post_server(respond) as url:
+        def make(status: int, body: bytes) -> HttpSystem:
+            state["reply"] = (status, body)
+            return HttpSystem(HttpSystemCfg(name="http", url=url, retries=0))
 
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            status, body = state["reply"]
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-
-    def make(status: int, body: bytes) -> HttpSystem:
-        state["reply"] = (status, body)
-        return HttpSystem(HttpSystemCfg(name="http", url=f"http://127.0.0.1:{srv.server_port}/",
-                                        retries=0))
-
-    yield make
-    srv.shutdown()
-    srv.server_close()
+        yield make
 
 
 @pytest.mark.parametrize("pad", [40, 66, 88, 100])

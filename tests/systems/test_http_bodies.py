@@ -5,13 +5,12 @@ memory), against a local server."""
 from __future__ import annotations
 
 import gzip
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from raglab.systems.base import SystemRequest
 from raglab.systems.http import HttpSystem, HttpSystemCfg, HttpSystemError
+from tests.http_stub import post_server
 
 REQ = SystemRequest("c1", "q?", {}, None, {})
 #: 200 MB of zeros: about 200 KB once compressed
@@ -23,45 +22,32 @@ SMALL = gzip.compress(b'{"answer": "fine", "candidates": [{"doc_id": "kb/a"}]}')
 def gzip_server():
     state: dict = {}
 
-    class H(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def respond(h):
+        body, encoding, chunked = state["reply"]
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Encoding", encoding)
+        try:
+            if chunked:
+                h.send_header("Transfer-Encoding", "chunked")
+                h.end_headers()
+                for i in range(0, len(body), 8192):
+                    piece = body[i:i + 8192]
+                    h.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                h.wfile.write(b"0\r\n\r\n")
+            else:
+                h.send_header("Content-Length", str(len(body)))
+                h.end_headers()
+                h.wfile.write(body)
+        except OSError:
+            pass  # the client stopped reading at its bound
 
-        def log_message(self, *a):
-            pass
+    with post_server(respond) as url:
+        def make(body, encoding="gzip", chunked=False, **cfg):
+            state["reply"] = (body, encoding, chunked)
+            return HttpSystem(HttpSystemCfg(name="http", url=url, retries=0, **cfg))
 
-        def do_POST(self):
-            self.rfile.read(int(self.headers.get("Content-Length", 0)))
-            body, encoding, chunked = state["reply"]
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Encoding", encoding)
-            try:
-                if chunked:
-                    self.send_header("Transfer-Encoding", "chunked")
-                    self.end_headers()
-                    for i in range(0, len(body), 8192):
-                        piece = body[i:i + 8192]
-                        self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-                    self.wfile.write(b"0\r\n\r\n")
-                else:
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-            except OSError:
-                pass  # the client stopped reading at its bound
-
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-
-    def make(body, encoding="gzip", chunked=False, **cfg):
-        state["reply"] = (body, encoding, chunked)
-        return HttpSystem(HttpSystemCfg(name="http", url=f"http://127.0.0.1:{srv.server_port}/",
-                                        retries=0, **cfg))
-
-    yield make
-    srv.shutdown()
-    srv.server_close()
+        yield make
 
 
 @pytest.mark.parametrize("body, encoding, chunked", [
