@@ -274,8 +274,7 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
     rows: list[dict[str, Any]] = []
     info: list[dict[str, Any]] = []
     slices: list[dict[str, Any]] = []
-    design = _Design(B, C, kinds, directions, weights, clusters, cfg)
-    design.names = {n: j for j, n in enumerate(names)}
+    design = _Design(B, C, names, kinds, directions, weights, clusters, cfg)
     from raglab.stats.threads import blas_threads
 
     with blas_threads():
@@ -355,10 +354,10 @@ ADJUST_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg"}
 class _Design:
     """The paired per-case values of a comparison and how they are tested."""
 
-    def __init__(self, B, C, kinds, directions, weights, clusters, cfg: CompareCfg):
+    def __init__(self, B, C, names, kinds, directions, weights, clusters, cfg: CompareCfg):
         self.B, self.C, self.kinds, self.directions = B, C, kinds, directions
         self.weights, self.clusters, self.cfg = weights, clusters, cfg
-        self.names: dict[str, int] = {}
+        self.names: dict[str, int] = {n: j for j, n in enumerate(names)}
 
     def table(self, idx):
         from raglab.stats import paired_table

@@ -133,33 +133,10 @@ def bootstrap_interval(D: np.ndarray | None, reps: np.ndarray, confidence: float
 
 def signflip_pvalues(D: np.ndarray, n_resamples: int, rng: np.random.Generator):
     """Two-sided sign-flip permutation p-values of each column's mean (``(k,)`` array) and
-    whether they are exact. The statistic is ``|sum(s_i d_i)|``; a resample counts when it
-    is at least the observed one (within a relative tolerance, so ties of discrete data
-    are not lost to rounding)."""
-    n, k = D.shape
-    total = D.sum(axis=0)
-    observed = np.abs(total)
-    tol = _TIE_RTOL * np.abs(D).sum(axis=0)
-    threshold = observed - tol
-    if n < 63 and 2 ** n <= n_resamples:
-        codes = np.arange(2 ** n)[:, None]
-        bits = ((codes >> np.arange(n)) & 1).astype(np.float64)   # (2^n, n), 1 = flipped
-        null = np.abs(total - 2.0 * (bits @ D))
-        return (null >= threshold).sum(axis=0) / float(2 ** n), True
-    count = np.zeros(k, dtype=np.int64)
-    n_bytes = (n + 7) // 8
-    for _, c in _chunks(n_resamples, n):
-        packed = rng.integers(0, 256, size=(c, n_bytes), dtype=np.uint8)
-        bits = np.unpackbits(packed, axis=1, count=n).astype(np.float64)
-        null = np.abs(total - 2.0 * (bits @ D))
-        count += (null >= threshold).sum(axis=0)
-    p = (count + 1.0) / (n_resamples + 1.0)
-    far = count < _MIN_EXCEEDANCES
-    if far.any() and n <= _ENUMERATE_MAX_N:
-        p[far] = _enumerated_pvalues(D[:, far], threshold[far])
-    elif far.any():
-        p[far] = np.minimum(1.0, 2.0 * saddlepoint_tail(D[:, far], observed[far]))
-    return p, False
+    whether they are exact: :func:`signflip_pvalues_at` of unweighted cases at 0."""
+    W = np.ones_like(D)
+    FU, FW, exact = signflip_sums(D, W, n_resamples, rng)
+    return signflip_pvalues_at(D, W, FU, FW, exact), exact
 
 
 def _enumerated_pvalues(D: np.ndarray, threshold: np.ndarray) -> np.ndarray:
