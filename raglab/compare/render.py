@@ -110,7 +110,7 @@ def interval_words(s: dict) -> str:
 # ---- sections shared by md and html ---------------------------------------------------------
 def method_lines(comp) -> list[str]:
     s = comp.settings
-    return [
+    lines = [
         f"Cases paired on case id: {s['n_cases']}. Each difference is candidate minus baseline "
         "over the cases where the metric applies in both runs (n); W/T/L counts the cases the "
         "candidate wins, ties and loses by the metric's direction.",
@@ -129,12 +129,17 @@ def method_lines(comp) -> list[str]:
         f"{s['alpha']:g} after adjustment. MDE: the smallest true difference the two-sided "
         f"test detects with 80% power at {s['alpha']:g}, from the observed variance of the "
         f"differences. Slices under {s['min_slice_n']} cases are marked small.",
-    ] + ([f"Weighted: every mean and statistic weighs the cases (effective sample size "
-          f"{s['n_eff']:.1f} of {s['n_cases']} cases)."] if s.get("weighted") else [])
-    + ([f"Clusters: cases sharing tag {s['cluster']} ({s['n_clusters']} clusters) are "
-        "resampled and permuted together."] if s.get("cluster") else [])
-    + ([f"Not compared (reported by one run only, e.g. a cutoff beyond the other run's k): "
-          f"{', '.join(s['unpaired_metrics'])}."] if s.get("unpaired_metrics") else [])
+    ]
+    if s.get("weighted"):
+        lines.append(f"Weighted: every mean and statistic weighs the cases (effective sample "
+                     f"size {s['n_eff']:.1f} of {s['n_cases']} cases).")
+    if s.get("cluster"):
+        lines.append(f"Clusters: cases sharing tag {s['cluster']} ({s['n_clusters']} clusters) "
+                     "are resampled and permuted together.")
+    if s.get("unpaired_metrics"):
+        lines.append("Not compared (reported by one run only, e.g. a cutoff beyond the other "
+                     f"run's k): {', '.join(s['unpaired_metrics'])}.")
+    return lines
 
 
 def _sections(comp) -> list[tuple[str, list[str], list[list[Any]]]]:

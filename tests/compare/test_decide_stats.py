@@ -121,3 +121,14 @@ def test_clusters_flip_cases_of_one_document_together():
     assert row["p_value"] > plain["p_value"]
     assert clustered.settings["n_clusters"] == 20
     assert clustered.info("final.hit_rate@1")["units"] == 20
+
+
+def test_the_report_names_clusters_weights_and_unpaired_metrics():
+    from raglab.compare.render import method_lines
+
+    b, c = _runs()
+    comp = compare_runs(b, c, CompareCfg(n_bootstrap=200, cluster="tier"))
+    comp.settings.update(weighted=True, n_eff=12.5, unpaired_metrics=["final.ndcg@100"])
+    text = "\n".join(method_lines(comp))
+    assert "Clusters: cases sharing tag tier (2 clusters)" in text
+    assert "effective sample size 12.5" in text and "final.ndcg@100" in text
