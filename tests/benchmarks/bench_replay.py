@@ -9,7 +9,14 @@ rankings with pytrec_eval (``tests/benchmarks/trec_baseline.py``). The two run i
 ratios (each raglab run against the pytrec_eval run beside it, since the machine's speed
 drifts) is printed next to it, the wall-time ratio beside it without a target.
 
-    python -m tests.benchmarks replay [--cases 2000] [--depth 100] [--repeat 5]
+``--floor`` also times, in each pair's turn, the two processes of
+``tests/benchmarks/replay_floor.py``: the Hydra start-up and composition every run goes
+through, and one validation per replayed line with the records' output written back. Their
+sum is the least CPU any replay run can take under the design's rules (one composition by
+Hydra, one parse per line by the one output schema, records that hold the output), and its
+ratio to the pytrec_eval process the least ratio the target can be met with.
+
+    python -m tests.benchmarks replay [--cases 2000] [--depth 100] [--repeat 5] [--floor]
 """
 
 from __future__ import annotations
@@ -38,11 +45,20 @@ def trec_cmd(paths: dict[str, Path], out: Path) -> list[str]:
             str(paths["cases"]), str(paths["outputs"]), str(out)]
 
 
-def measure(n_cases: int, depth: int, repeat: int, slices: int = 50) -> dict:
+def floor_cmds(paths: dict[str, Path], run_dir: Path, tmp: Path) -> list[list[str]]:
+    """The two processes of replay_floor: Hydra with the run's overrides, the outputs."""
+    overrides = raglab_cmd(paths, run_dir, tmp / "cache")[4:]
+    module = [python(), "-m", "tests.benchmarks.replay_floor"]
+    return [[*module, "hydra", *overrides],
+            [*module, "outputs", str(paths["outputs"]), str(tmp / "floor.jsonl")]]
+
+
+def measure(n_cases: int, depth: int, repeat: int, slices: int = 50,
+            floor: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         paths = make(tmp / "data", n_cases, depth, slices)
-        rag, trec = [], []
+        rag, trec, least = [], [], []
         for i in range(repeat):
             run_dir = tmp / f"run{i}"
             rag.append(timed_process(raglab_cmd(paths, run_dir, tmp / "cache")))
@@ -50,7 +66,11 @@ def measure(n_cases: int, depth: int, repeat: int, slices: int = 50) -> dict:
             for f in ("records.jsonl", "metrics.json", "report.md"):
                 assert (run_dir / f).is_file(), f
             shutil.rmtree(run_dir)
-        return {"raglab": rag, "trec": trec}
+            if floor:
+                parts = [timed_process(cmd) for cmd in floor_cmds(paths, tmp / "floor", tmp)]
+                least.append({k: sum(p[k] for p in parts) for k in ("cpu", "wall")}
+                             | {"hydra": parts[0]["cpu"], "outputs": parts[1]["cpu"]})
+        return {"raglab": rag, "trec": trec, "floor": least}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -58,10 +78,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cases", type=int, default=2000)
     ap.add_argument("--depth", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--floor", action="store_true",
+                    help="also time the least work any replay run must do (replay_floor)")
     a = ap.parse_args(argv)
     print(f"replay: {a.cases} cases x {a.depth} candidates, grader=none, one raglab process "
           f"against the pytrec_eval process, {a.repeat} interleaved pairs ({load()})")
-    r = measure(a.cases, a.depth, a.repeat)
+    r = measure(a.cases, a.depth, a.repeat, floor=a.floor)
     for what in ("cpu", "wall"):
         rag = statistics.median(x[what] for x in r["raglab"])
         trec = statistics.median(x[what] for x in r["trec"])
@@ -73,6 +95,14 @@ def main(argv: list[str] | None = None) -> None:
               f"ratio {ratio:.2f}x (median of {len(pairs)} side-by-side ratios, "
               f"{pairs[0]:.2f} to {pairs[-1]:.2f}); {judged}")
     print(f"  peak RSS: raglab {max(x['rss_mib'] for x in r['raglab']):.0f} MiB")
+    if r["floor"]:
+        ratio = statistics.median(x["cpu"] / y["cpu"] for x, y in zip(r["floor"], r["trec"]))
+        hydra = statistics.median(x["hydra"] for x in r["floor"])
+        outputs = statistics.median(x["outputs"] for x in r["floor"])
+        print(f"  floor: Hydra start-up and composition {hydra:.2f} s CPU + one validation "
+              f"per line with the outputs written back {outputs:.2f} s = {hydra + outputs:.2f} "
+              f"s; {ratio:.2f}x the pytrec_eval process (median of side-by-side ratios), "
+              f"before any scoring: the least ratio any replay run can reach")
 
 
 if __name__ == "__main__":
