@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from raglab.metrics.catalog import HEADLINE, spec_of
+from raglab.tracking.traces import feedback_name
 from tests.conftest import run_cli
 
 mlflow = pytest.importorskip("mlflow")
@@ -61,6 +62,7 @@ def test_every_case_is_a_trace_with_spans_expectations_and_feedback(tmp_path, ti
     assert run.info.status == "FINISHED"
     by_case = {t.info.tags["raglab.case_id"]: t for t in traces}
     assert sorted(by_case) == sorted(records) and len(traces) == len(records)
+    named: set[str] = set()
     for case_id, t in by_case.items():
         rec = records[case_id]
         # the pairing keys of MLflow's comparison: the request, the client request id, the tag
@@ -98,9 +100,15 @@ def test_every_case_is_a_trace_with_spans_expectations_and_feedback(tmp_path, ti
             assert [e["doc_uri"] for e in expect["expected_retrieved_context"].value] == \
                 [e["doc_id"] for e in case["evidence"]]
         assert all(a.source.source_type == "HUMAN" for a in expect.values())
-        # one feedback per headline per-case metric that has a value, with its value
-        want = {m: v for m, v in rec["metrics"].items() if m in HEADLINE and v is not None}
+        # one feedback per headline per-case metric that has a value, with its value, named
+        # as the metric, but correctness: MLflow's UI keeps that name for its own judge
+        want = {("raglab.correctness" if m == "correctness" else m): v
+                for m, v in rec["metrics"].items() if m in HEADLINE and v is not None}
         assert {n: a.value for n, a in feedback.items()} == pytest.approx(want)
+        assert "correctness" not in feedback
+        named |= feedback.keys()
+        assert all(isinstance(a.value, float) for a in feedback.values())
+        feedback = {n.removeprefix("raglab."): a for n, a in feedback.items()}
         for name, a in feedback.items():
             spec = spec_of(name)
             if spec.family == "retrieval":
@@ -115,6 +123,7 @@ def test_every_case_is_a_trace_with_spans_expectations_and_feedback(tmp_path, ti
                     if v["family"] == "faithfulness" and v.get("evidence")]
         if "faithfulness" in feedback and evidence:
             assert evidence[0]["evidence"] in feedback["faithfulness"].rationale
+    assert "raglab.correctness" in named
 
 
 FLAKY_SYSTEM = """
@@ -157,7 +166,7 @@ def test_traces_failed_all_assessments_and_none(tmp_path, tiny):
     for t in traces:
         rec = records[t.info.tags["raglab.case_id"]]
         feedback = {a.name for a in t.info.assessments if a.feedback is not None}
-        assert feedback == {m for m, v in rec["metrics"].items() if v is not None}
+        assert feedback == {feedback_name(m) for m, v in rec["metrics"].items() if v is not None}
         assert t.info.state.value == ("ERROR" if rec["error"] else "OK")
 
     proc = run_cli(*_args(tmp_path, tiny, "tracking.traces=none", run="none"), cwd=tmp_path)
