@@ -56,9 +56,15 @@ def test_every_case_is_a_trace_with_spans_expectations_and_feedback(tmp_path, ti
     proc = run_cli(*_args(tmp_path, tiny), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "its cases, one trace each: http://127.0.0.1:5000/#/experiments/" in proc.stdout
-    records = _records(tmp_path / "run")
-    versions = json.loads((tmp_path / "run" / "metrics.json").read_text())["metric_versions"]
     run, traces = _run_and_traces(tmp_path)
+    check_traces(tmp_path / "run", Path(tiny[1]), run, traces)
+
+
+def check_traces(run_dir: Path, cases_path: Path, run, traces: list) -> None:
+    """The traces of a finished run, as read back with MLflow's client, against its
+    records and cases: spans, expectations, feedback values and their sources."""
+    records = _records(run_dir)
+    versions = json.loads((run_dir / "metrics.json").read_text())["metric_versions"]
     assert run.info.status == "FINISHED"
     by_case = {t.info.tags["raglab.case_id"]: t for t in traces}
     assert sorted(by_case) == sorted(records) and len(traces) == len(records)
@@ -92,7 +98,7 @@ def test_every_case_is_a_trace_with_spans_expectations_and_feedback(tmp_path, ti
         assessments = t.info.assessments
         expect = {a.name: a for a in assessments if a.expectation is not None}
         feedback = {a.name: a for a in assessments if a.feedback is not None}
-        case = next(c for c in map(json.loads, Path(tiny[1]).read_text().splitlines())
+        case = next(c for c in map(json.loads, cases_path.read_text().splitlines())
                     if c["id"] == case_id)
         if case.get("reference_answer"):
             assert expect["expected_response"].value == case["reference_answer"]
