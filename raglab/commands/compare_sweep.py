@@ -8,21 +8,16 @@ from raglab.metrics.catalog import SWEEP_TERMINAL
 
 
 def run_sweep(args, cfg) -> None:
-    from raglab.commands.common import write_outputs
-    from raglab.compare.load import DEFAULT_TRACKING_URI, safe_name
+    from raglab.compare.load import DEFAULT_TRACKING_URI
     from raglab.compare.sweep import (
         compare_sweep,
         find_job,
         load_sweep,
         resolve_baseline,
-        sweep_json,
+        sweep_out_dir,
+        write_sweep_files,
     )
-    from raglab.compare.sweep_render import (
-        render_sweep_html,
-        render_sweep_md,
-        render_sweep_terminal,
-    )
-    from raglab.data.io import json_text
+    from raglab.compare.sweep_render import render_sweep_terminal
 
     ref = args.runs[0]
     uri = args.uri or DEFAULT_TRACKING_URI
@@ -37,22 +32,13 @@ def run_sweep(args, cfg) -> None:
                        allow_case_mismatch=args.allow_case_mismatch,
                        allow_version_mismatch=args.allow_version_mismatch,
                        allow_incomplete=args.allow_incomplete)
-    files = {"compare.md": render_sweep_md(sc), "compare.html": render_sweep_html(sc),
-             "compare.json": json_text(sweep_json(sc), indent=1)}
-    sweep_dir = Path(ref)
-    if args.out is not None:
-        out = args.out
-    elif sweep_dir.is_dir():
-        out = sweep_dir / f"compare-vs-{safe_name(base.name)}"
-    else:
-        out = Path.cwd() / f"compare-sweep-{ref[:8]}-vs-{safe_name(base.name)}"
-    out = out.resolve()
-    paths = write_outputs(out, files)
+    out = args.out.resolve() if args.out is not None else sweep_out_dir(ref, base)
+    paths = write_sweep_files(sc, out)
     from raglab.text.escape import term_lines
 
     print(term_lines(render_sweep_terminal(sc, list(SWEEP_TERMINAL))))
     print(f"wrote {out}/compare.md, compare.html, compare.json")
-    if not sweep_dir.is_dir():  # an MLflow parent run: the figures and the heat map on it
+    if not Path(ref).is_dir():  # an MLflow parent run: the figures and the heat map on it
         from raglab.compare.sweep import log_to_parent
 
         n = log_to_parent(sc, ref, uri, paths)

@@ -203,6 +203,30 @@ def sweep_json(sc: SweepComparison) -> dict:
     }
 
 
+def write_sweep_files(sc: SweepComparison, out: Path) -> list[Path]:
+    """Write the comparison's ``compare.md``, ``compare.html`` (the heat maps) and
+    ``compare.json`` into ``out``, each under a temporary name renamed into place."""
+    from raglab.compare.sweep_render import render_sweep_html, render_sweep_md
+    from raglab.data.io import atomic_write_text, json_text
+
+    files = {"compare.md": render_sweep_md(sc), "compare.html": render_sweep_html(sc),
+             "compare.json": json_text(sweep_json(sc), indent=1)}
+    for name, text in files.items():  # the JSON comes from json_text, scrubbed already
+        atomic_write_text(out / name, text, scrubbed=name.endswith(".json"))
+    return [out / name for name in files]
+
+
+def sweep_out_dir(ref: str, baseline: Job) -> Path:
+    """Where a sweep comparison's files go by default: ``SWEEP/compare-vs-JOB/`` for a sweep
+    directory, ``compare-sweep-PARENT-vs-JOB/`` in the working directory for a parent run."""
+    from raglab.compare.load import safe_name
+
+    sweep_dir = Path(ref)
+    if sweep_dir.is_dir():
+        return (sweep_dir / f"compare-vs-{safe_name(baseline.name)}").resolve()
+    return (Path.cwd() / f"compare-sweep-{ref[:8]}-vs-{safe_name(baseline.name)}").resolve()
+
+
 def job_numbers(sc: SweepComparison, tracking_uri: str) -> dict[str, str]:
     """Each job's number in its sweep, by job name: the parent's job tags for an MLflow
     parent (the run's place in job order when it has none), the subdirectory otherwise."""

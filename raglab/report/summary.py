@@ -250,16 +250,18 @@ def best_job_line(jobs: Sequence[Mapping[str, Any]], keys: Sequence[str],
 
 def sweep_markdown(title: str, jobs: Sequence[Mapping[str, Any]], keys: Sequence[str],
                    sweep_dir: str, labels: Mapping[str, str] | None = None,
-                   limit: int = 8000) -> str:
-    """The parent run's description: the job table (rows cut to fit ``limit`` characters,
-    MLflow's tag size; the whole table is the ``sweep.html`` artifact)."""
+                   limit: int = 8000, best: str | None = None) -> str:
+    """The parent run's description: the "best" line (``best``, the line the terminal
+    printed; :func:`best_job_line` when not given) and the job table (rows cut to fit
+    ``limit`` characters, MLflow's tag size; the whole table is the ``sweep.html``
+    artifact)."""
     header, rows = sweep_rows(jobs, keys, labels)
     if len(rows) <= 10:  # one column per job, one row per swept key and metric: narrow
         header, rows = (["job", *(r[0] for r in rows)],
                         [[header[i], *(r[i] for r in rows)] for i in range(1, len(header))])
     head = [f"**{_md(title)}**: {len(jobs)} jobs in `{md_code(sweep_dir)}`; ↑ higher is better, "
             "↓ lower is better", ""]
-    best = best_job_line(jobs, keys, labels)
+    best = best or best_job_line(jobs, keys, labels)
     if best:
         head[1:1] = ["", _md(best)]
     tail = ["", "The whole table is the artifact `sweep.html`; each job is a child run."]

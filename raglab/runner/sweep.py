@@ -281,7 +281,8 @@ def summarize(config: Any) -> str:
              sweep_text(header, rows, len(keys))]
     best = best_job_line(jobs, keys, labels)
     if best:
-        lines.append(best + versus_runner_up(jobs, keys, labels))
+        best += versus_runner_up(jobs, keys, labels)
+        lines.append(best)
     tracking = config.get("tracking") or {}
     if _tracks(str(tracking.get("name"))):
         from raglab.tracking.mlflow_store import ui_command
@@ -289,7 +290,7 @@ def summarize(config: Any) -> str:
 
         params = {k: ", ".join(dict.fromkeys(str(j["values"].get(k, "")) for j in jobs))
                   for k in keys}
-        description = sweep_markdown(name, jobs, keys, str(sweep_dir), labels)
+        description = sweep_markdown(name, jobs, keys, str(sweep_dir), labels, best=best)
         found = summarize_sweep(str(tracking.get("uri")), str(tracking.get("experiment")),
                                 sweep_dir, name, params, description, html,
                                 {j["num"]: j["dir"] for j in jobs}, keys,
@@ -310,4 +311,9 @@ def summarize(config: Any) -> str:
             lines += [f"MLflow parent run {parent} {name!r} (experiment "
                       f"{tracking.get('experiment')!r}); view the sweep with:",
                       f"  {ui_command(str(tracking.get('uri')))}", f"  then open {url}"]
+            from raglab.runner.sweep_compare import compare_at_end
+
+            # every job against job 0 on the parent, as raglab compare PARENT --baseline 0
+            lines.append(compare_at_end(sweep_dir, len(jobs), parent,
+                                        str(tracking.get("uri")), config))
     return "\n".join(lines)

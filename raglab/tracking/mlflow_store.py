@@ -353,6 +353,13 @@ def _read_config(run_dir: Path) -> dict:
     return read_run_config(run_dir)
 
 
+def _slice_metrics(cfg: Mapping[str, Any]) -> str:
+    """A run config's ``tracking.slice_metrics`` (``all`` or ``headline``, the default)."""
+    tracking = cfg.get("tracking")
+    value = tracking.get("slice_metrics") if isinstance(tracking, Mapping) else None
+    return "all" if value == "all" else "headline"
+
+
 def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None = None,
                 params: Mapping[str, Any] | None = None,
                 tags: Mapping[str, str] | None = None,
@@ -361,7 +368,9 @@ def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None =
                 report: Sequence[Path] = ()) -> str:
     """Log a finished run directory (``raglab log RUN_DIR``); returns the MLflow run id.
     ``resume``: the run the directory started (continued when the store holds it);
-    ``report``: the files of its report."""
+    ``report``: the files of its report. Slice metrics follow the run's own
+    ``tracking.slice_metrics`` (``headline`` when its config has none), as the run would
+    have logged them."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run directory")
@@ -373,7 +382,8 @@ def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None =
         or run_dir.absolute().name
     run = MlflowRun.start(uri, experiment, name, all_params, dict(tags or {}), resume=resume)
     try:
-        run.finish(run_dir, describe=describe, report=report)
+        run.finish(run_dir, describe=describe, report=report,
+                   slice_metrics=_slice_metrics(cfg))
     except KeyboardInterrupt:
         run.kill()
         raise

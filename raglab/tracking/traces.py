@@ -18,10 +18,11 @@ Shape of a case's trace (``tracking.traces``: ``all`` cases, only the ``failed``
 - expectations (source HUMAN, the case set): ``expected_response`` (the reference answer),
   ``expected_facts`` (the nuggets), ``expected_retrieved_context`` (the gold evidence);
 - feedback: one per headline per-case metric (every per-case metric with
-  ``tracking.assessments=all``), its value, its source (``LLM_JUDGE`` or ``CODE`` named
-  ``<grader>@<metric version>`` for graded metrics, ``CODE`` named
-  ``raglab.<family>@<version>`` for the others) and, where the grader's verdicts give
-  evidence, that evidence as the rationale;
+  ``tracking.assessments=all``), named as the metric (``raglab.correctness`` for
+  ``correctness``, a name MLflow's UI keeps for its own judge: :func:`feedback_name`),
+  its value, its source (``LLM_JUDGE`` or ``CODE`` named ``<grader>@<metric version>``
+  for graded metrics, ``CODE`` named ``raglab.<family>@<version>`` for the others) and,
+  where the grader's verdicts give evidence, that evidence as the rationale;
 - pairing: MLflow's evaluation view pairs the traces of two runs on their request (the
   root's inputs, ``{"case_id", "question"}``); the case id is also the trace's
   ``client_request_id``, its ``mlflow.eval.requestId`` tag and its ``raglab.case_id`` tag.
@@ -60,6 +61,21 @@ QUEUE_MAX = 4096
 MAX_PREVIEW = 1000
 MAX_TEXT = 20000  # a passage's text in a span (longer ones are cut)
 MAX_RATIONALE = 4000
+#: the assessment names MLflow's UI (3.17) keeps for its built-in judges: it takes any
+#: feedback so named for a pass/fail judgement, and shows the numeric values of one as text
+#: ("STRING, 2 values"), so a metric of one of these names is logged as ``raglab.NAME``
+MLFLOW_JUDGE_NAMES = frozenset({
+    "overall_assessment", "correctness", "groundedness", "retrieval_groundedness",
+    "context_sufficiency", "retrieval_sufficiency", "relevance_to_query", "safety",
+    "chunk_relevance", "retrieval_relevance", "guideline_adherence", "guidelines",
+    "global_guideline_adherence", "conversational_guidelines"})
+RESERVED_PREFIX = "raglab."
+
+
+def feedback_name(metric: str) -> str:
+    """The feedback assessment's name of a per-case metric: the metric's name, or
+    ``raglab.<name>`` for a name MLflow keeps for a built-in judge (``raglab.correctness``)."""
+    return RESERVED_PREFIX + metric if metric in MLFLOW_JUDGE_NAMES else metric
 
 
 def traces_url(uri: str, experiment_id: str, run_id: str, compare_to: str | None = None) -> str:
@@ -256,7 +272,7 @@ class Assessor:
             if family and self.versions.get(family):
                 meta["raglab.metric_version"] = self.versions[family]
             out.append(Feedback(
-                name=name, value=float(value), trace_id=trace_id, metadata=meta,
+                name=feedback_name(name), value=float(value), trace_id=trace_id, metadata=meta,
                 source=self._source(family, graded, graders.get(family or "", self.grader)),
                 rationale=_rationale(record.verdicts, family) if graded and family else None))
         return out

@@ -63,7 +63,10 @@ def test_a_sweep_says_which_job_is_which_and_summarises_itself(tmp_path, tiny):
     note = parent.data.tags["mlflow.note.content"]
     assert "| job | 0 | 1 | 2 | 3 |" in note and "| size | 16 | 16 | 32 | 32 |" in note
     assert "| k | 1 | 2 | 1 | 2 |" in note and "| final.evidence_recall ↑ |" in note
-    assert {a.path for a in client.list_artifacts(parent_id)} == {"sweep.html"}
+    # the job table, and every job compared with job 0 at the end of the sweep
+    assert {a.path for a in client.list_artifacts(parent_id)} == {"sweep.html", "compare"}
+    assert {a.path for a in client.list_artifacts(parent_id, "compare")} == \
+        {"compare/compare.md", "compare/compare.html", "compare/compare.json"}
     children = client.search_runs([exp.experiment_id],
                                   f"tags.`mlflow.parentRunId` = '{parent_id}'")
     by_dir = {c.data.tags["raglab.run_dir"]: c for c in children}

@@ -128,6 +128,10 @@ def test_raglab_log_logs_a_finished_run_dir_later(tmp_path, demo_subset):
     logged = runs[0].data.metrics
     for key in _expected(out):
         assert key in logged, key
+    # per slice, the run's own tracking.slice_metrics (headline by default), as a run logs
+    # (and each slice's diagnosis counts)
+    assert {k for k in logged if k.startswith("slice/") and "/diagnosis." not in k} == \
+        {k for k in _expected(out) if k.startswith("slice/")}
     bad = run_cli("log", str(tmp_path), "--uri", uri, cwd=tmp_path)
     assert bad.returncode == 2 and "not a finished run directory" in bad.stderr  # input error
     missing = run_cli("log", str(tmp_path / "no-such-dir"), "--uri", uri, cwd=tmp_path)

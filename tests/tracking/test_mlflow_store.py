@@ -192,6 +192,33 @@ def test_log_run_dir_flattens_config(tmp_path, store):
     assert got.data.metrics["final.evidence_recall_at_5"] >= 0
 
 
+def test_log_run_dir_follows_the_runs_own_slice_metrics_setting(tmp_path, store):
+    """Per slice, ``raglab log`` logs what the run itself would have: the headline metrics
+    (a config without the setting, or ``tracking.slice_metrics: headline``), every metric
+    with ``tracking.slice_metrics: all``; every overall metric either way."""
+    import yaml
+
+    from raglab.metrics.catalog import HEADLINE
+    from raglab.tracking.keys import metric_key
+
+    headline = {metric_key(m) for m in HEADLINE}
+    client = MlflowClient(tracking_uri=store)
+    for setting in (None, "headline", "all"):
+        run_dir = make_run_dir(tmp_path / str(setting), n_intents=3)
+        if setting is not None:
+            cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+            cfg["tracking"] = {"name": "none", "slice_metrics": setting}
+            (run_dir / "config.yaml").write_text(yaml.safe_dump(cfg))
+        logged = client.get_run(log_run_dir(run_dir, store, "slices")).data.metrics
+        every = expected_metrics(run_dir)
+        sliced = {k for k in every if k.startswith("slice/")}
+        want = sliced if setting == "all" else \
+            {k for k in sliced if parse_slice_key(k)[2] in headline | {"n"}}
+        assert want and {k for k in logged if k.startswith("slice/")} == want, setting
+        assert sliced - want or setting == "all"  # the synthetic run has non-headline ones
+        assert {k for k in every if not k.startswith("slice/")} <= logged.keys()
+
+
 def test_log_run_dir_refuses_unfinished_dir(tmp_path):
     (tmp_path / "r").mkdir()
     with pytest.raises(UserError, match="metrics.json: missing"):

@@ -95,3 +95,27 @@ def test_direct_postgres_store(services, tmp_path, monkeypatch):
     assert got.info.status == "FINISHED"
     assert got.data.metrics.keys() == expected_metrics(run_dir).keys()
     assert got.info.artifact_uri.startswith((tmp_path / "mlartifacts" / "pg-direct").as_uri())
+
+
+def test_a_runs_traces_through_the_server_read_back_with_mlflows_client(services, tmp_path,
+                                                                         tiny):
+    """A real ``raglab run`` tracked by ``mlflow server`` on PostgreSQL: every case a trace
+    whose spans, expectations, feedback values and sources MLflow's own client reads back
+    (the checks of the sqlite test, tests/tracking/test_traces.py)."""
+    import mlflow
+
+    from tests.conftest import run_cli
+    from tests.tracking.test_traces import _args, check_traces
+
+    _, uri = services
+    args = [a for a in _args(tmp_path, tiny) if not a.startswith("tracking.uri=")]
+    proc = run_cli(*args, f"tracking.uri={uri}", "tracking.experiment=pg-traces",
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    mlflow.set_tracking_uri(uri)
+    exp = mlflow.get_experiment_by_name("pg-traces")
+    (run,) = mlflow.search_runs([exp.experiment_id], output_format="list")
+    traces = mlflow.search_traces(locations=[exp.experiment_id], run_id=run.info.run_id,
+                                  return_type="list")
+    assert traces and all(t.data.spans for t in traces)
+    check_traces(tmp_path / "run", tiny[1], run, traces)

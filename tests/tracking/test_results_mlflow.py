@@ -159,3 +159,62 @@ def test_slices_in_mlflow_default_to_the_headline_metrics(store):
     summary = json.loads((d / "sw" / "0" / "metrics.json").read_text())
     assert any("candidate.ndcg@10" in ms for v in summary["slices"].values()
                for ms in v.values())  # the full table stays in metrics.json
+
+
+def test_the_end_of_a_sweep_logs_every_job_against_job_0_to_the_parent(store):
+    """As ``raglab compare PARENT --baseline 0`` would, without being asked: the files in
+    the sweep directory, each job's deltas and intervals and the heat map on the parent;
+    a later comparison adds nothing to any figure's history."""
+    from raglab.tracking.keys import metric_key
+
+    d, uri, parent, _ = store
+    out = d / "sw" / "compare-vs-k=1"
+    assert f"compared every job with job 0 (k=1): {out}/compare.md" in STDOUT[0]
+    assert sorted(p.name for p in out.iterdir()) == ["compare.html", "compare.json",
+                                                      "compare.md"]
+    tables = json.loads((out / "compare.json").read_text())["tables"]
+    expected = {f"sweep.1.{metric_key(m)}.{fig}": cell[fig]
+                for m, cells in tables.items() for cell in cells.values()
+                for fig in ("delta", "ci_low", "ci_high") if cell[fig] is not None}
+    assert f"sweep.1.{metric_key('final.evidence_recall')}.delta" in expected
+    client = _client(uri)
+    run = client.get_run(parent)
+    assert {k: v for k, v in run.data.metrics.items() if k.startswith("sweep.")} == \
+        pytest.approx(expected)
+    assert run.data.tags["raglab.sweep.baseline"] == "0"
+    assert {a.path for a in client.list_artifacts(parent, "compare")} == \
+        {"compare/compare.html", "compare/compare.json", "compare/compare.md"}
+    res = run_cli("compare", parent, "--baseline", "0", "--uri", uri, "--out", "again", cwd=d)
+    assert res.returncode == 0, res.stderr
+    assert "(0 new or changed sweep.* figures" in res.stdout
+    for key in expected:
+        assert len(client.get_metric_history(parent, key)) == 1, key
+
+
+def test_the_parent_description_carries_the_terminals_best_line(store):
+    from raglab.report.summary import _md
+
+    _, uri, parent, _ = store
+    best = next(ln for ln in STDOUT[0].splitlines() if ln.startswith("best "))
+    assert "better than the runner-up" in best
+    note = _client(uri).get_run(parent).data.tags["mlflow.note.content"]
+    assert _md(best) in note.splitlines()
+
+
+def test_a_sweep_whose_jobs_cannot_be_compared_says_why_and_succeeds(tmp_path, tiny):
+    corpus, cases = tiny
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    common = [f"dataset.corpus={corpus}", f"dataset.cases={cases}", "dataset.labels=null",
+              f"tracking.uri={uri}", f"cache_dir={tmp_path / 'c'}", "progress=off"]
+    # graded by two graders: metric versions differ
+    res = run_cli("run", "-m", *common, "grader=heuristic,none", "hydra.sweep.dir=two",
+                  cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    (line,) = [ln for ln in res.stdout.splitlines() if ln.startswith("sweep comparison")]
+    assert line.startswith("sweep comparison not made: metric versions differ")
+    assert not list((tmp_path / "two").glob("compare-vs-*"))
+    # one job: nothing to compare
+    res = run_cli("run", "-m", *common, "k=3", "hydra.sweep.dir=one", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "sweep comparison not made: the sweep has 1 finished job (nothing to compare)" \
+        in res.stdout.splitlines()

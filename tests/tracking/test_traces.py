@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from raglab.metrics.catalog import HEADLINE, spec_of
+from raglab.tracking.traces import feedback_name
 from tests.conftest import run_cli
 
 mlflow = pytest.importorskip("mlflow")
@@ -55,12 +56,19 @@ def test_every_case_is_a_trace_with_spans_expectations_and_feedback(tmp_path, ti
     proc = run_cli(*_args(tmp_path, tiny), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "its cases, one trace each: http://127.0.0.1:5000/#/experiments/" in proc.stdout
-    records = _records(tmp_path / "run")
-    versions = json.loads((tmp_path / "run" / "metrics.json").read_text())["metric_versions"]
     run, traces = _run_and_traces(tmp_path)
+    check_traces(tmp_path / "run", Path(tiny[1]), run, traces)
+
+
+def check_traces(run_dir: Path, cases_path: Path, run, traces: list) -> None:
+    """The traces of a finished run, as read back with MLflow's client, against its
+    records and cases: spans, expectations, feedback values and their sources."""
+    records = _records(run_dir)
+    versions = json.loads((run_dir / "metrics.json").read_text())["metric_versions"]
     assert run.info.status == "FINISHED"
     by_case = {t.info.tags["raglab.case_id"]: t for t in traces}
     assert sorted(by_case) == sorted(records) and len(traces) == len(records)
+    named: set[str] = set()
     for case_id, t in by_case.items():
         rec = records[case_id]
         # the pairing keys of MLflow's comparison: the request, the client request id, the tag
@@ -90,7 +98,7 @@ def test_every_case_is_a_trace_with_spans_expectations_and_feedback(tmp_path, ti
         assessments = t.info.assessments
         expect = {a.name: a for a in assessments if a.expectation is not None}
         feedback = {a.name: a for a in assessments if a.feedback is not None}
-        case = next(c for c in map(json.loads, Path(tiny[1]).read_text().splitlines())
+        case = next(c for c in map(json.loads, cases_path.read_text().splitlines())
                     if c["id"] == case_id)
         if case.get("reference_answer"):
             assert expect["expected_response"].value == case["reference_answer"]
@@ -98,9 +106,15 @@ def test_every_case_is_a_trace_with_spans_expectations_and_feedback(tmp_path, ti
             assert [e["doc_uri"] for e in expect["expected_retrieved_context"].value] == \
                 [e["doc_id"] for e in case["evidence"]]
         assert all(a.source.source_type == "HUMAN" for a in expect.values())
-        # one feedback per headline per-case metric that has a value, with its value
-        want = {m: v for m, v in rec["metrics"].items() if m in HEADLINE and v is not None}
+        # one feedback per headline per-case metric that has a value, with its value, named
+        # as the metric, but correctness: MLflow's UI keeps that name for its own judge
+        want = {("raglab.correctness" if m == "correctness" else m): v
+                for m, v in rec["metrics"].items() if m in HEADLINE and v is not None}
         assert {n: a.value for n, a in feedback.items()} == pytest.approx(want)
+        assert "correctness" not in feedback
+        named |= feedback.keys()
+        assert all(isinstance(a.value, float) for a in feedback.values())
+        feedback = {n.removeprefix("raglab."): a for n, a in feedback.items()}
         for name, a in feedback.items():
             spec = spec_of(name)
             if spec.family == "retrieval":
@@ -115,6 +129,7 @@ def test_every_case_is_a_trace_with_spans_expectations_and_feedback(tmp_path, ti
                     if v["family"] == "faithfulness" and v.get("evidence")]
         if "faithfulness" in feedback and evidence:
             assert evidence[0]["evidence"] in feedback["faithfulness"].rationale
+    assert "raglab.correctness" in named
 
 
 FLAKY_SYSTEM = """
@@ -157,7 +172,7 @@ def test_traces_failed_all_assessments_and_none(tmp_path, tiny):
     for t in traces:
         rec = records[t.info.tags["raglab.case_id"]]
         feedback = {a.name for a in t.info.assessments if a.feedback is not None}
-        assert feedback == {m for m, v in rec["metrics"].items() if v is not None}
+        assert feedback == {feedback_name(m) for m, v in rec["metrics"].items() if v is not None}
         assert t.info.state.value == ("ERROR" if rec["error"] else "OK")
 
     proc = run_cli(*_args(tmp_path, tiny, "tracking.traces=none", run="none"), cwd=tmp_path)

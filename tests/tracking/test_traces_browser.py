@@ -5,6 +5,7 @@ view, all of the same runs. Screenshots are kept in ``tmp_path/screens``."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import time
@@ -19,6 +20,11 @@ from tests.tracking.services import mlflow_server
 CLOSE_PANELS = ("Array.from(document.querySelectorAll('button'))"
                 ".filter(x => /close/i.test(x.getAttribute('aria-label') || ''))"
                 ".forEach(x => x.click())")
+
+
+#: click the Columns menu's options of these names (a JSON list)
+PICK = ("(names => names.forEach(n => Array.from(document.querySelectorAll('[role=option]'))"
+        ".filter(x => x.textContent.trim() === n).forEach(x => x.click())))(%s)")
 
 
 def _open(b: Browser, url: str, *needles: str, timeout: float = 120) -> str:
@@ -47,6 +53,8 @@ def test_mlflow_shows_the_cases_of_a_run_and_compares_two_runs_case_by_case(tmp_
     assert proc.returncode == 0, proc.stderr
     parent_id = re.search(r"MLflow parent run ([0-9a-f]{32})", proc.stdout).group(1)
 
+    import mlflow
+    from mlflow.entities import AssessmentSource
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
@@ -84,5 +92,28 @@ def test_mlflow_shows_the_cases_of_a_run_and_compares_two_runs_case_by_case(tmp_
                      "&viewStateShareKey=raglab-headline", "raglab: headline metrics",
                      "candidate.evidence_recall", "k sweep")
         b.screenshot(screens / "runs-table.png")
+        # raglab's correctness beside a control feedback named "correctness" with the same
+        # values: MLflow's UI takes that name for its own pass/fail judge and shows the
+        # numbers as text, so raglab logs it as raglab.correctness (docs/mlflow.md)
+        mlflow.set_tracking_uri(uri)
+        for t in mlflow.search_traces(locations=[exp_id], run_id=k3, return_type="list"):
+            for a in t.info.assessments:
+                if a.name == "raglab.correctness":
+                    mlflow.log_feedback(trace_id=t.info.trace_id, name="correctness",
+                                        value=a.value, source=AssessmentSource(
+                                            source_type="CODE", source_id="control"))
+        _open(b, f"{base}/#/experiments/{exp_id}/runs/{k3}/traces?workflowType=genai",
+              "Assessments", "4 of 4")
+        b.evaluate("Array.from(document.querySelectorAll('button'))"
+                   ".find(x => /Columns/.test(x.textContent)).click()")
+        b.wait_for_text("raglab.correctness", timeout=30)
+        b.evaluate(PICK % json.dumps(["raglab.correctness", "correctness"]))
+        b.evaluate("document.dispatchEvent(new KeyboardEvent('keydown', "
+                   "{key: 'Escape', bubbles: true})); document.body.click()")
+        text = b.wait_for_text("Correctness\nSTRING", timeout=30)
+        time.sleep(2)
+        b.screenshot(screens / "correctness.png")
+        assert re.search(r"raglab\.correctness\nAVG\n[0-9.]+\n", text), text[:2000]
+        assert re.search(r"Correctness\nSTRING\n\d+ values?\n", text), text[:2000]
     assert all(p.stat().st_size > 10_000 for p in screens.iterdir())
     print(f"screenshots: {screens}")
