@@ -8,7 +8,7 @@ Keys (MLflow names made legal by :func:`raglab.tracking.keys.metric_key`):
 - ``compare.<metric>.delta``, ``.ci_low``, ``.ci_high``, ``.p_adjusted``: the candidate
   against its baseline, each headline metric overall (the confirmatory family);
 - on a sweep's parent, ``sweep.<job>.<metric>.delta``, ``.ci_low``, ``.ci_high`` for each job
-  against the baseline job (``<job>`` is the job's number);
+  against the baseline job (``<job>`` is the job's number; the baseline job's own are 0);
 - tags ``raglab.compared_with`` (the baseline), ``raglab.sweep.baseline`` (the baseline
   job's number), ``raglab.decision`` (GO or NO-GO) and ``raglab.decision.gates``.
 
@@ -106,15 +106,21 @@ def log_sweep_comparison(parent_id: str, uri: str, baseline_job: str,
                          cells: Mapping[str, Mapping[str, Mapping]], files: list[Path]) -> int:
     """Each job's headline deltas and intervals against the baseline job as metrics of the
     sweep's parent (``cells``: metric -> job number -> row), the heat map (``files``) under
-    ``compare/``; the number of figures logged."""
+    ``compare/``; the number of figures logged. The baseline job's own figures are 0 (its
+    difference from itself), so a comparison against another baseline replaces every
+    figure an earlier one logged instead of leaving the new baseline's old ones behind."""
     from raglab.tracking.mlflow_store import _existing_client
 
     client = _existing_client(uri)
     values: dict[str, float] = {}
     for metric, jobs in cells.items():
+        compared = False
         for job, row in jobs.items():
             figs = row_figures([dict(row, metric=metric)], SWEEP_FIGURES)[metric]
             values.update({sweep_key(job, metric, f): v for f, v in figs.items()})
+            compared = compared or bool(figs)
+        if compared:
+            values.update({sweep_key(baseline_job, metric, f): 0.0 for f in SWEEP_FIGURES})
     n = _log_changed(client, parent_id, values, {BASELINE_JOB_TAG: baseline_job})
     for path in files:
         client.log_artifact(parent_id, str(path), artifact_path="compare")

@@ -91,12 +91,7 @@ def test_a_sweep_comparison_logs_each_jobs_deltas_and_the_heat_map_to_the_parent
     client = _client(uri)
     run = client.get_run(parent)
     logged = {k: v for k, v in run.data.metrics.items() if k.startswith("sweep.")}
-    expected = {}
-    for metric, cells in tables.items():
-        (cell,) = cells.values()  # job 1 against job 0
-        for fig in ("delta", "ci_low", "ci_high"):
-            if cell[fig] is not None:
-                expected[f"sweep.1.{metric_key(metric)}.{fig}"] = cell[fig]
+    expected = _sweep_figures(tables, baseline="0")
     assert expected and logged == pytest.approx(expected)
     assert run.data.tags["raglab.sweep.baseline"] == "0"
     arts = {a.path for a in client.list_artifacts(parent, "compare")}
@@ -106,6 +101,40 @@ def test_a_sweep_comparison_logs_each_jobs_deltas_and_the_heat_map_to_the_parent
     assert res.returncode == 0, res.stderr
     for key in expected:
         assert len(client.get_metric_history(parent, key)) == 1, key
+    # another baseline replaces every figure: job 1's become 0, job 0's hold its difference
+    res = run_cli("compare", parent, "--baseline", "1", "--uri", uri, "--out", "sc1", cwd=d)
+    assert res.returncode == 0, res.stderr
+    again = _sweep_figures(json.loads((d / "sc1" / "compare.json").read_text())["tables"],
+                           baseline="1")
+    delta = f"sweep.0.{metric_key('final.evidence_recall')}.delta"
+    assert again[delta] == pytest.approx(-expected[delta.replace('sweep.0', 'sweep.1')])
+    assert again.keys() == expected.keys()
+    now = {k: v for k, v in client.get_run(parent).data.metrics.items()
+           if k.startswith("sweep.")}
+    assert now == pytest.approx(again)
+    assert client.get_run(parent).data.tags["raglab.sweep.baseline"] == "1"
+    # and back (the later tests read the parent as the sweep left it)
+    res = run_cli("compare", parent, "--baseline", "0", "--uri", uri, "--out", "sc", cwd=d)
+    assert res.returncode == 0, res.stderr
+    assert {k: v for k, v in client.get_run(parent).data.metrics.items()
+            if k.startswith("sweep.")} == pytest.approx(expected)
+
+
+def _sweep_figures(tables: dict, baseline: str) -> dict[str, float]:
+    """The parent's expected ``sweep.*`` figures of a two-job sweep comparison: the other
+    job's against ``baseline``, the baseline's own 0 (its difference from itself)."""
+    from raglab.tracking.keys import metric_key
+
+    other = "1" if baseline == "0" else "0"
+    out: dict[str, float] = {}
+    for metric, cells in tables.items():
+        (cell,) = cells.values()
+        figs = {f: cell[f] for f in ("delta", "ci_low", "ci_high") if cell[f] is not None}
+        out.update({f"sweep.{other}.{metric_key(metric)}.{f}": v for f, v in figs.items()})
+        if figs:
+            out.update({f"sweep.{baseline}.{metric_key(metric)}.{f}": 0.0
+                        for f in ("delta", "ci_low", "ci_high")})
+    return out
 
 
 def test_decide_tags_the_candidate_and_logs_the_record(store):
@@ -173,9 +202,7 @@ def test_the_end_of_a_sweep_logs_every_job_against_job_0_to_the_parent(store):
     assert sorted(p.name for p in out.iterdir()) == ["compare.html", "compare.json",
                                                       "compare.md"]
     tables = json.loads((out / "compare.json").read_text())["tables"]
-    expected = {f"sweep.1.{metric_key(m)}.{fig}": cell[fig]
-                for m, cells in tables.items() for cell in cells.values()
-                for fig in ("delta", "ci_low", "ci_high") if cell[fig] is not None}
+    expected = _sweep_figures(tables, baseline="0")
     assert f"sweep.1.{metric_key('final.evidence_recall')}.delta" in expected
     client = _client(uri)
     run = client.get_run(parent)
@@ -184,11 +211,12 @@ def test_the_end_of_a_sweep_logs_every_job_against_job_0_to_the_parent(store):
     assert run.data.tags["raglab.sweep.baseline"] == "0"
     assert {a.path for a in client.list_artifacts(parent, "compare")} == \
         {"compare/compare.html", "compare/compare.json", "compare/compare.md"}
+    # (an earlier test of this module compared against job 1 and back: histories grew)
+    before = {key: len(client.get_metric_history(parent, key)) for key in expected}
     res = run_cli("compare", parent, "--baseline", "0", "--uri", uri, "--out", "again", cwd=d)
     assert res.returncode == 0, res.stderr
     assert "(0 new or changed sweep.* figures" in res.stdout
-    for key in expected:
-        assert len(client.get_metric_history(parent, key)) == 1, key
+    assert {key: len(client.get_metric_history(parent, key)) for key in expected} == before
 
 
 def test_the_parent_description_carries_the_terminals_best_line(store):
