@@ -16,6 +16,7 @@ DEMO_LABELS = resolve_path("pkg://raglab/datasets/demo/labels.jsonl")
 CLAIMS = ["SUPPORTED", "CONTRADICTED", "NOT_FOUND"]
 
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 def test_offline_grader_on_demo_labels(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     p = run_cli("calibrate", f"cache_dir={tmp_path / 'cache'}", f"tracking.uri={uri}",

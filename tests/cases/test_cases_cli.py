@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from raglab.data.dataset import resolve_path
 from tests.conftest import run_cli
 from tests.monitor.traffic import traffic_lines, write_traffic
@@ -21,6 +23,7 @@ def _write(path, rows):
     return path
 
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 def test_failures_round_trip_into_another_set(tmp_path):
     demo = _rows(DEMO_CASES)
     subset = _write(tmp_path / "subset.jsonl", demo[:20])

@@ -65,6 +65,7 @@ def test_compare_two_runs_writes_three_files(runs):
         assert x["question"] == next(c["question"] for c in TINY_CASES if c["id"] == x["case_id"])
 
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 def test_demo_subset_k3_against_k10(tmp_path, demo_subset):
     _run(tmp_path, "k3", *demo_subset, "k=3")
     _run(tmp_path, "k10", *demo_subset, "k=10")

@@ -107,6 +107,7 @@ def test_missing_key_fails_before_any_work(tmp_path):
     assert not (tmp_path / "run" / "metrics.json").exists()
 
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 @pytest.mark.parametrize("be", BACKENDS, ids=lambda b: b.generator)
 def test_model_generator_end_to_end(tmp_path, be: Backend):
     """generator=anthropic|openai through the same client: the prompt template is rendered,

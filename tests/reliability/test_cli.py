@@ -72,6 +72,7 @@ def _all_bytes(root: Path) -> list[tuple[Path, bytes]]:
     return [(p, p.read_bytes()) for p in root.rglob("*") if p.is_file()]
 
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 def test_secrets_appear_in_no_file_no_mlflow_field_and_no_stream(tiny, tmp_path):
     corpus, cases = tiny
     secrets = {"hdr-auth": "Bearer tok-hdr-3344", "x-auth": "xauth-5566",

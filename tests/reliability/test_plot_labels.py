@@ -7,11 +7,14 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
+
 from tests.conftest import TINY_CASES, TINY_CORPUS, run_cli, write_jsonl
 
 MATH = "$\\frac{1}{$"
 
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 def test_a_tag_value_in_dollar_signs_is_drawn_as_written(tmp_path):
     cases = copy.deepcopy(TINY_CASES)
     for c in cases:

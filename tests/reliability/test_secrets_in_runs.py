@@ -74,6 +74,7 @@ def _leaks(root: Path) -> list[tuple[str, str]]:
     return found
 
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 def test_an_ordinary_header_value_keeps_the_run_directory_whole_and_secrets_stay_out(
         tiny, tmp_path, system_url):
     corpus, cases = tiny
@@ -140,6 +141,7 @@ def test_a_secret_stored_in_the_stage_cache_is_scrubbed_but_keys_stay_apart(tmp_
     assert len(rows) == 2 and not any(TOKEN in v for (v,) in rows)
 
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 def test_a_sweep_keeps_no_header_secret_in_multirun_yaml_or_hydra_files(tiny, tmp_path,
                                                                          system_url):
     corpus, cases = tiny

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.graders.fake_anthropic import bad_request, fake_model
 from tests.graders.test_run_claude import _subset
 from tests.llm.backends import ANTHROPIC
@@ -21,6 +23,7 @@ def _run(tmp: Path, env: dict[str, str], cases: Path) -> subprocess.CompletedPro
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=tmp)
 
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 def test_usage_after_a_resume_counts_every_process(tmp_path):
     cases = _subset(tmp_path, n_answerable=4, n_unanswerable=2)
     be = ANTHROPIC

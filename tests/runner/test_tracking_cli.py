@@ -115,6 +115,7 @@ def test_ctrl_c_marks_the_run_killed_and_keeps_records(tmp_path):
     assert [r.info.status for r in runs] == ["KILLED"]
 
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 def test_raglab_log_logs_a_finished_run_dir_later(tmp_path, demo_subset):
     out = tmp_path / "r"
     proc = run_cli("run", *demo_subset, "tracking=none", f"hydra.run.dir={out}",
