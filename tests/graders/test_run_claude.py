@@ -50,6 +50,7 @@ def _run(tmp: Path, run_dir: str, env: dict[str, str], cases: Path,
                           cwd=tmp)
 
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 @pytest.mark.parametrize("be", BACKENDS, ids=lambda b: b.grader)
 def test_run_with_model_grader_end_to_end(tmp_path, be: Backend):
     cases = _subset(tmp_path)

@@ -174,6 +174,7 @@ def test_run_with_an_empty_experiment_name(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 def test_run_against_an_mlflow_api_answering_500(tmp_path):
     class H(BaseHTTPRequestHandler):
         def log_message(self, *a):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from tests.conftest import REPO, TINY_CASES, TINY_CORPUS, run_cli, write_jsonl
 
 SYSTEM = '''
@@ -27,6 +29,7 @@ def _common(tmp_path):
             f"hydra.run.dir={tmp_path / 'run'}"]
 
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 def test_a_replay_file_rewritten_at_the_same_path_is_not_resumed(tmp_path):
     replay = write_jsonl(tmp_path / "out.jsonl",
                          [{"case_id": c["id"], "answer": "first"} for c in TINY_CASES])

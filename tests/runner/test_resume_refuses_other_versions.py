@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from raglab.data.dataset import resolve_path
 from tests.conftest import TINY_CASES, TINY_CORPUS, run_cli, write_jsonl
 from tests.graders.fake_anthropic import TEST_KEY, FakeAnthropic, fake_model
@@ -29,6 +31,7 @@ def _claude_run(tmp: Path, run_dir: Path, env: dict, *extra: str) -> subprocess.
 
 # -- resume checks every family's metric version ------------------------------------------
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 def test_resume_after_a_grader_prompt_changed_is_refused(tmp_path):
     prompts = tmp_path / "prompts"
     shutil.copytree(resolve_path("pkg://raglab/graders/prompts"), prompts)
@@ -58,6 +61,7 @@ def test_resume_after_a_grader_prompt_changed_is_refused(tmp_path):
     assert ident["metric_versions"] == first["metric_versions"]
 
 
+@pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 def test_resume_of_a_run_started_under_other_metric_code_is_refused(tmp_path):
     out = tmp_path / "r"
     args = ["run", *_tiny(tmp_path), "tracking=none", "progress=off", f"hydra.run.dir={out}",
