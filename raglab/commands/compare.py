@@ -142,7 +142,8 @@ def default_out(base, cand) -> Path:
 
 def run_pair(args, cfg) -> None:
     from raglab.compare.comparison import compare_runs, load_run
-    from raglab.compare.render import render_html, render_md, render_terminal
+    from raglab.compare.render import render_md, render_terminal
+    from raglab.compare.render_html import render_html
     from raglab.compare.trust import attach
     from raglab.data.io import json_text
     from raglab.text.escape import term_lines

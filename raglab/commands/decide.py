@@ -95,17 +95,11 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     from raglab.commands.common import write_outputs
     from raglab.commands.compare import check_uri, settings
     from raglab.compare.comparison import compare_runs, load_run
-    from raglab.compare.decide import (
-        GO,
-        build_record,
-        evaluate_gates,
-        not_worse_tests,
-        render_record,
-        run_means,
-    )
+    from raglab.compare.decide import GO, evaluate_gates, not_worse_tests, run_means
     from raglab.compare.gates import load_gate_set
     from raglab.compare.kappa import calibration_checks
     from raglab.compare.load import safe_name
+    from raglab.compare.record import build_record, render_record
     from raglab.compare.trust import attach
     from raglab.data.io import json_text
     from raglab.errors import UserError

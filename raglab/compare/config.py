@@ -21,13 +21,16 @@ class CompareCfg(BaseModel):
     confidence: float = Field(0.95, gt=0, lt=1, description=(
         "level of the paired confidence intervals of each difference"))
     n_bootstrap: int = Field(2000, gt=0, le=100_000, description=(
-        "bootstrap resamples (intervals) and permutations (p-values); seeded, so results "
-        "reproduce"))
-    seed: int = Field(0, ge=0, le=2**32 - 1, description="the resampling seed")
-    interval: Literal["signflip", "bca", "percentile"] = Field("signflip", description=(
-        "the paired interval: signflip inverts the sign-flip permutation test (it excludes 0 "
-        "exactly when the test's p-value is at most 1 - confidence); bca and percentile are "
-        "paired bootstraps"))
+        "bootstrap resamples (intervals) and permutations (p-values)"))
+    seed: int = Field(0, ge=0, le=2**32 - 1, description=(
+        "the seed of the bootstrap intervals; p-values come from a fixed plan, so the same "
+        "data give the same p-value whatever the seed"))
+    interval: Literal["auto", "signflip", "bca", "percentile"] = Field("auto", description=(
+        "the paired interval: auto chooses by metric kind (Tango's score interval for "
+        "pass/fail metrics and shares where few cases changed, the bootstrap-t for graded "
+        "ones, the cluster sign-flip inversion with compare.cluster); signflip inverts the "
+        "sign-flip permutation test for every metric; bca and percentile are paired "
+        "bootstraps"))
     adjust: Literal["holm", "bh"] = Field("holm", description=(
         "multiplicity adjustment of the confirmatory family (the headline metrics overall): "
         "holm (family-wise error) or bh (false discovery rate)"))

@@ -7,7 +7,8 @@ import html
 from typing import Any
 
 from raglab.compare.comparison import ADJUST_NAMES
-from raglab.compare.render import _png, html_page, html_table, img, mean
+from raglab.compare.render import mean
+from raglab.compare.render_html import _png, html_page, html_table, img
 from raglab.report.run_report import _figure, _md_escape, _table
 
 MARK = "*"

@@ -11,34 +11,31 @@ Methods (``paired_table``):
   i.e. the mean of the per-case differences ``d_i``. Wins, ties and losses count the cases
   where the candidate is better, equal (``|d_i| <= 1e-12 max(|b_i|, |c_i|)``) or worse by
   the metric's direction (``none``: a win is a higher value).
-- Interval (``interval="signflip"``, the default): inversion of the two-sided sign-flip
-  permutation test below, with the same sign vectors as its p-value: the values ``t`` of
-  the difference whose test (of ``d_i - t``, symmetric about 0 under ``H0: delta = t``) has
-  a p-value above ``1 - confidence``. Each sign vector is as extreme as the data exactly
-  when ``t`` lies between the mean of the cases it flips and the mean of the others, so
-  the limits are order statistics of those means (``resample.signflip_interval``): exact
-  for the given sign vectors, no search. It excludes 0 exactly when the test's p-value is
-  at most ``1 - confidence`` (for binary metrics, whose p-value is McNemar's exact test,
-  within Monte Carlo error of it). When every difference is equal the interval is ``[delta,
-  delta]`` (``degenerate``); when there are too few cases for the test to reach the level
-  (2 of the ``2**n`` sign vectors are always as extreme: n <= 5 at 95%) no value is
-  excluded and the interval is ``unbounded`` (None); ``n == 0`` gives no interval and no
-  p-value (``none``). ``interval="bca"`` / ``"percentile"``: a paired nonparametric
-  bootstrap of the mean difference (cases resampled with replacement, both runs together),
-  ``n_resamples`` replicates, BCa (bias-corrected and accelerated, Efron & Tibshirani 1993,
-  ch. 14, as scipy's ``bootstrap(method='BCa')``) where valid, else percentile. Where a
-  change moves few cases, BCa covered 90.5-92% at 95% (tests/stats/test_signflip_interval.py
-  measures the sign-flip interval at 96.7-100% there).
+- Interval (``interval="auto"``, the default), by metric kind (``paired._method``; the
+  Statistics page of the manual has the simulations): pass/fail metrics get Tango's score
+  interval (``score.score_interval``: the variance under the hypothesised difference, so an
+  unchanged metric gets ``+-z^2 / (n + z^2)``, not ``[0, 0]``); shares with fewer than 50
+  changed units Tango's interval on their gain and loss mass (``score-bound``, conservative
+  since ``E d^2 <= E |d|``); graded metrics with 50 or more changed units the bootstrap-t
+  (``studentized``); unbounded graded metrics with fewer, and clustered comparisons, the
+  inversion of the sign-flip test below with the same sign vectors as its p-value (limits
+  are order statistics of subset means, ``resample.signflip_interval``). ``signflip``,
+  ``bca`` and ``percentile`` apply one method to every column. When every difference is
+  equal (outside the score methods) the interval is ``[delta, delta]`` (``degenerate``);
+  when the sign-flip test cannot reach the level (n <= 5) it is ``unbounded`` (None);
+  ``n == 0`` gives no interval and no p-value (``none``).
 - Weights and clusters: with ``weights`` every mean and statistic is weighted (the
   difference is ``sum w d / sum w``, sign flips and resamples carry the weights; ``n_eff``
   is Kish's effective sample size); with ``clusters`` the cases of one cluster are flipped
   and resampled together (units are clusters). Weighted or clustered binary columns use the
   sign-flip test instead of McNemar's.
 - Power: ``mde``, the minimum detectable effect of the two-sided test at ``1 -
-  confidence`` with 80% power, ``(z_{1-alpha/2} + z_0.8) * se`` with the standard error
-  from the observed variance of the paired differences (``paired.minimum_detectable_effect``).
-- One-sided tests (``one_sided``): the sign-flip test of ``delta < t`` or ``delta > t``,
-  with the sign vectors of ``paired_table``: the test behind the ``not_worse`` gate.
+  confidence`` with 80% power: for pass/fail metrics (and shares in the score regime) from
+  the exact power of McNemar's test planned at the discordance ``max(observed, delta)``
+  (``score.mcnemar_mde``), else ``(z_{1-alpha/2} + z_0.8) * se`` from the observed variance.
+- One-sided tests (``one_sided``): the test of ``delta < t`` or ``delta > t`` whose inversion
+  is the column's interval (Tango's score test, the bootstrap-t or the sign-flip test): the
+  test behind the ``not_worse`` gate.
 - Test, two-sided: ``binary`` metrics (per-case pass/fail) use the exact McNemar test,
   i.e. the binomial test at 1/2 of the discordant pairs (``mcnemar-exact``; 1 when there
   is none). Other kinds use a paired sign-flip permutation test of the mean difference,
@@ -50,7 +47,8 @@ Methods (``paired_table``):
   resolution, which a Holm family of hundreds of rows needs), the tail of the same
   permutation distribution is computed: enumerated up to n = 20, else by its saddlepoint
   approximation (``resample.saddlepoint_tail``). p-values are never 0: an underflow reads
-  as the smallest positive double.
+  as the smallest positive double. The random sign vectors are a fixed plan that depends on
+  ``n`` only, never on ``seed``: the same data give the same p-value.
 - Multiplicity (``adjust_pvalues``): Holm's step-down adjustment (family-wise error control
   under any dependence) or Benjamini-Hochberg (false discovery rate); which family each
   test belongs to is the caller's (raglab.compare: the headline metrics overall are
@@ -61,7 +59,7 @@ Methods (``paired_table``):
 
 Speed: columns with the same number of units ``n`` share one resample stream and are
 resampled together as matrix products (bootstrap replicates are ``counts @ D``, sign flips
-``bits @ U`` and ``bits @ W``), in bounded chunks; seeded with
+``bits @ U`` and ``bits @ W``), in bounded chunks; bootstrap resamples are seeded with
 ``numpy.random.default_rng([seed, n, stream])``, so results are deterministic.
 
 Agreement between raters (:mod:`.agreement`, for grader calibration): Cohen's kappa

@@ -16,10 +16,18 @@ from raglab.stats.resample import (
     signflip_sums,
     unit_bootstrap_interval,
 )
+from raglab.stats.score import mcnemar_mde, score_interval, score_pvalue, weighted_counts
+from raglab.stats.studentized import (
+    bootstrap_t_interval,
+    bootstrap_t_pvalues,
+    studentized_replicates,
+)
 
 KINDS = ("share", "binary", "rank", "count", "latency", "cost")
 DIRECTIONS = ("higher", "lower", "none")
-INTERVALS = ("signflip", "bca", "percentile")
+INTERVALS = ("auto", "signflip", "bca", "percentile")
+DENSE_MIN = 50      # changed units from which graded metrics get the bootstrap-t
+_PLAN = 0x52414721  # the fixed seed of the p-values' sign-flip plan
 SIDES = ("two", "less", "greater")
 POWER = 0.8        # the power at which the minimum detectable effect is stated
 _TIE_RTOL = 1e-12   # |cand - base| <= this x max(|cand|, |base|) is a tie (and a zero diff)
@@ -182,9 +190,59 @@ def _validate(confidence, interval, seed, n_resamples):
         raise ValueError(f"n_resamples must be positive, got {n_resamples}")
 
 
+def _method(kind: str, interval: str, clustered: bool, changed: int,
+            bounded: bool = True) -> str:
+    """The interval (and one-sided test) of a column under ``interval="auto"``:
+
+    - pass/fail (``binary``): ``score``, Tango's score interval;
+    - ``share`` (per-case values in [0, 1]): ``score-bound``, Tango's interval on the gain
+      and loss mass (conservative: ``E d^2 <= E |d|``), until ``DENSE_MIN`` units changed,
+      then ``bootstrap-t``;
+    - unbounded graded kinds (rank, count, latency, cost): ``bootstrap-t`` from
+      ``DENSE_MIN`` changed units; below, where no bound exists and the bootstrap-t
+      under-covers, the sign-flip inversion (``signflip``);
+    - clustered comparisons: the cluster sign-flip inversion.
+
+    A share whose differences leave [-1, 1] (values outside [0, 1]) is treated as unbounded.
+    Any other ``interval`` is the user's explicit choice for every column."""
+    if interval != "auto":
+        return interval
+    if clustered:
+        return "signflip"
+    if kind == "binary":
+        return "score"
+    if changed >= DENSE_MIN:
+        return "bootstrap-t"
+    return "score-bound" if kind == "share" and bounded else "signflip"
+
+
+def _score_counts(U: np.ndarray, W: np.ndarray, weighted: bool):
+    """``(g, lost, n)`` per column for the score methods: gain and loss (mass, for shares) and
+    the number of cases; effective figures when the cases are weighted."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.where(W > 0, U / np.where(W > 0, W, 1.0), 0.0)
+    gain, loss = np.maximum(d, 0.0), np.maximum(-d, 0.0)
+    if not weighted:
+        n = float(U.shape[0])
+        return gain.sum(0), loss.sum(0), np.full(U.shape[1], n)
+    out = [weighted_counts(gain[:, i], loss[:, i], W[:, i]) for i in range(U.shape[1])]
+    return tuple(np.array(x) for x in zip(*out))
+
+
+def _score_mde(g: float, lost: float, n: float, alpha: float) -> float | None:
+    m = max(int(round(n)), 1)
+    return mcnemar_mde(m, round(min((g + lost) / n, 1.0), 6), round(alpha, 9))
+
+
+def _plan(n: int, stream: int) -> np.random.Generator:
+    """The fixed resample plan of the p-values: the same data give the same p-value, whatever
+    the seed (which moves only the bootstrap intervals)."""
+    return np.random.default_rng([_PLAN, n, stream])
+
+
 def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
                  directions: Sequence[str], *, confidence: float = 0.95,
-                 n_resamples: int = 2000, seed: int = 0, interval: str = "signflip",
+                 n_resamples: int = 2000, seed: int = 0, interval: str = "auto",
                  weights: Sequence[float] | np.ndarray | None = None,
                  clusters: Sequence | np.ndarray | None = None) -> list[PairedStat]:
     """Paired statistics of ``cand`` against ``base``, one ``PairedStat`` per column.
@@ -192,18 +250,20 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
     ``base``, ``cand``: ``(n_cases, n_metrics)`` float arrays aligned on cases, NaN where
     the metric does not apply to that case in that run. Column ``j`` is compared over the
     rows where both values are finite (and the weight is positive). ``kinds[j]`` is the
-    metric's kind: unweighted, unclustered ``binary`` columns (values 0/1) get an exact
-    McNemar test, the others a sign-flip permutation test of the (weighted) mean
-    difference. ``weights``: one finite weight >= 0 per case (the mean and every statistic
+    metric's kind. ``weights``: one finite weight >= 0 per case (the mean and every statistic
     are weighted). ``clusters``: one label per case; cases with one label are flipped and
     resampled together.
 
-    ``interval``: ``signflip`` (default) inverts the sign-flip test with the same sign
-    vectors as its p-value, so it excludes 0 exactly when that p-value is at most ``1 -
-    confidence``; ``bca`` / ``percentile``: a paired bootstrap of the units. Deterministic:
-    resamples come from ``numpy.random.default_rng([seed, n, stream])`` for each distinct
-    number of units ``n``, so equal inputs give equal outputs, and a column's result does
-    not depend on which other columns are in the table.
+    Two-sided p-values: unweighted, unclustered ``binary`` columns (values 0/1) get the exact
+    McNemar test, the others the sign-flip permutation test of the (weighted) mean
+    difference, drawn from a fixed plan (the same data give the same p-value whatever
+    ``seed``). Intervals (``interval="auto"``, by kind, see :func:`_method`): Tango's score
+    interval for pass/fail metrics, the bootstrap-t for graded ones, the cluster sign-flip
+    inversion with clusters; ``signflip``, ``bca`` and ``percentile`` apply one method to
+    every column. ``mde``: for pass/fail metrics (and sparse shares) from the exact power of
+    McNemar's test at the planned discordance, else from the observed variance.
+    Deterministic: bootstrap resamples come from ``numpy.random.default_rng([seed, n,
+    stream])`` for each distinct number of units ``n``.
     """
     base, cand = _check(base, cand, kinds, directions)
     _validate(confidence, interval, seed, n_resamples)
@@ -234,20 +294,41 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
         r = U / W
         spread = r.max(axis=0) - r.min(axis=0)
         degenerate = spread <= _TIE_RTOL * np.abs(r).max(axis=0)
-        FU, FW, exact = signflip_sums(U, W, n_resamples, np.random.default_rng([seed, n, 1]))
+        changed = (np.abs(U) > 0).sum(axis=0)
+        bounded = (np.abs(r) <= 1.0 + 1e-12).all(axis=0)
+        methods = [_method(kinds[j], interval, codes is not None, int(c), bool(bd))
+                   for j, c, bd in zip(cols, changed, bounded)]
+        FU, FW, exact = signflip_sums(U, W, n_resamples, _plan(n, 1))
         p = signflip_pvalues_at(U, W, FU, FW, exact)
-        if interval == "signflip":
-            low, high = signflip_interval(U, W, FU, FW, exact, confidence)
-            bca = np.zeros(len(cols), dtype=bool)
-        elif plain:
-            reps = bootstrap_means(U, n_resamples, np.random.default_rng([seed, n, 0]))
-            low, high, bca = bootstrap_interval(U, reps, confidence,
-                                                allow_bca=interval == "bca")
-        else:
-            low, high, bca = unit_bootstrap_interval(U, W, n_resamples,
-                                                     np.random.default_rng([seed, n, 0]),
-                                                     confidence, allow_bca=interval == "bca")
+        low, high = np.full(len(cols), np.nan), np.full(len(cols), np.nan)
+        bca = np.zeros(len(cols), dtype=bool)
         mde = minimum_detectable_effect(U, W, alpha)
+        sel = np.array([mt == "signflip" for mt in methods])
+        if sel.any():
+            low[sel], high[sel] = signflip_interval(U[:, sel], W[:, sel], FU[:, sel],
+                                                    FW[:, sel], exact, confidence)
+        sel = np.array([mt in ("bca", "percentile") for mt in methods])
+        if sel.any():
+            rng = np.random.default_rng([seed, n, 0])
+            if plain:
+                reps = bootstrap_means(U[:, sel], n_resamples, rng)
+                lo_, hi_, b_ = bootstrap_interval(U[:, sel], reps, confidence,
+                                                  allow_bca=interval == "bca")
+            else:
+                lo_, hi_, b_ = unit_bootstrap_interval(U[:, sel], W[:, sel], n_resamples, rng,
+                                                       confidence, allow_bca=interval == "bca")
+            low[sel], high[sel], bca[sel] = lo_, hi_, b_
+        sel = np.array([mt == "bootstrap-t" for mt in methods])
+        if sel.any():
+            th, se, t = studentized_replicates(U[:, sel], W[:, sel], n_resamples,
+                                               np.random.default_rng([seed, n, 2]))
+            low[sel], high[sel] = bootstrap_t_interval(th, se, t, confidence)
+        sel = np.array([mt.startswith("score") for mt in methods])
+        if sel.any():
+            gs, ls, nn = _score_counts(U[:, sel], W[:, sel], w is not None)
+            low[sel], high[sel] = score_interval(gs, ls, nn, confidence)
+            mde[sel] = [np.nan if v is None else v
+                        for v in (_score_mde(a, b, c, alpha) for a, b, c in zip(gs, ls, nn))]
         binary = np.array([kinds[j] == "binary" for j in cols]) & plain
         if binary.any():
             bcols = [j for j, is_b in zip(cols, binary) if is_b]
@@ -261,7 +342,8 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
             d = float(delta[i])
             lo: float | None
             hi: float | None
-            if degenerate[i]:
+            method = methods[i]
+            if degenerate[i] and not method.startswith("score"):
                 d = float(r[0, i])
                 lo = hi = d
                 method = "degenerate"
@@ -271,8 +353,8 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
                 method = "unbounded"
             else:
                 lo, hi = float(low[i]), float(high[i])
-                method = "signflip" if interval == "signflip" else (
-                    "bca" if bca[i] else "percentile")
+                if method in ("bca", "percentile"):
+                    method = "bca" if bca[i] else "percentile"
             if binary[i]:
                 test = "mcnemar-exact"
             else:
@@ -286,13 +368,16 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
 
 
 def one_sided(base: np.ndarray, cand: np.ndarray, thetas: Sequence[float],
-              sides: Sequence[str], *, n_resamples: int = 2000, seed: int = 0,
+              sides: Sequence[str], *, kinds: Sequence[str] | None = None,
+              n_resamples: int = 2000, seed: int = 0, interval: str = "auto",
               weights: Sequence[float] | np.ndarray | None = None,
               clusters: Sequence | np.ndarray | None = None) -> list[float | None]:
-    """One-sided sign-flip p-values, one per column: ``sides[j] == "less"`` tests ``H0:
-    delta >= thetas[j]`` against ``delta < thetas[j]`` (small when the candidate is lower
-    than the baseline by more than ``-thetas[j]``), ``"greater"`` the mirror. The sign
-    vectors are those of :func:`paired_table` with the same seed, weights and clusters.
+    """One-sided p-values, one per column: ``sides[j] == "less"`` tests ``H0: delta >=
+    thetas[j]`` against ``delta < thetas[j]`` (small when the candidate is lower than the
+    baseline by more than ``-thetas[j]``), ``"greater"`` the mirror. The test is the one
+    whose inversion is the column's interval in :func:`paired_table` (same kinds, seed,
+    weights and clusters): Tango's score test for pass/fail metrics (and sparse shares), the
+    bootstrap-t for graded ones, the sign-flip test with clusters or ``interval="signflip"``.
     None where no case is paired."""
     base = np.asarray(base, dtype=np.float64)
     cand = np.asarray(cand, dtype=np.float64)
@@ -301,20 +386,31 @@ def one_sided(base: np.ndarray, cand: np.ndarray, thetas: Sequence[float],
     m = base.shape[1]
     if len(thetas) != m or len(sides) != m or any(s not in ("less", "greater") for s in sides):
         raise ValueError("one theta and one side (less or greater) per column")
-    _validate(0.5, "signflip", seed, n_resamples)
+    kinds = list(kinds) if kinds is not None else ["share"] * m
+    _validate(0.5, interval, seed, n_resamples)
     w, codes = _design(base.shape[0], weights, clusters)
     ok, diffs, _ = _diffs(base, cand, w)
     out: list[float | None] = [None] * m
     for g in _groups(diffs, ok, w, codes):
-        FU, FW, exact = signflip_sums(g.U, g.W, n_resamples,
-                                      np.random.default_rng([seed, g.n, 1]))
-        theta = np.array([thetas[j] for j in g.cols], dtype=np.float64)
-        for side in ("less", "greater"):
-            sel = np.array([sides[j] == side for j in g.cols])
-            if not sel.any():
-                continue
-            p = signflip_pvalues_at(g.U[:, sel], g.W[:, sel], FU[:, sel], FW[:, sel], exact,
-                                    theta[sel], side)
-            for j, v in zip((j for j, s in zip(g.cols, sel) if s), p):
-                out[j] = max(float(v), _P_FLOOR)
+        changed = (np.abs(g.U) > 0).sum(axis=0)
+        bounded = (np.abs(g.U / g.W) <= 1.0 + 1e-12).all(axis=0)
+        for i, j in enumerate(g.cols):
+            U, W = g.U[:, [i]], g.W[:, [i]]
+            theta, side = float(thetas[j]), sides[j]
+            method = _method(kinds[j], interval, codes is not None, int(changed[i]),
+                             bool(bounded[i]))
+            if method.startswith("score"):
+                gs, ls, nn = _score_counts(U, W, w is not None)
+                v = float(score_pvalue(gs, ls, nn, theta, side)[0])
+            elif method == "bootstrap-t":
+                th, se, t = studentized_replicates(U, W, n_resamples,
+                                                   np.random.default_rng([seed, g.n, 2]))
+                if not se[0] > 0:       # no variation: the difference is known
+                    v = 1.0 if (th[0] >= theta if side == "less" else th[0] <= theta) else 0.0
+                else:
+                    v = float(bootstrap_t_pvalues(th, se, t, theta, side)[0])
+            else:
+                FU, FW, exact = signflip_sums(U, W, n_resamples, _plan(g.n, 1))
+                v = float(signflip_pvalues_at(U, W, FU, FW, exact, np.array([theta]), side)[0])
+            out[j] = max(v, _P_FLOOR)
     return out

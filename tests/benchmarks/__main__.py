@@ -30,6 +30,8 @@ BENCHMARKS = {
                "traces=failed at 20,000 cases"),
     "retrieval": ("bench_retrieval", "in-process scoring vs pytrec_eval, 10,000 x 100"),
     "stats": ("bench_stats", "paired statistics tables"),
+    "regimes": ("bench_regimes", "paired statistics where few cases change: coverage, "
+                "non-inferiority, power (docs/statistics.md)"),
 }
 
 

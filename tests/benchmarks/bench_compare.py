@@ -80,7 +80,8 @@ def main() -> None:
         from raglab.commands.common import write_outputs
         from raglab.commands.compare import default_out
         from raglab.compare.comparison import CompareCfg, compare_runs, load_run
-        from raglab.compare.render import render_html, render_md, render_terminal
+        from raglab.compare.render import render_md, render_terminal
+        from raglab.compare.render_html import render_html
 
         spent = [0.0]
         real_table = stats.paired_table

@@ -14,7 +14,8 @@ from raglab.compare.comparison import (
     load_run,
 )
 from raglab.compare.naming import swept_keys
-from raglab.compare.render import render_html, render_md, render_terminal
+from raglab.compare.render import render_md, render_terminal
+from raglab.compare.render_html import render_html
 from raglab.compare.sweep import Job, find_job
 from raglab.errors import UserError
 from raglab.stats import adjust_pvalues

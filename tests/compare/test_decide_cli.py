@@ -78,8 +78,21 @@ def test_a_leaking_candidate_is_no_go(runs, tmp_path):
     assert "hallucinated_answer, access_control" in md
 
 
-def test_an_equivalent_candidate_is_go(runs, tmp_path):
+def test_an_identical_rerun_of_four_cases_is_not_shown_non_inferior(runs, tmp_path):
+    """No case changed, yet 3-4 cases cannot exclude a drop of 0.05: the interval of an
+    unchanged pass/fail metric is +-z^2 / (n + z^2), not [0, 0]."""
     proc = run_cli("decide", str(runs["base"]), str(runs["same"]), "gates=default",
+                   "--name", "tiny", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rec, _ = _record(tmp_path, "tiny")
+    ni = [r for r in rec["results"] if r["rule"] == "non_inferior" and r["status"] == "fail"]
+    assert ni and all(r["delta"] == 0 and r["ci_low"] < -0.05 < 0 < r["ci_high"] for r in ni)
+
+
+def test_an_equivalent_candidate_is_go(runs, tmp_path):
+    # margins a 4-case set can meet (see the test above)
+    proc = run_cli("decide", str(runs["base"]), str(runs["same"]), "gates=default",
+                   "gates.gates.0.margin=0.7", "gates.gates.1.margin=0.7",
                    "--question", "Is a rerun the same?", "--name", "rerun", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "decision: GO" in proc.stdout

@@ -252,7 +252,7 @@ def test_shipped_gate_sets_load_and_overrides_apply(tmp_path):
 
 def test_record_of_runs_without_diagnoses_or_flips_renders(tmp_path):
     from raglab.compare.comparison import Comparison, RunSource
-    from raglab.compare.decide import build_record, render_record
+    from raglab.compare.record import build_record, render_record
 
     def src(label, cfg, ds):
         return RunSource(label, tmp_path / label, label, cfg,

@@ -60,7 +60,10 @@ def test_interval_matches_scipy_bootstrap(skewed, method):
     assert ours.ci_method == method.lower()
     assert abs(ours.ci_low - ref.low) < 0.1 * se
     assert abs(ours.ci_high - ref.high) < 0.1 * se
-    assert _one(b, c, n_resamples=BIG_B).ci_method == "signflip"   # the default
+    # the default for these 30 unbounded graded differences (fewer than 50 changed): the
+    # sign-flip inversion; with 50 or more, the bootstrap-t
+    assert _one(b, c, n_resamples=BIG_B).ci_method == "signflip"
+    assert _one(np.tile(b, 2), np.tile(c, 2)).ci_method == "bootstrap-t"
 
 
 def test_bca_and_percentile_differ_on_skewed_data(skewed):
@@ -206,7 +209,12 @@ def test_float_noise_is_a_tie():
     b = np.array([0.1, 0.2, 0.7] * 3)
     c = np.array([0.3 - 0.2, 0.1 + 0.1, 0.7] * 3)     # equal up to rounding
     stat = _one(b, c)
-    assert stat.ties == 9 and stat.delta == 0.0 and stat.ci_method == "degenerate"
+    assert stat.ties == 9 and stat.delta == 0.0
+    # a share where nothing changed: Tango's bound, +-z^2 / (n + z^2), not [0, 0]
+    z2 = stats.norm.ppf(0.975) ** 2
+    assert stat.ci_method == "score-bound"
+    assert stat.ci_high == pytest.approx(z2 / (9 + z2), rel=1e-9) == -stat.ci_low
+    assert _one(b, c, kind="latency").ci_method == "degenerate"
 
 
 def test_only_rows_finite_in_both_count():
@@ -270,6 +278,13 @@ def test_no_case_in_common():
 ])
 def test_degenerate_inputs_are_finite(kind, b, c):
     stat = _one(b, c, kind=kind)
+    if kind != "latency":
+        # bounded kinds: Tango's score interval is finite and proper at every n
+        assert _all_finite(stat), stat
+        assert stat.ci_method in ("score", "score-bound")
+        assert -1.0 <= stat.ci_low <= stat.delta <= stat.ci_high <= 1.0
+        assert stat.ci_low < stat.ci_high
+        return
     if len(b) <= 5 and len(set(np.subtract(c, b))) > 1:
         # 2 of the 2**n sign vectors are always as extreme: with n <= 5 the test cannot
         # reach 5%, so no difference is excluded and the interval is unbounded

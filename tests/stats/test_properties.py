@@ -55,7 +55,8 @@ def test_outputs_are_finite_and_consistent(data, seed):
                          abs_tol=1e-12)
         assert stat.ci_low <= stat.ci_high
         assert 0.0 < stat.p_value <= 1.0
-        assert stat.ci_method in ("signflip", "degenerate")
+        assert stat.ci_method in ("signflip", "degenerate", "score", "score-bound",
+                                  "bootstrap-t")
         assert stat.ci_low <= stat.delta <= stat.ci_high or math.isclose(
             stat.ci_low, stat.ci_high, rel_tol=1e-9, abs_tol=1e-12)
     adjusted = adjust_pvalues([s.p_value for s in out])

@@ -84,17 +84,17 @@ def test_saddlepoint_edges():
 
 
 def test_tail_pvalue_continues_the_monte_carlo_one():
-    # a p-value near 0.003: 2,000 resamples see about 6 exceedances (saddlepoint path),
-    # 200,000 see about 600 (Monte Carlo path, standard error ~4%)
+    # a p-value near 0.0007: 2,000 resamples see about 1.4 exceedances (saddlepoint path),
+    # 200,000 see about 140 (Monte Carlo path, standard error ~8%)
     rng = np.random.default_rng(21)
     n = 100
     b = rng.random(n)
     e = rng.normal(0.0, 0.2, n)
-    c = b + e - e.mean() + 3.0 * e.std(ddof=1) / np.sqrt(n)   # t = 3 exactly
+    c = b + e - e.mean() + 3.4 * e.std(ddof=1) / np.sqrt(n)   # t = 3.4 exactly
     short = paired_table(b[:, None], c[:, None], ["share"], ["higher"])[0]
     long = paired_table(b[:, None], c[:, None], ["share"], ["higher"], n_resamples=200_000)[0]
     assert short.p_value < 10 / 2001 and long.p_value > 100 / 200_001
-    assert short.p_value == pytest.approx(long.p_value, rel=0.15)
+    assert short.p_value == pytest.approx(long.p_value, rel=0.25)
 
 
 def test_small_n_far_tail_is_enumerated():

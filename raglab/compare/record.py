@@ -1,0 +1,268 @@
+"""The decision record of ``raglab decide``: built from an evaluated comparison
+(:func:`build_record`, the ``decision-DATE-NAME.json``) and rendered as Markdown
+(:func:`render_record`); the gate checks themselves are :mod:`raglab.compare.decide`'s."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from raglab.compare.decide import _fmt, decision_of
+from raglab.compare.gates import FAIL, NA, PASS, GateSet
+from raglab.compare.kappa import gated_families, judge_lines
+from raglab.metrics.diagnosis import CAUSES
+
+
+def config_diff(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[dict]:
+    """The flattened keys whose values differ (``null`` where one config lacks the key)."""
+    from raglab.tracking.keys import flatten_config
+
+    fb, fc = flatten_config(baseline or {}), flatten_config(candidate or {})
+    return [{"key": k, "baseline": fb.get(k), "candidate": fc.get(k)}
+            for k in sorted(set(fb) | set(fc)) if fb.get(k) != fc.get(k)]
+
+
+def relative_to(path: Any, base: Any) -> Any:
+    """A local path relative to the folder ``base`` (a record names the files of the
+    machine that wrote it relative to itself); ``pkg://`` and other URIs, None, and paths
+    when no ``base`` is given stay as they are."""
+    import os
+
+    if path is None or base is None or "://" in str(path):
+        return path
+    p = Path(str(path))
+    if not p.is_absolute():
+        return str(path)
+    return os.path.relpath(p, Path(base).resolve())
+
+
+def _run_info(src: Any, base: Any = None) -> dict[str, Any]:
+    m = src.metrics or {}
+    dataset = m.get("dataset")
+    if isinstance(dataset, dict):
+        dataset = {**dataset, **{k: relative_to(dataset[k], base)
+                                 for k in ("corpus", "cases") if k in dataset}}
+    return {"label": src.label,
+            "ref": src.ref if src.mlflow_run_id else relative_to(src.ref, base),
+            "run_dir": None if src.mlflow_run_id else relative_to(str(src.run_dir), base),
+            "mlflow_run_id": src.mlflow_run_id, "dataset": dataset,
+            "config_hash": m.get("config_hash"), "n_cases": m.get("n_cases"),
+            "errors": m.get("errors"), "metric_versions": m.get("metric_versions") or {},
+            "self_graded": m.get("self_graded"), "config": src.config}
+
+
+def _cause_rank(cause: str) -> tuple[int, str]:
+    order = ("passed", *CAUSES)
+    return (order.index(cause), "") if cause in order else (len(order), cause)
+
+
+def _diagnoses(comp: Any, gates: GateSet) -> dict[str, Any]:
+    """Diagnosis counts of both runs, overall and on the critical slices, with the change."""
+    d = comp.diagnoses or {}
+
+    def table(roles: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+        b, c = roles.get("baseline") or {}, roles.get("candidate") or {}
+        return {cause: {"baseline": int(b.get(cause, 0)), "candidate": int(c.get(cause, 0)),
+                        "change": int(c.get(cause, 0)) - int(b.get(cause, 0))}
+                for cause in sorted(dict.fromkeys([*b, *c]), key=_cause_rank)}
+
+    slices = []
+    for ref in gates.critical_slices:
+        for value, roles in sorted(((d.get("slices") or {}).get(ref.key) or {}).items()):
+            if ref.value is None or str(value) == ref.value:
+                slices.append({"key": ref.key, "value": str(value), "causes": table(roles)})
+    return {"recorded": d.get("recorded"), "overall": table(d.get("overall") or {}),
+            "critical_slices": slices}
+
+
+def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
+                 results: list[dict], *, name: str, date: str, question: str | None,
+                 extra_warnings: Sequence[str] = (), base_dir: Any = None) -> dict[str, Any]:
+    """The decision record (``decision-DATE-NAME.json``) of an evaluated comparison; with
+    ``base_dir`` (the folder it is written to) local paths are relative to it."""
+    b, c = _run_info(comp.baseline, base_dir), _run_info(comp.candidate, base_dir)
+    warnings = list(comp.warnings) + list(extra_warnings)
+    db, dc = b["dataset"] or {}, c["dataset"] or {}
+    for what in ("cases_sha256", "corpus_sha256"):
+        if db.get(what) != dc.get(what):
+            warnings.append(f"the runs used different {what.split('_')[0]} files "
+                            f"({db.get(what)} and {dc.get(what)})")
+    vb = b["metric_versions"].get("diagnosis")
+    vc = c["metric_versions"].get("diagnosis")
+    if vb != vc and not any("diagnos" in w for w in warnings):  # compare may have said so
+        warnings.append(f"diagnosis versions differ (baseline {vb}, candidate {vc}): the "
+                        "diagnoses were made with different thresholds or code")
+    have = {(str(s["key"]), str(s["value"])) for s in getattr(comp, "slices", None) or []}
+    for ref in gates.critical_slices:
+        if not any(k == ref.key and (ref.value is None or v == ref.value) for k, v in have):
+            warnings.append(f"critical slice {ref.label()} is not in the comparison "
+                            "(no case has it): its gates did not apply")
+    for r in results:
+        if r.get("underpowered"):
+            where = _slice_label(r["slice"])
+            warnings.append(f"{r['gate']} [{where}] is underpowered: its margin is below the "
+                            f"minimum detectable effect {r['mde']:.3g} (80% power); a pass "
+                            "there is weak evidence" + (
+                                "" if gates.underpowered == "warn" else ", so it fails"))
+    counts = {s: sum(1 for r in results if r["status"] == s) for s in (PASS, FAIL, NA)}
+    cal = getattr(comp, "calibration", None) or {}
+    return {
+        "decision": decision_of(results), "name": name, "date": date, "question": question,
+        "gates": {"name": gate_name, "source": relative_to(gate_source, base_dir),
+                  "confidence": gates.confidence,
+                  "description": gates.description, "set": gates.model_dump()},
+        "baseline": b, "candidate": c,
+        "config_diff": config_diff(b["config"], c["config"]),
+        "metric_versions": comp.versions,
+        "results": results, "counts": counts,
+        "flipped": comp.flipped, "diagnoses": _diagnoses(comp, gates),
+        "warnings": warnings, "settings": comp.settings,
+        "self_graded": {"baseline": b["self_graded"], "candidate": c["self_graded"]},
+        # the latest calibration of each gated family's grader version (compare.trust)
+        "calibration": {f: dict(cal.get(f) or {}) for f in gated_families(gates)},
+    }
+
+
+def _md(text: Any) -> str:
+    from raglab.text.escape import md
+
+    return md(text)
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_md(x) for x in row) + " |" for row in rows]
+    return out
+
+
+def _slice_label(s: Mapping[str, Any] | None) -> str:
+    return "overall" if not s else f"{s['key']}={s['value']}"
+
+
+def _ci(r: Mapping[str, Any]) -> str:
+    if r.get("ci_low") is None or r.get("ci_high") is None:
+        return "n/a"
+    return f"[{r['ci_low']:+.4g}, {r['ci_high']:+.4g}]"
+
+
+def _signed(x: Any) -> str:
+    return "n/a" if x is None else f"{x:+.4g}"
+
+
+def _short(text: Any, n: int = 160) -> str:
+    s = " ".join(str(text).split()) if text is not None else "(no answer)"
+    return s if len(s) <= n else s[:n - 1] + "…"
+
+
+def _diag(d: Any) -> str:
+    if d is None:
+        return "passed"
+    if isinstance(d, Mapping):
+        return ", ".join(d.get("causes") or [str(d.get("primary"))])
+    return str(d)
+
+
+def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
+    """The decision record as Markdown (``decision-DATE-NAME.md``)."""
+    b, c = rec["baseline"], rec["candidate"]
+    lines = [f"# Decision: {rec['decision']} ({rec['name']}, {rec['date']})", ""]
+    lines += [f"**Question.** {_md(rec['question'] or '(none given)')}", ""]
+    lines += [f"**Decision: {rec['decision']}.** Gate set `{rec['gates']['name']}` "
+              f"({rec['gates']['source']}), intervals at {rec['gates']['confidence']:.0%}: "
+              f"{rec['counts'][PASS]} checks passed, {rec['counts'][FAIL]} failed, "
+              f"{rec['counts'][NA]} did not apply.", ""]
+    if rec["gates"]["description"]:
+        lines += [rec["gates"]["description"], ""]
+    if rec["warnings"]:
+        lines += ["## Warnings", ""] + [f"- {_md(w)}" for w in rec["warnings"]] + [""]
+    lines += ["## Runs", ""]
+    lines += _table(["", "baseline", "candidate"], [
+        ["run", b["label"], c["label"]],
+        ["where", b["mlflow_run_id"] or b["run_dir"], c["mlflow_run_id"] or c["run_dir"]],
+        ["cases", b["n_cases"], c["n_cases"]], ["errors", b["errors"], c["errors"]],
+        ["dataset", (b["dataset"] or {}).get("name"), (c["dataset"] or {}).get("name")],
+        ["cases sha256", (b["dataset"] or {}).get("cases_sha256"),
+         (c["dataset"] or {}).get("cases_sha256")],
+        ["corpus sha256", (b["dataset"] or {}).get("corpus_sha256"),
+         (c["dataset"] or {}).get("corpus_sha256")],
+        ["config hash", b["config_hash"], c["config_hash"]]])
+    lines += ["", "## Configuration differences", ""]
+    absent = "(absent)"
+    lines += _table(["key", "baseline", "candidate"],
+                    [[d["key"], absent if d["baseline"] is None else d["baseline"],
+                      absent if d["candidate"] is None else d["candidate"]]
+                     for d in rec["config_diff"]]) \
+        if rec["config_diff"] else ["(the configurations are identical)"]
+    lines += ["", "## Gates", ""]
+    lines += _table(["gate", "slice", "requirement", "baseline", "candidate", "delta",
+                     "interval", "p adj.", "n", "MDE", "result", "why"],
+                    [[r["gate"], _slice_label(r["slice"]), r["requirement"], _fmt(r["baseline"]),
+                      _fmt(r["candidate"]), _signed(r["delta"]), _ci(r),
+                      _fmt(r.get("p_one_sided_adjusted") if r["rule"] == "not_worse"
+                           else r["p_adjusted"]),
+                      _fmt(r["n"]), _fmt(r.get("mde")), r["status"].upper(), r["reason"]]
+                     for r in rec["results"]])
+    lines += ["", *judge_lines(rec)]
+    lines += ["", "## Metric versions", ""]
+    vb = (rec["metric_versions"] or {}).get("baseline") or b["metric_versions"]
+    vc = (rec["metric_versions"] or {}).get("candidate") or c["metric_versions"]
+    lines += _table(["family", "baseline", "candidate", ""],
+                    [[f, vb.get(f), vc.get(f), "" if vb.get(f) == vc.get(f) else "DIFFERS"]
+                     for f in sorted(set(vb) | set(vc))])
+    lines += ["", "## Diagnoses", ""]
+    diag = rec["diagnoses"]
+    lines += ["Cases per cause (a case counts once per cause; `passed`: no failed check).", ""]
+    lines += _table(["cause", "baseline", "candidate", "change"],
+                    [[k, v["baseline"], v["candidate"], f"{v['change']:+d}"]
+                     for k, v in diag["overall"].items()]) if diag["overall"] else ["(none)"]
+    for s in diag["critical_slices"]:
+        changed = {k: v for k, v in s["causes"].items() if v["change"] or k == "access_control"}
+        if changed:
+            lines += ["", f"Critical slice {_md(s['key'])}={_md(s['value'])}:", ""]
+            lines += _table(["cause", "baseline", "candidate", "change"],
+                            [[k, v["baseline"], v["candidate"], f"{v['change']:+d}"]
+                             for k, v in changed.items()])
+    lines += ["", "## Flipped cases", ""]
+    any_flip = False
+    for metric, f in (rec["flipped"] or {}).items():
+        n_bad, n_good = f.get("n_pass_to_fail", 0), f.get("n_fail_to_pass", 0)
+        if not (n_bad or n_good):
+            continue
+        any_flip = True
+        lines += [f"### {metric}: {n_bad} pass→fail, {n_good} fail→pass "
+                  f"(pass: {'≤' if f.get('direction') == 'lower' else '≥'} "
+                  f"{f.get('threshold')})",
+                  ""]
+        for way, title in (("pass_to_fail", "pass→fail"), ("fail_to_pass", "fail→pass")):
+            cases = (f.get(way) or [])[:max_cases]
+            if not cases:
+                continue
+            lines += _table(["case", title, "question", "baseline answer", "candidate answer",
+                             "baseline diagnosis", "candidate diagnosis"],
+                            [[x["case_id"], f"{_fmt(x['baseline'])} → {_fmt(x['candidate'])}",
+                              _short(x.get("question"), 100), _short(x.get("baseline_answer")),
+                              _short(x.get("candidate_answer")), _diag(x.get("baseline_diagnosis")),
+                              _diag(x.get("candidate_diagnosis"))] for x in cases])
+            more = int(f.get(f"n_{way}", 0)) - len(cases)
+            if more > 0:
+                lines += ["", f"({more} more not listed here; see the .json record)"]
+            lines += [""]
+    if not any_flip:
+        lines += ["(no case flipped on the headline metrics)", ""]
+    s = rec["settings"] or {}
+    from raglab.compare.render import interval_words
+
+    interval_text = interval_words(s) if "confidence" in s else "n/a"
+    lines += ["## Method", "",
+              f"Paired on {s.get('n_cases', 'n/a')} case ids. Intervals: {interval_text} "
+              f"({s.get('n_bootstrap', 'n/a')} resamples, seed {s.get('seed', 'n/a')}). "
+              "non_inferior checks read the interval (a one-sided test at half the level each; "
+              "all must pass, so no adjustment is needed for a GO); not_worse checks are "
+              "one-sided sign-flip tests of a drop beyond their margin, adjusted together by "
+              "Holm; MDE is the smallest true difference each check detects with 80% power. "
+              f"The comparison's own p adj. column: {s.get('adjust_name', 'n/a')} over the "
+              f"{s.get('family_size', 'n/a')} headline metrics overall (confirmatory), "
+              f"{s.get('adjust_exploratory_name', 'n/a')} over the rest (exploratory). "
+              "Written by `raglab decide`.", ""]
+    return "\n".join(lines)
