@@ -113,7 +113,8 @@ def run_task(job: JobInfo, resolve) -> None:
     from raglab.report.summary import config_diff, job_line
     from raglab.runner.components import build_tracker
     from raglab.runner.naming import override_key, run_name
-    from raglab.runner.run import Run, error_rate_exceeded, print_summary
+    from raglab.runner.run import Run
+    from raglab.runner.summary import error_rate_exceeded, print_summary
     from raglab.secrets import (
         redact,
         register,

@@ -91,9 +91,9 @@ def log_comparison(run_id: str, uri: str, rows: Iterable[Mapping], files: list[P
                    tags: Mapping[str, str] | None = None) -> int:
     """The confirmatory ``rows`` (metric overall: delta, interval, adjusted p) as metrics of
     the candidate's run, ``files`` under ``compare/``; the number of figures logged."""
-    from raglab.tracking.mlflow_store import _existing_client
+    from raglab.tracking.store_setup import existing_client
 
-    client = _existing_client(uri)
+    client = existing_client(uri)
     values = {comparison_key(m, f): v for m, figs in row_figures(rows).items()
               for f, v in figs.items()}
     n = _log_changed(client, run_id, values, tags)
@@ -109,9 +109,9 @@ def log_sweep_comparison(parent_id: str, uri: str, baseline_job: str,
     ``compare/``; the number of figures logged. The baseline job's own figures are 0 (its
     difference from itself), so a comparison against another baseline replaces every
     figure an earlier one logged instead of leaving the new baseline's old ones behind."""
-    from raglab.tracking.mlflow_store import _existing_client
+    from raglab.tracking.store_setup import existing_client
 
-    client = _existing_client(uri)
+    client = existing_client(uri)
     values: dict[str, float] = {}
     for metric, jobs in cells.items():
         compared = False
@@ -131,9 +131,9 @@ def log_decision(run_id: str, uri: str, decision: str, gates: str, files: list[P
                  baseline: str) -> None:
     """Tag the candidate's run with the decision and its gate set; the record (md, HTML,
     JSON) under ``decision/``."""
-    from raglab.tracking.mlflow_store import _existing_client
+    from raglab.tracking.store_setup import existing_client
 
-    client = _existing_client(uri)
+    client = existing_client(uri)
     _log_changed(client, run_id, {}, {DECISION_TAG: decision, GATES_TAG: gates,
                                       "raglab.decision.baseline": baseline})
     for path in files:
@@ -163,9 +163,9 @@ def sweep_jobs(parent_id: str, uri: str) -> list[dict]:
     from mlflow.exceptions import MlflowException
 
     from raglab.errors import UserError
-    from raglab.tracking.mlflow_store import _existing_client
+    from raglab.tracking.store_setup import existing_client
 
-    client = _existing_client(uri)
+    client = existing_client(uri)
     try:
         tags = client.get_run(parent_id).data.tags
     except MlflowException:

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from raglab.tracking.batching import log_batches
+from raglab.tracking.client import _client
 from raglab.tracking.keys import is_legal_key, metric_key
-from raglab.tracking.mlflow_store import MAX_TAG_VALUE_LENGTH, _client, _experiment_id, _param_value
+from raglab.tracking.mlflow_store import MAX_TAG_VALUE_LENGTH, _param_value
+from raglab.tracking.store_setup import experiment_id
 from raglab.tracking.uris import normalize_uri
 
 
@@ -32,7 +34,7 @@ def log_standalone_run(uri: str, experiment: str, run_name: str, *,
 
     uri = normalize_uri(uri)
     client = _client(uri)
-    exp_id = _experiment_id(client, uri, experiment)
+    exp_id = experiment_id(client, uri, experiment)
     run = client.create_run(exp_id, run_name=run_name)
     run_id = run.info.run_id
     try:
