@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from raglab.commands.common import fail
+from raglab.secrets import clip_line
 
 
 def main(argv: list[str]) -> None:
@@ -54,7 +55,7 @@ def main(argv: list[str]) -> None:
         fail(str(e), getattr(e, "exit_code", 2))
     except Exception as e:  # noqa: BLE001 - the store failed: one line, the directory stays
         fail(f"MLflow failed while logging ({type(e).__name__}: "
-             f"{' '.join(str(e).split())[:300]}); {run_dir} is unchanged, run this command "
+             f"{clip_line(e, 300)}); {run_dir} is unchanged, run this command "
              "again once the store is back")
     print(f"logged {run_dir} as MLflow run {run_id} (experiment {args.experiment!r})")
     print(f"view it with:\n  {ui_command(args.uri)}")
