@@ -87,7 +87,6 @@ def _draft(argv: list[str]) -> None:
     from raglab.commands.compose import compose_config
     from raglab.config import DatasetCfg, parse_section
     from raglab.data.dataset import load_cases, load_corpus, resolve_path
-
     from raglab.secrets import override_secrets, register, scrub_output_streams, secret_values
 
     own, overrides, dry = _split(argv)
