@@ -12,7 +12,8 @@ Layout of a logged run: params = the flattened config (secrets dropped); metrics
 non-null overall metric (``metric_key``), every slice metric (or, with
 ``tracking.slice_metrics=headline``, every headline one) and slice size
 (``slice_metric_key``), ``n_cases``, ``n_quarantined``, ``errors``, ``work.<counter>``;
-tags ``raglab.metric_version.<family>``, ``raglab.run_dir``, ``raglab.config_hash`` and the
+tags ``raglab.metric_version.<family>``, ``raglab.run_dir``, ``raglab.config_hash``,
+``raglab.content_sha256`` (of records.jsonl and metrics.json, as logged) and the
 description ``mlflow.note.content``; artifacts ``config.yaml``, ``records.jsonl``,
 ``metrics.json``, ``quarantine.jsonl`` (when present) at the root and the report
 (``report.md``, ``report.html`` and plots) under ``report/``; the cases file as a dataset
@@ -171,6 +172,8 @@ class MlflowRun:
         tags = {f"raglab.metric_version.{fam}": str(ver)
                 for fam, ver in (summary.get("metric_versions") or {}).items() if ver is not None}
         tags[mlflow_ui.RUN_DIR_TAG] = str(run_dir)
+        # what is logged, so `raglab log` can tell a changed run directory from a logged one
+        tags[mlflow_ui.CONTENT_HASH_TAG] = mlflow_ui.content_hash(run_dir)
         if summary.get("config_hash"):
             tags[mlflow_ui.CONFIG_HASH_TAG] = str(summary["config_hash"])
         if "self_graded" in summary:  # final: the outputs may report the judge's model
