@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from raglab.errors import UserError
+from raglab.secrets import clip
 from raglab.tracking.batching import log_batches
 from raglab.tracking.client import _client
 from raglab.tracking.keys import (
@@ -54,13 +55,12 @@ CASES_HASH_TAG = "raglab.dataset.cases_sha256"
 
 
 def _param_value(value: Any) -> str:
-    from raglab.secrets import scrub
-
+    """A param's value as logged: scrubbed of known secrets, then cut to MLflow's limit."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    return scrub(str(value))[:MAX_PARAM_VALUE_LENGTH]
+    return clip(str(value), MAX_PARAM_VALUE_LENGTH)
 
 
 def _set_terminated(client, run_id: str | None, status: str) -> None:
@@ -107,7 +107,7 @@ class MlflowRun:
         client = _client(uri)
         exp_id = experiment_id(client, uri, experiment)
         parent = sweep_parent(client, exp_id, uri, Path(sweep_dir)) if sweep_dir else None
-        run_tags = {str(k): scrub(str(v))[:MAX_TAG_VALUE_LENGTH]
+        run_tags = {str(k): clip(str(v), MAX_TAG_VALUE_LENGTH)
                     for k, v in (tags or {}).items() if v is not None}
         if parent:
             run_tags["mlflow.parentRunId"] = parent
@@ -214,9 +214,7 @@ class MlflowRun:
     def _tag_entities(tags: Mapping[str, str] | None) -> list:
         from mlflow.entities import RunTag
 
-        from raglab.secrets import scrub
-
-        return [RunTag(k, scrub(str(v))[:MAX_TAG_VALUE_LENGTH]) for k, v in (tags or {}).items()]
+        return [RunTag(k, clip(str(v), MAX_TAG_VALUE_LENGTH)) for k, v in (tags or {}).items()]
 
     def _log_artifacts(self, run_dir: Path, report: Sequence[Path]) -> None:
         for name in ("config.yaml", "records.jsonl", "metrics.json", "quarantine.jsonl"):
@@ -391,4 +389,4 @@ def log_files_to_run(run_id: str, uri: str, paths: list[Path], artifact_path: st
     for path in paths:
         client.log_artifact(run_id, str(path), artifact_path=artifact_path)
     for key, value in (tags or {}).items():
-        client.set_tag(run_id, key, str(value)[:MAX_TAG_VALUE_LENGTH])
+        client.set_tag(run_id, key, clip(str(value), MAX_TAG_VALUE_LENGTH))

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from raglab.secrets import clip
 from raglab.tracking.client import PARENT_FILE, _client
 from raglab.tracking.keys import metric_key
 from raglab.tracking.uris import normalize_uri, scheme_of
@@ -155,9 +156,9 @@ def summarize_parent(client, parent_id: str, name: str, params: Mapping[str, str
     from mlflow.entities import Param, RunTag
 
     have = client.get_run(parent_id).data.params
-    new_params = [Param(metric_key(k), str(v)[:6000]) for k, v in params.items()
+    new_params = [Param(metric_key(k), clip(str(v), 6000)) for k, v in params.items()
                   if metric_key(k) not in have]
-    tags = [RunTag("mlflow.runName", name), RunTag(NOTE_TAG, description[:MAX_TAG_VALUE]),
+    tags = [RunTag("mlflow.runName", name), RunTag(NOTE_TAG, clip(description, MAX_TAG_VALUE)),
             RunTag("raglab.sweep.jobs", str(len(children)))]
     tags += [RunTag(f"raglab.sweep.job.{num}", run_id) for num, run_id in sorted(children.items())]
     for i in range(0, max(len(new_params), len(tags)), 100):

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from raglab.secrets import clip
 from raglab.tracking.keys import metric_key
 
 #: the figures of one confirmatory row, in this order
@@ -81,7 +82,7 @@ def _log_changed(client, run_id: str, values: Mapping[str, float],
     have = client.get_run(run_id).data.metrics
     now = int(time.time() * 1000)
     metrics = [Metric(k, v, now, 0) for k, v in values.items() if have.get(k) != v]
-    tag_list = [RunTag(k, str(v)[:5000]) for k, v in (tags or {}).items()]
+    tag_list = [RunTag(k, clip(str(v), 5000)) for k, v in (tags or {}).items()]
     for i in range(0, max(len(metrics), len(tag_list), 1), 1000):
         client.log_batch(run_id, metrics=metrics[i:i + 1000], tags=tag_list[i:i + 100])
     return len(metrics)
@@ -149,7 +150,7 @@ def set_job_values(uri: str, parent_id: str, values: Mapping[int, str]) -> None:
     from raglab.tracking.client import _client
     from raglab.tracking.uris import normalize_uri
 
-    tags = [RunTag(f"{JOB_TAG}{num}{JOB_VALUES_SUFFIX}", text[:5000])
+    tags = [RunTag(f"{JOB_TAG}{num}{JOB_VALUES_SUFFIX}", clip(text, 5000))
             for num, text in sorted(values.items())]
     client = _client(normalize_uri(uri))
     for i in range(0, len(tags), 100):
