@@ -245,7 +245,9 @@ class Tracker(Component, Protocol):
         """The run started (its dataset is loaded and its metric versions known)."""
 
     def case_recorded(self, record: Any) -> None:
-        """A case's record was written (called from the case loop: must not block)."""
+        """A case's record was written (called from the case loop: must not block).
+        ``record`` is its one scrubbed form, the one its records.jsonl line was made from:
+        whatever a tracker writes of it holds no known secret."""
 
     def finished(self, run_dir: Any) -> None:
         """The run finished and wrote ``run_dir``."""

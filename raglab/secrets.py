@@ -8,18 +8,22 @@ Two rules, applied to every string raglab writes or prints:
    ``context_token_budget``, ``keyword``); a value under a ``headers`` mapping when
    :func:`header_secrets` finds one in it (a secret-looking header name, or a value that
    looks random: see :func:`looks_random`); the password of a URL
-   (``https://user:pw@host``) and its secret-looking query parameters (``?api_key=``,
+   (``https://user:pw@host``; a user name alone when it looks random, a token) and its
+   secret-looking query parameters (``?api_key=``,
    ``?token=``, ``?sig=``). An ordinary header value (``X-Tenant: case``,
    ``Accept-Language: en``) is no secret: it is neither hidden nor scrubbed.
 2. :class:`Scrubber` (by value): every value found by rule 1, every value a configuration
-   read from the environment (``${oc.env:MY_TOKEN}``), and the values of environment
-   variables whose name is secret (``ANTHROPIC_API_KEY``, ``MY_TOKEN``) are replaced by
+   read from the environment (``${oc.env:MY_TOKEN}``), the values of environment
+   variables whose name is secret (``ANTHROPIC_API_KEY``, ``MY_TOKEN``) and the URL
+   credentials in any environment variable (``OPENAI_BASE_URL=http://user:pw@host/v1``,
+   with the ``Basic`` value an HTTP client makes of them) are replaced by
    ``***`` wherever they appear as values: records (a system's error page echoing its
    request headers), the stage cache, error messages, run names, MLflow params and tags,
-   files and both output streams. JSON documents are scrubbed string value by string value
-   (:meth:`Scrubber.scrub_obj`): a key is never changed, so a secret that happens to be part
-   of a field name cannot wreck a record. The process-wide scrubber is :data:`SCRUBBER`;
-   :func:`scrub` applies it.
+   traces and their assessments, files and both output streams. Text is scrubbed before it
+   is cut for display (:func:`clip`, :func:`clip_line`), never after. JSON documents are
+   scrubbed string value by string value (:meth:`Scrubber.scrub_obj`): a key is never
+   changed, so a secret that happens to be part of a field name cannot wreck a record. The
+   process-wide scrubber is :data:`SCRUBBER`; :func:`scrub` applies it.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import os
 import re
 import threading
 from typing import Any
-from urllib.parse import parse_qsl, quote, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "secrets", "password",
                           "passwd", "authorization", "cookie", "credentials"})
@@ -109,17 +113,23 @@ def _secret_query(name: str) -> bool:
 
 
 def url_secrets(text: str) -> list[str]:
-    """The credentials in the URLs of ``text``: passwords and secret query values."""
+    """The credentials in the URLs of ``text``: the userinfo (a password, with the
+    ``user:password`` pair and the ``Authorization: Basic`` value an HTTP client sends for
+    it; a user name alone when it looks random, as a token given as the user), and secret
+    query values."""
+    import base64
+
     out: list[str] = []
     for m in _URL.finditer(text):
         try:
             parts = urlsplit(m.group(0))
             if parts.password:
-                out.append(parts.password)
-                import base64  # what an HTTP client sends for it (Basic auth)
-
-                pair = f"{parts.username or ''}:{parts.password}".encode()
-                out.append(base64.b64encode(pair).decode("ascii"))
+                for user, pw in {(parts.username or "", parts.password),
+                                 (unquote(parts.username or ""), unquote(parts.password))}:
+                    pair = f"{user}:{pw}"
+                    out += [pw, pair, base64.b64encode(pair.encode()).decode("ascii")]
+            elif parts.username and looks_random(unquote(parts.username)):
+                out += [parts.username, unquote(parts.username)]
             out += [v for k, v in parse_qsl(parts.query, keep_blank_values=False)
                     if _secret_query(k)]
         except ValueError:
@@ -138,6 +148,8 @@ def redact_url(text: str) -> str:
                 user = parts.username or ""
                 host = netloc.rsplit("@", 1)[1]
                 netloc = f"{user}:{REDACTED}@{host}"
+            elif parts.username and looks_random(unquote(parts.username)):
+                netloc = f"{REDACTED}@{netloc.rsplit('@', 1)[1]}"  # a token as the user
             query = parts.query
             if query:
                 pairs = parse_qsl(query, keep_blank_values=True)
@@ -228,9 +240,15 @@ def override_secrets(overrides: list[str]) -> set[str]:
 
 
 def environment_secrets(environ: dict[str, str] | None = None) -> set[str]:
-    """Values of environment variables whose name is secret (``ANTHROPIC_API_KEY``)."""
+    """Values of environment variables whose name is secret (``ANTHROPIC_API_KEY``), and
+    the credentials of a URL in any variable (``OPENAI_BASE_URL=http://user:pw@host/v1``,
+    ``HTTPS_PROXY``: :func:`url_secrets`), which an SDK sends as Basic authentication."""
     env = os.environ if environ is None else environ
-    return {v for k, v in env.items() if is_secret_key(k) and len(v) >= MIN_SECRET_LENGTH}
+    found = {v for k, v in env.items() if is_secret_key(k)}
+    for v in env.values():
+        if "://" in v and ("@" in v or "?" in v):
+            found.update(url_secrets(v))
+    return {v for v in found if len(v) >= MIN_SECRET_LENGTH and v != REDACTED}
 
 
 class Scrubber:
@@ -331,6 +349,13 @@ def clip(text: str, limit: int) -> str:
     """``text`` scrubbed of known secrets, then cut to ``limit`` characters (cutting first
     could keep part of a secret that scrubbing no longer recognises)."""
     return SCRUBBER.scrub(text)[:limit]
+
+
+def clip_line(value: Any, limit: int) -> str:
+    """``value``'s text (an exception's, a model's, a file's) on one line, scrubbed of known
+    secrets, then cut to ``limit`` characters: the one way raglab shortens text for
+    display (:func:`clip`)."""
+    return clip(" ".join(str(value).split()), limit)
 
 
 def clip_bytes(data: bytes, limit: int) -> str:

@@ -26,6 +26,7 @@ from raglab.cases import draft_prompts as dp
 from raglab.data.schema import Case, Document, Strict
 from raglab.llm.backends.openai import OpenAIOptions, endpoint_of, options_of
 from raglab.llm.client import LLMCallError, LLMRequest
+from raglab.secrets import clip, clip_line
 from raglab.text.normalize import count_tokens, normalize
 
 
@@ -216,7 +217,7 @@ def build_case(item: Planned, parsed: dict, corpus: list[Document]) -> dict[str,
     if kind in ("withdrawn_policy", "near_duplicate"):
         other = unit.docs[1]
         if not wrong or not _in(wrong, [other.text]):
-            raise dc.Unplaceable(f"wrong_value {wrong[:60]!r} is not in {other.doc_id}")
+            raise dc.Unplaceable(f"wrong_value {clip(wrong, 60)!r} is not in {other.doc_id}")
         if _in(wrong, [e["quote"] for e in evidence]):
             raise _Drop("the old or twin value is also in the evidence", "kind not met")
         case["must_not_contain"] = [{"text": wrong, "kind": "outdated"
@@ -340,7 +341,7 @@ async def run_plan(p: Plan, cfg: DrafterCfg, corpus: list[Document], llm: Any,
         try:
             Case.model_validate(case)
         except ValidationError as e:
-            out.drop("invalid draft", f"{case['id']}: {' '.join(str(e).split())[:200]}")
+            out.drop("invalid draft", f"{case['id']}: {clip_line(e, 200)}")
             continue
         known[key] = case["id"]
         case["needs_review"] = True

@@ -15,6 +15,7 @@ from typing import Any
 
 from raglab.errors import UserError
 from raglab.metrics.diagnosis import CAUSES, DiagnosisCfg, diagnosis_of, failed
+from raglab.secrets import clip, clip_line
 from raglab.text.normalize import normalize
 
 
@@ -42,7 +43,7 @@ def _f(m: dict[str, Any], name: str) -> str:
 
 
 def _error(rec: dict[str, Any], m: dict[str, Any], cfg: DiagnosisCfg) -> list[str]:
-    return [f"error: {' '.join(str(rec.get('error')).split())[:200]}"]
+    return [f"error: {clip_line(rec.get('error'), 200)}"]
 
 
 def _retrieval(rec: dict[str, Any], m: dict[str, Any], cfg: DiagnosisCfg) -> list[str]:
@@ -71,7 +72,7 @@ def _wrong(rec: dict[str, Any], m: dict[str, Any], cfg: DiagnosisCfg) -> list[st
     missing = [v.get("item") for v in rec.get("verdicts") or []
                if v.get("family") == "nuggets" and v.get("vital") and v.get("label") == "NO"]
     if missing:
-        out.append(f"vital nugget missing: {'; '.join(str(x) for x in missing)[:200]}")
+        out.append(f"vital nugget missing: {clip('; '.join(str(x) for x in missing), 200)}")
     return out
 
 

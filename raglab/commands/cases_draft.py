@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from raglab.commands.common import fail
+from raglab.secrets import clip_line
 
 HELP = """usage: raglab cases draft [n=N] [out=FILE] [seed=S] [--dry-run] [drafter=claude|openai]
                          [drafter.FIELD=VALUE ...] [dataset overrides]
@@ -86,11 +87,17 @@ def _draft(argv: list[str]) -> None:
     from raglab.commands.compose import compose_config
     from raglab.config import DatasetCfg, parse_section
     from raglab.data.dataset import load_cases, load_corpus, resolve_path
+    from raglab.secrets import override_secrets, register, scrub_output_streams, secret_values
 
     own, overrides, dry = _split(argv)
+    # every line this command prints is scrubbed of the known secrets (the environment's
+    # keys, the overrides' and the configuration's), and text is scrubbed before it is cut
+    register(override_secrets(overrides))
+    scrub_output_streams()
     n, seed = _int(own, "n", 20, 1), _int(own, "seed", 0, 0)
     out = Path(own.get("out") or "drafts.jsonl")
     data = compose_config(overrides)
+    register(secret_values(data))
     cfg = parse_drafter(data.get("drafter"))
     dcfg = parse_section(DatasetCfg, data.get("dataset"), "dataset")
     corpus_path, cases_path = resolve_path(dcfg.corpus), resolve_path(dcfg.cases)
@@ -134,7 +141,7 @@ def _draft(argv: list[str]) -> None:
         f"{k} {v} of {the_plan.wanted[k]}" for k, v in kinds.items()))
     if outcome.dropped:
         print(f"dropped {sum(outcome.dropped.values())}: " + "; ".join(
-            f"{reason} {k} (first: {outcome.first_drop[reason][:120]})"
+            f"{reason} {k} (first: {clip_line(outcome.first_drop[reason], 120)})"
             for reason, k in outcome.dropped.most_common()))
     shares = [d["draft"]["vocabulary_share"] for d in outcome.drafts
               if d["draft"].get("vocabulary_share") is not None]

@@ -15,6 +15,7 @@ from typing import Any
 from raglab.commands.common import conf_dir
 from raglab.errors import ConfigError
 from raglab.runner.naming import job_overrides
+from raglab.secrets import clip_line
 
 #: Hydra command-line flags after which raglab leaves everything to Hydra itself
 _HYDRA_FLAGS = {"--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--resolve",
@@ -285,7 +286,7 @@ def run_hydra_app(app: Any, overrides: list[str], what: str) -> None:
             fail(str(storage_error(e, f"the {what} directory")), 2)
         if os.environ.get("RAGLAB_DEBUG") == "1":
             raise
-        fail(f"{type(e).__name__}: {' '.join(str(e).split())[:500]} (an unexpected error; "
+        fail(f"{type(e).__name__}: {clip_line(e, 500)} (an unexpected error; "
              "RAGLAB_DEBUG=1 shows the traceback)", 1)
     finally:
         if not full:

@@ -1,8 +1,10 @@
 """raglab log RUN_DIR [--uri URI] [--experiment NAME] [--run-name NAME]: log a finished run
 directory to MLflow later (after an outage, or a run made with tracking=none).
 
-Logging the same run directory again (same directory, same configuration) finds the run
-already logged and says so instead of making a second one."""
+Logging the same run directory again (same directory, configuration, records.jsonl and
+metrics.json) finds the run already logged and says so instead of making a second one; a
+directory whose records or metrics changed since (a resumed run, an edit) is logged again
+as a new run, and the command says why."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import argparse
 from pathlib import Path
 
 from raglab.commands.common import fail
+from raglab.secrets import clip_line
 
 
 def main(argv: list[str]) -> None:
@@ -38,10 +41,12 @@ def main(argv: list[str]) -> None:
 
         started = read_identity(run_dir).get("mlflow")  # the run this directory started
         pending = unfinished_run(args.uri, args.experiment, started)
-        existing = None if pending else logged_run(args.uri, args.experiment, run_dir)
+        existing, again = (None, None) if pending else logged_run(args.uri, args.experiment,
+                                                                  run_dir)
         if existing:
             print(f"{run_dir} is already logged as MLflow run {existing} (experiment "
-                  f"{args.experiment!r}); nothing logged again")
+                  f"{args.experiment!r}), with the same records.jsonl and metrics.json; "
+                  "nothing logged again")
             print(f"view it with:\n  {ui_command(args.uri)}")
             return
         from raglab.report.run_report import report_files
@@ -54,9 +59,10 @@ def main(argv: list[str]) -> None:
         fail(str(e), getattr(e, "exit_code", 2))
     except Exception as e:  # noqa: BLE001 - the store failed: one line, the directory stays
         fail(f"MLflow failed while logging ({type(e).__name__}: "
-             f"{' '.join(str(e).split())[:300]}); {run_dir} is unchanged, run this command "
+             f"{clip_line(e, 300)}); {run_dir} is unchanged, run this command "
              "again once the store is back")
-    print(f"logged {run_dir} as MLflow run {run_id} (experiment {args.experiment!r})")
+    print(f"logged {run_dir} as MLflow run {run_id} (experiment {args.experiment!r})"
+          + (f"; logged again: {again}" if again else ""))
     print(f"view it with:\n  {ui_command(args.uri)}")
 
 

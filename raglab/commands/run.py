@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from raglab.commands.common import fail
+from raglab.secrets import clip_line
 
 #: set by ``raglab run -m`` for its jobs (also in launcher subprocesses): the swept keys
 #: that name each job, and the number of jobs
@@ -113,7 +114,8 @@ def run_task(job: JobInfo, resolve) -> None:
     from raglab.report.summary import config_diff, job_line
     from raglab.runner.components import build_tracker
     from raglab.runner.naming import override_key, run_name
-    from raglab.runner.run import Run, error_rate_exceeded, print_summary
+    from raglab.runner.run import Run
+    from raglab.runner.summary import error_rate_exceeded, print_summary
     from raglab.secrets import (
         redact,
         register,
@@ -183,7 +185,7 @@ def run_task(job: JobInfo, resolve) -> None:
             raise
         if type(e).__module__.split(".")[0] == "mlflow":  # the store, not raglab, failed
             fail(str(_store_failed(e, cfg, run_dir)), 1)
-        fail(f"{type(e).__name__}: {' '.join(str(e).split())[:500]} (an unexpected error; "
+        fail(f"{type(e).__name__}: {clip_line(e, 500)} (an unexpected error; "
              "records so far are kept, run again to resume; RAGLAB_DEBUG=1 shows the "
              "traceback)", 1)
     over = error_rate_exceeded(metrics, cfg.max_error_rate)
@@ -210,7 +212,7 @@ def _store_failed(e: BaseException, cfg: Any, run_dir: Path) -> Exception:
     from raglab.errors import NegativeOutcome
     from raglab.tracking.uris import redact_uri
 
-    reason = " ".join(str(e).split())[:300] or type(e).__name__
+    reason = clip_line(e, 300) or type(e).__name__
     uri = redact_uri(str(getattr(getattr(cfg, "tracking", None), "uri", "") or ""))
     return NegativeOutcome(f"MLflow tracking store {uri} failed ({type(e).__name__}: "
                            f"{reason}); what the run wrote is kept in {run_dir}: run the "
@@ -290,7 +292,7 @@ def main(argv: list[str]) -> None:
         if full:
             raise
         _fail_composing(e, overrides)
-        fail(f"{type(e).__name__}: {' '.join(str(e).split())[:500]}", 1)
+        fail(f"{type(e).__name__}: {clip_line(e, 500)}", 1)
     finally:
         if not full:
             os.environ.pop("HYDRA_FULL_ERROR", None)

@@ -17,6 +17,7 @@ from pathlib import Path
 from raglab.data.io import read_models
 from raglab.data.schema import Case, Document, HumanLabel, matches_filters, may_see
 from raglab.errors import UserError
+from raglab.secrets import clip
 from raglab.text.normalize import Location, fact_changes, locate_quote
 
 PKG_PREFIX = "pkg://"
@@ -164,7 +165,7 @@ def _locate_case(case: Case, corpus: dict[str, Document],
         if loc is None:
             return [], _Problem("quote_not_found", (
                 f"evidence {i}: quote not found in document '{ev.doc_id}' "
-                f"(exact or fuzzy >= {threshold:g}): {(ev.quote or '')[:60]!r}"))
+                f"(exact or fuzzy >= {threshold:g}): {clip(ev.quote or '', 60)!r}"))
         if loc.method == "fuzzy":
             changes = fact_changes(ev.quote or "", doc.text[loc.start:loc.end])
             matched = " ".join(doc.text[loc.start:loc.end].replace("\u00ad", "").split())

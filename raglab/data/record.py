@@ -71,6 +71,27 @@ class CaseRecord(BaseModel):
         """The stored form (the metrics' input): the fields that were set, in order."""
         return self.model_dump(mode="json", exclude_unset=True)
 
+    def scrubbed(self, obj: dict[str, Any] | None = None) -> CaseRecord:
+        """The record as every sink takes it (records, traces, assessments: DESIGN rule
+        15): each string value scrubbed of the known secrets
+        (:meth:`raglab.secrets.Scrubber.scrub_obj`), and a number that is one replaced,
+        where the field can hold text. ``obj``: its stored form already scrubbed, when the
+        caller has it. The record itself when it holds no secret."""
+        from pydantic import ValidationError
+
+        from raglab.secrets import SCRUBBER
+
+        if obj is None:
+            line = self.__pydantic_serializer__.to_json(self, exclude_unset=True)
+            if not SCRUBBER.found_in(line):
+                return self
+            obj = SCRUBBER.scrub_obj(self.to_json())
+        try:
+            return type(self).model_validate(obj)
+        except ValidationError:  # a number of raglab's own (a weight, a count) that is a
+            # digits-only secret cannot become "***": strings are scrubbed, numbers kept
+            return type(self).model_validate(SCRUBBER.scrub_obj(self.to_json(), numbers=False))
+
     @classmethod
     def from_json(cls, obj: dict[str, Any], *, file: str | None = None,
                   line: int | None = None) -> CaseRecord:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from raglab.errors import UserError
+from raglab.secrets import clip_line
 
 #: the most nodes (scalars, lists, mappings; aliases counted as what they expand to) a
 #: YAML document may stand for: configuration files hold hundreds
@@ -82,8 +83,7 @@ def load_yaml(text: str, source: str) -> Any:
     except yaml.constructor.ConstructorError as e:
         raise UserError(f"YAML refused: {e.problem} (plain data only)", file=source) from None
     except yaml.YAMLError as e:
-        first = " ".join(str(e).split())
-        raise UserError(f"invalid YAML ({first[:200]})", file=source) from None
+        raise UserError(f"invalid YAML ({clip_line(e, 200)})", file=source) from None
     finally:
         loader.dispose()
 

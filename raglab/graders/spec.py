@@ -64,6 +64,7 @@ def family_versions(grader_cfg: Any, prompts: dict[str, str], metrics_cfg: Any) 
     spec.pop("prompts", None)  # the texts themselves are hashed below
     spec.pop("base_url", None)  # where a judge is served, not which judge
     spec.pop("token_limit", None)  # the request field carrying max_tokens, not its value
+    spec.pop("max_body_bytes", None)  # how large an answer may be read, not what it says
     grouped = grouped_prompts(grader_cfg, prompts)
     rules = _rules_versions(grader_cfg)
     out: dict[str, str] = {}

@@ -87,6 +87,8 @@ def case_metrics(record: dict[str, Any], cutoffs: Sequence[int], k: int,
     cited = {c["sentence"] for c in citations if any(0 <= p < n_ctx for p in c["context"])}
     m.update(gen.citation_metrics(verdicts, factual_sentences(answer), cited,
                                   bool(citations)))
+    if gen.decomposition_failed(verdicts):  # the judge failed: an error, not a refusal's 0
+        return m
     m["correctness"] = gen.correctness(verdicts, bool(abst), gold["answerable"],
                                        gold["has_reference"])
     m["relevance"] = gen.relevance(verdicts, bool(abst), gold["answerable"])

@@ -92,6 +92,14 @@ def _errored(vs: Sequence[dict]) -> bool:
     return any(v.get("error") for v in vs)
 
 
+def decomposition_failed(verdicts: Sequence[dict]) -> bool:
+    """Whether the grader failed to read the answer's claims (its decomposition call
+    failed after its retries): whether the answer is a refusal is then the grader's
+    unknown, so the graded metrics a refusal would score 0 (correctness, relevance,
+    nuggets) are null for the case, which counts in ``errors``, never 0."""
+    return _errored([v for v in verdicts if v.get("kind") == "decomposition"])
+
+
 def abstained(answer: str | None, verdicts: Sequence[dict]) -> bool | None:
     """An answer with no claims is an abstention. None when the system produced nothing."""
     if answer is None:

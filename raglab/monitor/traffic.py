@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from raglab.data.io import first_problem
 from raglab.data.schema import Citation, FilterValue, Hit, User
 from raglab.errors import UserError
+from raglab.secrets import clip_line
 
 _WINDOW = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -168,7 +169,7 @@ def read_traffic(path: str | Path) -> Traffic:
                 if not isinstance(obj, dict):
                     raise ValueError("not a JSON object")
             except (ValueError, UnicodeDecodeError) as e:
-                t.bad.append(f"{p}:{lineno}: malformed JSON ({' '.join(str(e).split())[:80]})")
+                t.bad.append(f"{p}:{lineno}: malformed JSON ({clip_line(e, 80)})")
                 continue
             except RecursionError:
                 t.bad.append(f"{p}:{lineno}: JSON nested too deep")

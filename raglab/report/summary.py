@@ -11,6 +11,7 @@ from typing import Any
 
 from raglab.metrics.catalog import HEADLINE, spec_of
 from raglab.report.format import fmt, num
+from raglab.secrets import scrub
 from raglab.text.escape import md, md_code
 
 #: configuration keys that say how a run is recorded or scheduled, not what it measures
@@ -101,7 +102,7 @@ def show_value(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    text = str(value)
+    text = scrub(str(value))  # scrubbed, then cut
     return text if len(text) <= 80 else text[:79] + "…"
 
 

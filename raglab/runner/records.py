@@ -268,20 +268,29 @@ class UsageLedger:
 
 
 def record_line(record: CaseRecord, finite: bool = False) -> bytes:
-    """One record as its JSON line (UTF-8), the same object as ``json.dumps(to_json())``,
-    serialised by pydantic-core, with every known secret value scrubbed; a non-finite number
-    is refused, as ``allow_nan=False`` (``finite``: the caller has checked there is none)."""
+    """One record as its JSON line (UTF-8): :func:`public_line`'s line."""
+    return public_line(record, finite)[1]
+
+
+def public_line(record: CaseRecord, finite: bool = False) -> tuple[CaseRecord, bytes]:
+    """The one scrubbed form of a record (DESIGN rule 15), as ``(record, line)``: the
+    record every sink takes (the MLflow trace and its assessments; ``record`` itself when
+    it holds no secret) and its JSON line (UTF-8), the same object as
+    ``json.dumps(to_json())``, serialised by pydantic-core, with every known secret value
+    scrubbed; a non-finite number is refused, as ``allow_nan=False`` (``finite``: the
+    caller has checked there is none)."""
     from raglab.secrets import SCRUBBER
 
     line = record.__pydantic_serializer__.to_json(record, exclude_unset=True)
     # maybe a non-finite number: let json decide
-    slow = not finite and (b"NaN" in line or b"Infinity" in line)
-    if not slow and SCRUBBER.found_in(line):
-        slow = True  # a secret in it: scrub string by string, never across JSON's syntax
-    if slow:
-        return (json.dumps(SCRUBBER.scrub_obj(record.to_json()), ensure_ascii=False,
-                           allow_nan=False) + "\n").encode("utf-8")
-    return line + b"\n"
+    nonfinite = not finite and (b"NaN" in line or b"Infinity" in line)
+    secret = SCRUBBER.found_in(line)
+    if not (nonfinite or secret):
+        return record, line + b"\n"
+    # a secret in it: scrub string by string, never across JSON's syntax
+    obj = SCRUBBER.scrub_obj(record.to_json()) if secret else record.to_json()
+    text = json.dumps(obj, ensure_ascii=False, allow_nan=False) + "\n"
+    return (record.scrubbed(obj) if secret else record), text.encode("utf-8")
 
 
 def _torn(path: Path) -> bool:

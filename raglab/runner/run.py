@@ -3,24 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import errno
 import itertools
-import json
-import math
 import sys
-import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from pydantic_core import PydanticSerializationError
-
 from raglab.cache import StageCache, content_key
 from raglab.config import RunCfg
 from raglab.data.dataset import Dataset, dataset_identity, load_dataset
-from raglab.data.finite import check as check_finite
-from raglab.data.finite import plain_finite
 from raglab.data.io import (
     atomic_write_json,
     atomic_write_text,
@@ -28,17 +20,12 @@ from raglab.data.io import (
     write_jsonl,
 )
 from raglab.data.record import CaseRecord
-from raglab.data.schema import SystemOutput
-from raglab.errors import NegativeOutcome, StorageError, UserError
+from raglab.errors import NegativeOutcome, UserError
 from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import diagnosis_version, family_versions
-from raglab.llm.cost import metering
 from raglab.metrics.aggregate import aggregate, diagnosis_counts, weight_summary
-from raglab.metrics.case import case_metrics, metric_names
-from raglab.metrics.catalog import HEADLINE
-from raglab.metrics.diagnosis import diagnose
-from raglab.metrics.repeats import combine_repeats
-from raglab.report.format import fmt
+from raglab.metrics.case import metric_names
+from raglab.runner.case import CaseRunner
 from raglab.runner.components import (
     build_grader,
     build_system,
@@ -50,30 +37,17 @@ from raglab.runner.components import (
     system_model,
     tracks,
 )
-from raglab.runner.failures import error_summary, summary_lines
+from raglab.runner.failures import error_summary
 from raglab.runner.identity import check_dataset, check_resume, check_system, write_identity
 from raglab.runner.lock import RunDirLock
 from raglab.runner.progress import Progress
-from raglab.runner.records import (
-    RecordWriter,
-    UsageLedger,
-    gold_summary,
-    judge_output,
-    record_line,
-)
-from raglab.secrets import clip
-from raglab.systems.base import SystemRequest, ValidatedOutput, WorkCounter
+from raglab.runner.records import RecordWriter, UsageLedger
+from raglab.systems.base import WorkCounter
 
-CASE_TIMEOUT_S = 600.0
 #: runs with more cases than this, not tracked, draw their report's plots on demand
 PLOT_MAX_CASES = 1000
 #: cases started ahead of the one being written (at least 4 x concurrency)
 CASES_IN_FLIGHT = 256
-#: errno values of an OSError that mean raglab's own storage failed, not the case
-_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
-#: the fields of a record with a replayed output that hold only values already checked
-#: (the case set's, the output's, the metrics', and judgments made of the output's ids)
-_CHECKED = frozenset({"output", "metrics", "tags", "gold", "judgments", "severity_one"})
 
 
 class Run:
@@ -196,19 +170,17 @@ class Run:
         # what aggregation reads, streamed
         kept = writer.load(keep=keep, dropped=usage.carry)
         todo = [c for c in ds.cases if c.id not in kept]
-        sections = cfg.system_sections()
         system = build_system(cfg, ds, self.cache, self.work, self.llm)
         for w in getattr(system, "warnings", None) or []:  # e.g. replayed ids not in the set
             print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
             self.warnings.append(w)
-        loop = asyncio.get_running_loop()
         pool = ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="raglab-sut")
-        slots = asyncio.Semaphore(cfg.concurrency)
+        runner = CaseRunner(cfg, ds, system, grading, self.weights, asyncio.get_running_loop(),
+                            pool, asyncio.Semaphore(cfg.concurrency))
         progress = Progress(len(ds.cases), len(kept), cfg.progress)
 
         def start(case) -> asyncio.Task:
-            return asyncio.create_task(
-                self._case(case, sections, system, grading, ds, loop, pool, slots))
+            return asyncio.create_task(runner.run(case))
 
         tasks: deque[asyncio.Task] = deque()
         completed = False  # every case recorded: the last fsync may run in the background
@@ -226,12 +198,12 @@ class Run:
                 nxt = next(queued, None)
                 if nxt is not None:
                     tasks.append(start(nxt))
-                rec, line = await tasks[0]
+                rec, public, line = await tasks[0]
                 tasks.popleft()  # a finished task holds its record: let it go
                 writer.append(None, usage.stamp(line))
                 kept[rec.case_id] = slim_record(rec)
                 if self.tracker is not None:  # e.g. its MLflow trace, written off this loop
-                    self.tracker.case_recorded(rec)
+                    self.tracker.case_recorded(public)  # from the scrubbed form, as the line
                 progress.add(1, rec.error is not None)
             if shared is not None:
                 await shared  # what no case waited for (its cases had no answer) is cached too
@@ -258,114 +230,6 @@ class Run:
             if grader is not None:
                 await grader.aclose()
         return self._finish(ds, versions, kept, writer)
-
-    async def _case(self, case, sections, system, grading, ds, loop, pool,
-                    slots) -> tuple[CaseRecord, bytes]:
-        """One case. ``slots`` bounds concurrent system calls only; grading concurrency is
-        bounded by the grader's client (so a Message Batches job can gather every case)."""
-        cfg = self.cfg
-        record: dict[str, Any] = {"case_id": case.id, "tags": dict(case.tags),
-                                  "gold": gold_summary(case), "output": None,
-                                  "judgments": None, "verdicts": [], "graded": False,
-                                  "metrics": {}, "error": None}
-        if self.weights is not None:
-            record["weight"] = self.weights[case.id]
-        req = SystemRequest.from_case(case, sections)
-
-        def timed():  # measured in the worker: queueing for a slot is not the system's latency
-            t0 = time.perf_counter()
-            return system.answer(req), (time.perf_counter() - t0) * 1000
-
-        raw = None
-        try:
-            # (asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel, Ctrl-C,
-            # that lands as the call ends, and the run would go on)
-            async with slots, asyncio.timeout(CASE_TIMEOUT_S):
-                raw, total_ms = (await loop.run_in_executor(pool, timed)
-                                 if getattr(system, "blocking", True) else timed())
-            output = output_dict(raw)
-            if output["case_id"] != case.id:
-                raise ValueError(f"output is for case {output['case_id']!r}")
-            if not isinstance(raw, ValidatedOutput):  # a replayed line was checked as read
-                check_finite(output)  # NaN/Infinity or a lone surrogate: this case fails
-            check_spans(output, ds)
-        except TimeoutError:
-            record["error"] = f"system: timed out after {CASE_TIMEOUT_S:g} s"
-        except StorageError:
-            raise  # raglab's own storage failed: stop the run, not this case
-        except OSError as e:
-            if e.errno in _STORAGE_ERRNOS:
-                from raglab.errors import storage_error
-
-                raise storage_error(e, "a file of the system under test") from None
-            record["error"] = f"system: {type(e).__name__}: {_one_line(e)}"
-        except Exception as e:  # the system's failure is this case's error; the run goes on
-            record["error"] = f"system: {type(e).__name__}: {_one_line(e)}"
-        else:
-            lat = output["latency_ms"]
-            if "total" not in lat:  # never less than the stages it reports (a replayed
-                # output's stages were measured when it first ran)
-                lat["total"] = round(max(total_ms, sum(lat.values())), 3)
-            record["output"] = output
-            record["judgments"] = judge_output(case, output, ds, cfg.metrics.straddle_min_fraction,
-                                               cfg.metrics.fuzzy_threshold)
-            if record["judgments"]["leaks"]:
-                record["severity_one"] = record["judgments"]["leaks"]
-            if grading is not None and output.get("answer") is not None:
-                with metering() as meter:  # the grader's cost, apart from the system's
-                    graded = await asyncio.gather(*(grading.grade(case, output, r)
-                                                    for r in range(grading.repeats)))
-                record["grading_cost_usd"] = meter.total()
-                verdicts, factual = graded[0]
-                if grading.repeats > 1:
-                    record["repeat_verdicts"] = [v for v, _ in graded[1:]]
-                    verdicts_all = [v for vs, _ in graded for v in vs]
-                else:
-                    verdicts_all = verdicts
-                record["verdicts"] = verdicts
-                record["n_factual_sentences"] = factual
-                record["graded"] = True
-                errs = [v for v in verdicts_all if v.get("error")]
-                if errs:
-                    record["error"] = clip("grader: " + "; ".join(
-                        f"{v['family']}: {v['error']}" for v in errs), 1000)
-                bad = [v["item"] for v in verdicts
-                       if v["family"] == "faithfulness" and v.get("label") == "CONTRADICTED"]
-                if bad:
-                    record["contradicted_claims"] = bad
-        record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
-        if grading is not None and grading.requested_repeats > 1 and record["graded"]:
-            per = [record["metrics"]] + [
-                case_metrics({**record, "verdicts": vs}, cfg.metrics.cutoffs, cfg.k,
-                             cfg.candidate_depth) for vs in record.get("repeat_verdicts", [])]
-            record["metrics"], record["repeat_variance"] = combine_repeats(per)
-            record["repeats"] = grading.requested_repeats
-        record["diagnosis"] = diagnose(record, cfg.diagnosis)
-        rec = CaseRecord.model_validate(record)
-        try:  # serialised here, once: a value JSON cannot hold fails this case, not the run
-            # a replayed output holds JSON values only, checked as they were read, and so
-            # do the judgments (ranks and its document ids); then the rest of the record,
-            # checked here, decides whether the line needs a scan
-            # (an ungraded record without error holds nothing else from outside raglab)
-            plain = isinstance(raw, ValidatedOutput) and finite_metrics(record["metrics"]) \
-                and ((not record["graded"] and record["error"] is None)
-                     or plain_finite({k: v for k, v in record.items() if k not in _CHECKED}))
-            return rec, record_line(rec, finite=plain)
-        except (ValueError, PydanticSerializationError):
-            try:
-                check_finite(record)  # names the field
-                why = "a value that cannot be written as JSON"
-            except ValueError as e:
-                why = str(e)
-        # the failed case keeps what came from the case set, nothing derived from the output
-        failed: dict[str, Any] = {k: record[k] for k in ("case_id", "tags", "gold", "weight")
-                                  if k in record}
-        failed.update(output=None, judgments=None, verdicts=[], graded=False,
-                      error=clip(f"record: {why}", 1000))
-        failed["metrics"] = case_metrics(failed, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
-        failed["diagnosis"] = diagnose(failed, cfg.diagnosis)
-        rec = CaseRecord.model_validate(failed)
-        return rec, record_line(rec)
 
     def metric_names(self) -> list[str]:
         cfg = self.cfg
@@ -429,106 +293,3 @@ def _self_graded_warning(model: str | None, why: str) -> str:
     return (f"self-graded: the grader's model ({model}) {why}: a judge grading its own "
             "outputs tends to favour them (self-preference bias); grade with another model "
             "for a fair comparison")
-
-
-def output_dict(raw: Any) -> dict[str, Any]:
-    """A system's answer as the SystemOutput JSON object (validated unless already so)."""
-    if isinstance(raw, ValidatedOutput):
-        return dict(raw)
-    out = raw if isinstance(raw, SystemOutput) else SystemOutput.model_validate(raw)
-    return out.model_dump()
-
-
-def finite_metrics(metrics: dict[str, Any]) -> bool:
-    """Whether every metric value is a finite number or None (False: let the line's scan
-    decide, and name the value)."""
-    try:
-        return all(map(math.isfinite, [v for v in metrics.values() if v is not None]))
-    except TypeError:
-        return False
-
-
-def check_spans(output: dict[str, Any], ds: Dataset) -> None:
-    """A hit's span must be a forward range inside its document (when the corpus has it)."""
-    lengths = ds.doc_lengths
-    for stage in ("candidates", "context"):
-        for h in output.get(stage) or ():  # (one plain loop: twice as fast as min over maps)
-            start, end = h["start"], h["end"]
-            if start is None or end is None:
-                if start is not end:  # half a span
-                    _span_error(output, ds, stage)
-            elif end < start or end > lengths.get(h["doc_id"], end):
-                _span_error(output, ds, stage)
-
-
-def _span_error(output: dict[str, Any], ds: Dataset, stage: str) -> None:
-    """Raise the ValueError that names the first bad span of ``stage``."""
-    for rank, hit in enumerate(output.get(stage) or [], start=1):
-        start, end = hit.get("start"), hit.get("end")
-        if start is None and end is None:
-            continue
-        if start is None or end is None or end < start:
-            raise ValueError(f"{stage} hit {rank} ({hit['doc_id']}): span {start}-{end} "
-                             "is not a forward range")
-        doc = ds.corpus.get(hit["doc_id"])
-        if doc is not None and end > len(doc.text):
-            raise ValueError(f"{stage} hit {rank} ({hit['doc_id']}): span {start}-{end} "
-                             f"is outside the document ({len(doc.text)} characters)")
-
-
-def error_rate_exceeded(metrics: dict[str, Any], max_error_rate: float) -> str | None:
-    """The one line to fail a run with when its error rate is above ``max_error_rate`` (a
-    run in which every case failed always fails), else None."""
-    n, errors = metrics.get("n_cases") or 0, metrics.get("errors") or 0
-    if n == 0 or errors == 0:
-        return None
-    rate = errors / n
-    if rate > max_error_rate or errors == n:
-        top = summary_lines(metrics.get("error_summary") or [], width=200)[:1]
-        return (f"{errors} of {n} cases failed (error rate {rate:.0%} > max_error_rate "
-                f"{max_error_rate:g}): the metrics do not measure the system"
-                + (f"; most frequent: {top[0]}" if top else "")
-                + "; run the same command again in the same run directory to retry the "
-                "failed cases")
-    return None
-
-
-def _one_line(e: BaseException) -> str:
-    return clip(" ".join(str(e).split()), 500)
-
-
-def summary_text(metrics: dict[str, Any], run_dir: Path,
-                 calibration: dict[str, str] | None = None) -> str:
-    o = metrics["overall"]
-    rows = [
-        ("cases", metrics["n_cases"]), ("quarantined", metrics["n_quarantined"]),
-        ("errors", metrics["errors"]),
-    ]
-    for k in (*HEADLINE, "latency_ms.total"):
-        if k in o:
-            rows.append((k, fmt(o[k])))
-    w = max(len(str(r[0])) for r in rows)
-    lines = [f"raglab run: {run_dir}"] + [f"  {str(k).ljust(w)}  {v}" for k, v in rows]
-    if metrics.get("error_summary"):  # why cases failed, most frequent first
-        lines.append("  most frequent errors (all in records.jsonl):")
-        lines += [f"    {x}" for x in summary_lines(metrics["error_summary"])]
-    diag = metrics.get("diagnoses") or {}
-    causes = {c: n for c, n in (diag.get("overall") or {}).items() if n}
-    if diag:
-        lines.append(f"  failed cases: {diag.get('failed', 0)}" + (
-            " (" + ", ".join(f"{c} {n}" for c, n in causes.items()) + ")" if causes else ""))
-    lines.append("  work: " + json.dumps(metrics["work"]))
-    if "model_usage" in metrics:
-        lines.append("  model usage: " + json.dumps(metrics["model_usage"]))
-    if calibration is not None:  # each family's version and its kappa (raglab calibrate)
-        versions = metrics.get("metric_versions") or {}
-        fw = max((len(f) for f in versions), default=0)
-        lines.append("  metric versions (calibration):")
-        lines += [f"    {fam.ljust(fw)}  {ver}  {calibration.get(fam, 'uncalibrated')}"
-                  for fam, ver in versions.items()]
-    return "\n".join(lines)
-
-
-def print_summary(metrics: dict[str, Any], run_dir: Path,
-                  calibration: dict[str, str] | None = None) -> None:
-    print(summary_text(metrics, run_dir, calibration), file=sys.stdout, flush=True)

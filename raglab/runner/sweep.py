@@ -112,7 +112,7 @@ def over_error_rate(sweep_dir: Path, n_jobs: int) -> list[Path]:
     sweep left in the same directory) whose error rate is above their ``max_error_rate``."""
     from raglab.data.io import read_run_config, read_run_metrics
     from raglab.errors import UserError
-    from raglab.runner.run import error_rate_exceeded
+    from raglab.runner.summary import error_rate_exceeded
 
     over = []
     for run_dir in (sweep_dir / str(num) for num in range(n_jobs)):

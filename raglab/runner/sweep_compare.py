@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from raglab.secrets import clip_line
+
 
 def compare_settings(config: Any):
     """The compare settings of this installation: ``compare/default.yaml`` of the config
@@ -64,7 +66,7 @@ def compare_at_end(sweep_dir: Path, n_jobs: int, parent_id: str, uri: str, confi
     except ValidationError as exc:
         return f"{why}: compare/default.yaml: {exc.errors()[0]['msg']}"
     except Exception as exc:  # noqa: BLE001 - the jobs are done and logged: say why, go on
-        return f"{why}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        return f"{why}: {type(exc).__name__}: {clip_line(exc, 300)}"
     return (f"compared every job with job 0 ({base.name}): {out}/compare.md, compare.html, "
             f"compare.json; logged to the parent run ({n} new or changed sweep.* figures, "
             "the heat map under compare/); another baseline: raglab compare "

@@ -1,9 +1,10 @@
 """Tracking runs in MLflow.
 
-Only this package imports mlflow, and only inside functions of :mod:`.mlflow_store` (and of
-:mod:`.traces`, each case of a run as a trace), so importing ``raglab.tracking`` stays
-cheap. The key rules live in :mod:`.keys`, tracking URIs and the reachability check in
-:mod:`.uris` (both pure).
+Only this package imports mlflow, and only inside functions (of :mod:`.store_setup`,
+experiments and a sweep's parent run; :mod:`.mlflow_store`, logging a run; :mod:`.traces`,
+each case of a run as a trace; and the modules beside them), so importing
+``raglab.tracking`` stays cheap. The key rules live in :mod:`.keys`, tracking URIs and the
+reachability check in :mod:`.uris` (both pure).
 """
 
 from __future__ import annotations

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from raglab.errors import UserError
+from raglab.secrets import clip_line
 
 
 class TrackingError(UserError):
@@ -21,7 +22,7 @@ def tracking_failed(exc: BaseException, run_dir: Path, cfg: Any) -> TrackingErro
 
     uri = getattr(getattr(cfg, "tracking", None), "uri", None) or ""
     exp = getattr(getattr(cfg, "tracking", None), "experiment", None)
-    reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+    reason = clip_line(exc, 300) or type(exc).__name__
     cmd = f"raglab log {shlex.quote(str(run_dir))}"
     if uri:
         cmd += f" --uri {shlex.quote(redact_uri(uri))}"

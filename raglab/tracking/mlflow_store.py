@@ -1,17 +1,19 @@
-"""Logging runs to MLflow: the only module of raglab that imports mlflow (lazily).
+"""Logging runs to MLflow (mlflow is imported lazily, inside the functions).
 
 A run is created with ``MlflowClient`` (never the fluent global state) so several runs, a
 sweep's parent and its children, can be open in one process. A sweep has no start hook, so
-the first job creates the parent run under a file lock in the sweep directory and records its
-id in ``<sweep_dir>/.mlflow_parent``; later jobs (same or other processes) reuse it. The
-parent's status follows the last child to end (FINISHED, KILLED or FAILED). When the sweep
-ends, :func:`raglab.tracking.mlflow_ui.summarize_sweep` fills the parent in.
+the first job creates the parent run (:func:`raglab.tracking.store_setup.sweep_parent`,
+under a file lock in the sweep directory, its id in ``<sweep_dir>/.mlflow_parent``); later
+jobs (same or other processes) reuse it. The parent's status follows the last child to end
+(FINISHED, KILLED or FAILED). When the sweep ends,
+:func:`raglab.tracking.mlflow_ui.summarize_sweep` fills the parent in.
 
 Layout of a logged run: params = the flattened config (secrets dropped); metrics = every
 non-null overall metric (``metric_key``), every slice metric (or, with
 ``tracking.slice_metrics=headline``, every headline one) and slice size
 (``slice_metric_key``), ``n_cases``, ``n_quarantined``, ``errors``, ``work.<counter>``;
-tags ``raglab.metric_version.<family>``, ``raglab.run_dir``, ``raglab.config_hash`` and the
+tags ``raglab.metric_version.<family>``, ``raglab.run_dir``, ``raglab.config_hash``,
+``raglab.content_sha256`` (of records.jsonl and metrics.json, as logged) and the
 description ``mlflow.note.content``; artifacts ``config.yaml``, ``records.jsonl``,
 ``metrics.json``, ``quarantine.jsonl`` (when present) at the root and the report
 (``report.md``, ``report.html`` and plots) under ``report/``; the cases file as a dataset
@@ -20,10 +22,7 @@ input. What the UI opens on (layout, saved views) is :mod:`raglab.tracking.mlflo
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import re
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -31,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from raglab.errors import UserError
+from raglab.secrets import clip
 from raglab.tracking.batching import log_batches
-from raglab.tracking.client import PARENT_FILE, PARENT_LOCK, _client, _locked
+from raglab.tracking.client import _client
 from raglab.tracking.keys import (
     MAX_PARAM_VALUE_LENGTH,
     flatten_config,
@@ -42,7 +42,8 @@ from raglab.tracking.keys import (
     metrics_from_summary,
 )
 from raglab.tracking.resilience import START_TOKEN_TAG, bound_waits, resumable_run, unfinished_run  # noqa: F401
-from raglab.tracking.uris import check_tracking, normalize_uri, scheme_of, sqlite_path, ui_command
+from raglab.tracking.store_setup import existing_client, experiment_id, sweep_parent
+from raglab.tracking.uris import check_tracking, normalize_uri, ui_command
 
 __all__ = ["MlflowRun", "log_run_dir", "check_tracking", "ui_command", "normalize_uri",
            "CASES_HASH_TAG"]
@@ -51,41 +52,15 @@ log = logging.getLogger(__name__)
 
 MAX_TAG_VALUE_LENGTH = 8000
 CASES_HASH_TAG = "raglab.dataset.cases_sha256"
-def _artifact_location(uri: str, experiment: str) -> str | None:
-    if scheme_of(uri) in ("http", "https", "databricks"):
-        return None  # the server decides
-    db = sqlite_path(uri)
-    root = db.parent if db is not None else Path.cwd()
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", experiment).strip("._") or "experiment"
-    return (root / "mlartifacts" / safe).as_uri()
-
-
-def _experiment_id(client, uri: str, name: str) -> str:
-    from mlflow.exceptions import MlflowException
-
-    for _ in range(2):
-        exp = client.get_experiment_by_name(name)
-        if exp is not None:
-            if exp.lifecycle_stage != "active":
-                raise UserError(f"MLflow experiment {name!r} is deleted; restore it (mlflow "
-                                "experiments restore) or choose another tracking.experiment")
-            return exp.experiment_id
-        try:
-            return client.create_experiment(name, artifact_location=_artifact_location(uri, name))
-        except MlflowException as exc:
-            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
-                raise  # else another process created it meanwhile: read it back
-    raise UserError(f"could not create MLflow experiment {name!r}")
 
 
 def _param_value(value: Any) -> str:
-    from raglab.secrets import scrub
-
+    """A param's value as logged: scrubbed of known secrets, then cut to MLflow's limit."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
-    return scrub(str(value))[:MAX_PARAM_VALUE_LENGTH]
+    return clip(str(value), MAX_PARAM_VALUE_LENGTH)
 
 
 def _set_terminated(client, run_id: str | None, status: str) -> None:
@@ -130,9 +105,9 @@ class MlflowRun:
 
         uri = normalize_uri(uri)
         client = _client(uri)
-        exp_id = _experiment_id(client, uri, experiment)
-        parent = _sweep_parent(client, exp_id, uri, Path(sweep_dir)) if sweep_dir else None
-        run_tags = {str(k): scrub(str(v))[:MAX_TAG_VALUE_LENGTH]
+        exp_id = experiment_id(client, uri, experiment)
+        parent = sweep_parent(client, exp_id, uri, Path(sweep_dir)) if sweep_dir else None
+        run_tags = {str(k): clip(str(v), MAX_TAG_VALUE_LENGTH)
                     for k, v in (tags or {}).items() if v is not None}
         if parent:
             run_tags["mlflow.parentRunId"] = parent
@@ -197,6 +172,8 @@ class MlflowRun:
         tags = {f"raglab.metric_version.{fam}": str(ver)
                 for fam, ver in (summary.get("metric_versions") or {}).items() if ver is not None}
         tags[mlflow_ui.RUN_DIR_TAG] = str(run_dir)
+        # what is logged, so `raglab log` can tell a changed run directory from a logged one
+        tags[mlflow_ui.CONTENT_HASH_TAG] = mlflow_ui.content_hash(run_dir)
         if summary.get("config_hash"):
             tags[mlflow_ui.CONFIG_HASH_TAG] = str(summary["config_hash"])
         if "self_graded" in summary:  # final: the outputs may report the judge's model
@@ -237,9 +214,7 @@ class MlflowRun:
     def _tag_entities(tags: Mapping[str, str] | None) -> list:
         from mlflow.entities import RunTag
 
-        from raglab.secrets import scrub
-
-        return [RunTag(k, scrub(str(v))[:MAX_TAG_VALUE_LENGTH]) for k, v in (tags or {}).items()]
+        return [RunTag(k, clip(str(v), MAX_TAG_VALUE_LENGTH)) for k, v in (tags or {}).items()]
 
     def _log_artifacts(self, run_dir: Path, report: Sequence[Path]) -> None:
         for name in ("config.yaml", "records.jsonl", "metrics.json", "quarantine.jsonl"):
@@ -276,35 +251,6 @@ class MlflowRun:
         """Mark the run (and the sweep parent) FAILED, keeping the reason as a tag."""
         self._log_tags({"raglab.error": " ".join(str(message).split())})
         self.end("FAILED")
-
-
-def _sweep_parent(client, exp_id: str, uri: str, sweep_dir: Path) -> str:
-    """The sweep's parent run id, created by the first job under an exclusive lock."""
-    sweep_dir = sweep_dir.absolute()
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    state_path = sweep_dir / PARENT_FILE
-    with _locked(sweep_dir / PARENT_LOCK):
-        try:
-            state = json.loads(state_path.read_text(encoding="utf-8"))
-            parents = [p for p in state.get("parents", []) if isinstance(p, dict)]
-        except (OSError, ValueError, AttributeError):
-            parents = []
-        for p in parents:
-            if p.get("uri") == uri and p.get("experiment_id") == exp_id:
-                try:
-                    if client.get_run(p["run_id"]).info.lifecycle_stage == "active":
-                        return p["run_id"]
-                except Exception:  # noqa: BLE001 - gone from the store: make a new one
-                    pass
-        parent = client.create_run(exp_id, run_name=sweep_dir.name,
-                                   tags={"raglab.sweep_dir": str(sweep_dir)})
-        parents = [p for p in parents if not (p.get("uri") == uri
-                                              and p.get("experiment_id") == exp_id)]
-        parents.append({"uri": uri, "experiment_id": exp_id, "run_id": parent.info.run_id})
-        tmp = state_path.with_name(PARENT_FILE + ".tmp")
-        tmp.write_text(json.dumps({"parents": parents}, indent=1), encoding="utf-8")
-        os.replace(tmp, state_path)
-        return parent.info.run_id
 
 
 def _dataset_entity(name: str, cases: str, digest: str):
@@ -397,16 +343,6 @@ def log_run_dir(run_dir: Path, uri: str, experiment: str, run_name: str | None =
 RUN_FILES = ("records.jsonl", "metrics.json", "config.yaml")
 
 
-def _existing_client(uri: str):
-    """A client for a store that must already exist (reading never creates a database)."""
-    uri = normalize_uri(uri)
-    check_tracking(uri)
-    db = sqlite_path(uri)
-    if db is not None and not db.is_file():
-        raise UserError(f"no MLflow store at {db}")
-    return _client(uri)
-
-
 def _run_info(run) -> dict[str, Any]:
     tags = dict(run.data.tags)
     return {"run_id": run.info.run_id, "status": run.info.status,
@@ -421,7 +357,7 @@ def read_run(run_id: str, uri: str, dest: Path) -> dict[str, Any]:
     UserError when the store or the run does not exist."""
     from mlflow.exceptions import MlflowException
 
-    client = _existing_client(uri)
+    client = existing_client(uri)
     try:
         run = client.get_run(run_id)
     except MlflowException:
@@ -438,7 +374,7 @@ def read_run(run_id: str, uri: str, dest: Path) -> dict[str, Any]:
 
 def child_runs(parent_run_id: str, uri: str) -> list[dict[str, Any]]:
     """The child runs of a sweep's parent run, oldest first (``_run_info`` dicts)."""
-    client = _existing_client(uri)
+    client = existing_client(uri)
     parent = client.get_run(parent_run_id)
     runs = client.search_runs([parent.info.experiment_id],
                               filter_string=f"tags.mlflow.parentRunId = '{parent_run_id}'",
@@ -449,8 +385,8 @@ def child_runs(parent_run_id: str, uri: str) -> list[dict[str, Any]]:
 def log_files_to_run(run_id: str, uri: str, paths: list[Path], artifact_path: str | None = None,
                      tags: Mapping[str, str] | None = None) -> None:
     """Add files as artifacts of an existing run (any status) and set tags on it."""
-    client = _existing_client(uri)
+    client = existing_client(uri)
     for path in paths:
         client.log_artifact(run_id, str(path), artifact_path=artifact_path)
     for key, value in (tags or {}).items():
-        client.set_tag(run_id, key, str(value)[:MAX_TAG_VALUE_LENGTH])
+        client.set_tag(run_id, key, clip(str(value), MAX_TAG_VALUE_LENGTH))

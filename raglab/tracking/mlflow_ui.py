@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from raglab.secrets import clip
 from raglab.tracking.client import PARENT_FILE, _client
 from raglab.tracking.keys import metric_key
 from raglab.tracking.uris import normalize_uri, scheme_of
@@ -30,6 +31,8 @@ NOTE_TAG = "mlflow.note.content"
 HEADLINE_VIEW_ID = "raglab-headline"
 RUN_DIR_TAG = "raglab.run_dir"
 CONFIG_HASH_TAG = "raglab.config_hash"
+#: what the run logged: a hash of its records.jsonl and metrics.json (:func:`content_hash`)
+CONTENT_HASH_TAG = "raglab.content_sha256"
 DEFAULT_UI = "http://127.0.0.1:5000"
 MAX_TAG_VALUE = 8000
 
@@ -115,16 +118,34 @@ def prepare_experiment(client, experiment_id: str, headline: Sequence[str]) -> N
 
 
 # ---- run directories already logged --------------------------------------------------------
-def find_logged_run(client, experiment_id: str, run_dir: Path,
-                    config_hash: str | None) -> str | None:
-    """The active run that logged ``run_dir`` (same directory and configuration)."""
+def content_hash(run_dir: Path) -> str:
+    """The SHA-256 of what logging a run directory reads: its ``records.jsonl`` and
+    ``metrics.json`` (each file's length first, so no two contents can run together)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in ("records.jsonl", "metrics.json"):
+        path = Path(run_dir) / name
+        size = path.stat().st_size if path.is_file() else -1
+        h.update(f"{name}:{size}\n".encode())
+        if size >= 0:
+            with open(path, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+    return h.hexdigest()
+
+
+def find_logged_runs(client, experiment_id: str, run_dir: Path,
+                     config_hash: str | None) -> list[tuple[str, str | None]]:
+    """``(run id, content hash or None)`` of the active runs that logged ``run_dir`` (same
+    directory and configuration), oldest first."""
     run_dir_q = str(Path(run_dir).absolute()).replace("'", "\\'")
     query = f"tags.`{RUN_DIR_TAG}` = '{run_dir_q}'"
     if config_hash:
         query += f" and tags.`{CONFIG_HASH_TAG}` = '{config_hash}'"
-    runs = client.search_runs([experiment_id], filter_string=query, max_results=1,
+    runs = client.search_runs([experiment_id], filter_string=query, max_results=1000,
                               order_by=["attributes.start_time ASC"])
-    return runs[0].info.run_id if runs else None
+    return [(r.info.run_id, r.data.tags.get(CONTENT_HASH_TAG)) for r in runs]
 
 
 # ---- the sweep's parent run ----------------------------------------------------------------
@@ -135,9 +156,9 @@ def summarize_parent(client, parent_id: str, name: str, params: Mapping[str, str
     from mlflow.entities import Param, RunTag
 
     have = client.get_run(parent_id).data.params
-    new_params = [Param(metric_key(k), str(v)[:6000]) for k, v in params.items()
+    new_params = [Param(metric_key(k), clip(str(v), 6000)) for k, v in params.items()
                   if metric_key(k) not in have]
-    tags = [RunTag("mlflow.runName", name), RunTag(NOTE_TAG, description[:MAX_TAG_VALUE]),
+    tags = [RunTag("mlflow.runName", name), RunTag(NOTE_TAG, clip(description, MAX_TAG_VALUE)),
             RunTag("raglab.sweep.jobs", str(len(children)))]
     tags += [RunTag(f"raglab.sweep.job.{num}", run_id) for num, run_id in sorted(children.items())]
     for i in range(0, max(len(new_params), len(tags)), 100):
@@ -155,19 +176,33 @@ def children_of(client, experiment_id: str, parent_id: str) -> dict[str, str]:
 
 
 # ---- entry points (raglab log, the sweep summary) ------------------------------------------
-def logged_run(uri: str, experiment: str, run_dir: Path) -> str | None:
-    """The MLflow run that already holds ``run_dir`` (same directory, same configuration
-    hash), or None; a missing experiment has no such run."""
+def logged_run(uri: str, experiment: str, run_dir: Path) -> tuple[str | None, str | None]:
+    """Whether ``run_dir`` is logged as it is now: ``(run id, None)`` of the run that holds
+    it (same directory, configuration and content: :func:`content_hash`); ``(None, why)``
+    when an earlier run logged it and it must be logged again (its records or metrics
+    changed since, or that run, logged by an older raglab, holds no content hash);
+    ``(None, None)`` when no run logged it (a missing experiment has none)."""
     from raglab.data.io import read_run_metrics
 
     uri = normalize_uri(uri)
     client = _client(uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None or exp.lifecycle_stage != "active":
-        return None
+        return None, None
     config_hash = read_run_metrics(Path(run_dir)).get("config_hash")
-    return find_logged_run(client, exp.experiment_id, Path(run_dir),
-                           str(config_hash) if config_hash else None)
+    runs = find_logged_runs(client, exp.experiment_id, Path(run_dir),
+                            str(config_hash) if config_hash else None)
+    now = content_hash(Path(run_dir))
+    same = [run_id for run_id, logged in runs if logged == now]
+    if same:
+        return same[0], None
+    if not runs:
+        return None, None
+    last, logged = runs[-1]
+    if logged is None:
+        return None, (f"MLflow run {last} logged it without a content hash (an older "
+                      "raglab), so a change cannot be ruled out")
+    return None, f"records.jsonl or metrics.json changed since MLflow run {last} logged it"
 
 
 def summarize_sweep(uri: str, experiment: str, sweep_dir: Path, name: str,

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from raglab.secrets import clip
 from raglab.tracking.keys import metric_key
 
 #: the figures of one confirmatory row, in this order
@@ -81,7 +82,7 @@ def _log_changed(client, run_id: str, values: Mapping[str, float],
     have = client.get_run(run_id).data.metrics
     now = int(time.time() * 1000)
     metrics = [Metric(k, v, now, 0) for k, v in values.items() if have.get(k) != v]
-    tag_list = [RunTag(k, str(v)[:5000]) for k, v in (tags or {}).items()]
+    tag_list = [RunTag(k, clip(str(v), 5000)) for k, v in (tags or {}).items()]
     for i in range(0, max(len(metrics), len(tag_list), 1), 1000):
         client.log_batch(run_id, metrics=metrics[i:i + 1000], tags=tag_list[i:i + 100])
     return len(metrics)
@@ -91,9 +92,9 @@ def log_comparison(run_id: str, uri: str, rows: Iterable[Mapping], files: list[P
                    tags: Mapping[str, str] | None = None) -> int:
     """The confirmatory ``rows`` (metric overall: delta, interval, adjusted p) as metrics of
     the candidate's run, ``files`` under ``compare/``; the number of figures logged."""
-    from raglab.tracking.mlflow_store import _existing_client
+    from raglab.tracking.store_setup import existing_client
 
-    client = _existing_client(uri)
+    client = existing_client(uri)
     values = {comparison_key(m, f): v for m, figs in row_figures(rows).items()
               for f, v in figs.items()}
     n = _log_changed(client, run_id, values, tags)
@@ -109,9 +110,9 @@ def log_sweep_comparison(parent_id: str, uri: str, baseline_job: str,
     ``compare/``; the number of figures logged. The baseline job's own figures are 0 (its
     difference from itself), so a comparison against another baseline replaces every
     figure an earlier one logged instead of leaving the new baseline's old ones behind."""
-    from raglab.tracking.mlflow_store import _existing_client
+    from raglab.tracking.store_setup import existing_client
 
-    client = _existing_client(uri)
+    client = existing_client(uri)
     values: dict[str, float] = {}
     for metric, jobs in cells.items():
         compared = False
@@ -131,9 +132,9 @@ def log_decision(run_id: str, uri: str, decision: str, gates: str, files: list[P
                  baseline: str) -> None:
     """Tag the candidate's run with the decision and its gate set; the record (md, HTML,
     JSON) under ``decision/``."""
-    from raglab.tracking.mlflow_store import _existing_client
+    from raglab.tracking.store_setup import existing_client
 
-    client = _existing_client(uri)
+    client = existing_client(uri)
     _log_changed(client, run_id, {}, {DECISION_TAG: decision, GATES_TAG: gates,
                                       "raglab.decision.baseline": baseline})
     for path in files:
@@ -149,7 +150,7 @@ def set_job_values(uri: str, parent_id: str, values: Mapping[int, str]) -> None:
     from raglab.tracking.client import _client
     from raglab.tracking.uris import normalize_uri
 
-    tags = [RunTag(f"{JOB_TAG}{num}{JOB_VALUES_SUFFIX}", text[:5000])
+    tags = [RunTag(f"{JOB_TAG}{num}{JOB_VALUES_SUFFIX}", clip(text, 5000))
             for num, text in sorted(values.items())]
     client = _client(normalize_uri(uri))
     for i in range(0, len(tags), 100):
@@ -163,9 +164,9 @@ def sweep_jobs(parent_id: str, uri: str) -> list[dict]:
     from mlflow.exceptions import MlflowException
 
     from raglab.errors import UserError
-    from raglab.tracking.mlflow_store import _existing_client
+    from raglab.tracking.store_setup import existing_client
 
-    client = _existing_client(uri)
+    client = existing_client(uri)
     try:
         tags = client.get_run(parent_id).data.tags
     except MlflowException:

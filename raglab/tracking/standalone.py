@@ -11,9 +11,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from raglab.secrets import clip
 from raglab.tracking.batching import log_batches
+from raglab.tracking.client import _client
 from raglab.tracking.keys import is_legal_key, metric_key
-from raglab.tracking.mlflow_store import MAX_TAG_VALUE_LENGTH, _client, _experiment_id, _param_value
+from raglab.tracking.mlflow_store import MAX_TAG_VALUE_LENGTH, _param_value
+from raglab.tracking.store_setup import experiment_id
 from raglab.tracking.uris import normalize_uri
 
 
@@ -32,7 +35,7 @@ def log_standalone_run(uri: str, experiment: str, run_name: str, *,
 
     uri = normalize_uri(uri)
     client = _client(uri)
-    exp_id = _experiment_id(client, uri, experiment)
+    exp_id = experiment_id(client, uri, experiment)
     run = client.create_run(exp_id, run_name=run_name)
     run_id = run.info.run_id
     try:
@@ -43,7 +46,7 @@ def log_standalone_run(uri: str, experiment: str, run_name: str, *,
               if v is not None]
         ms += [Metric(metric_key(k), float(v), int(ts), int(step))
                for k, v, ts, step in series if v is not None]
-        ts_ = [RunTag(k, str(v)[:MAX_TAG_VALUE_LENGTH]) for k, v in (tags or {}).items()]
+        ts_ = [RunTag(k, clip(str(v), MAX_TAG_VALUE_LENGTH)) for k, v in (tags or {}).items()]
         log_batches(client, run_id, metrics=ms, params=ps, tags=ts_)
         for path in artifacts:
             if Path(path).is_file():

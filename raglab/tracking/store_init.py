@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from raglab.errors import StorageError, UserError
+from raglab.secrets import clip
 
 
 class BrokenStoreError(UserError):
@@ -27,7 +28,7 @@ class BrokenStoreError(UserError):
 
 def _reason(exc: BaseException) -> str:
     text = " ".join(str(getattr(exc, "orig", None) or exc).split())
-    return text.split("[SQL:")[0].strip()[:200] or type(exc).__name__
+    return clip(text.split("[SQL:")[0].strip(), 200) or type(exc).__name__
 
 
 def _new_client(uri: str) -> Any:

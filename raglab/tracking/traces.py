@@ -46,6 +46,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from raglab.secrets import clip
+
 log = logging.getLogger(__name__)
 
 CASE_TAG = "raglab.case_id"
@@ -148,12 +150,20 @@ def _ms_ns(ms: float | None) -> int:
     return int(round(float(ms or 0.0) * 1e6))
 
 
+def _question(case: Any) -> str | None:
+    """The case's question as a trace shows it (scrubbed of known secrets, as the record)."""
+    from raglab.secrets import scrub
+
+    return scrub(case.question) if case is not None else None
+
+
 def build_spans(maker: _SpanMaker, case: Any, record: Any, t0_ns: int) -> int:
-    """The case's spans; returns the trace's duration in nanoseconds."""
+    """The case's spans (``record``: its scrubbed form); returns the trace's duration in
+    nanoseconds."""
     out = record.output or {}
     lat = dict(out.get("latency_ms") or {})
     total = _ms_ns(lat.get("total")) or sum(_ms_ns(v) for v in lat.values())
-    question = case.question if case is not None else None
+    question = _question(case)
     inputs = {"case_id": record.case_id, "question": question}
     answer = out.get("answer")
     root = maker.add("case", "CHAIN", t0_ns, t0_ns + total, inputs,
@@ -193,25 +203,28 @@ def build_spans(maker: _SpanMaker, case: Any, record: Any, t0_ns: int) -> int:
 
 
 def expectations(case: Any, trace_id: str, dataset_name: str) -> list[Any]:
-    """The case's reference answer, nuggets and gold evidence as MLflow expectations."""
+    """The case's reference answer, nuggets and gold evidence as MLflow expectations (their
+    text scrubbed of known secrets, as every sink's)."""
     from mlflow.entities import AssessmentSource, Expectation
+
+    from raglab.secrets import scrub_obj
 
     if case is None:
         return []
     source = AssessmentSource(source_type="HUMAN", source_id=f"cases:{dataset_name}")
     out = []
     if case.reference_answer:
-        out.append(Expectation("expected_response", case.reference_answer, source=source,
-                               trace_id=trace_id))
+        out.append(Expectation("expected_response", scrub_obj(case.reference_answer),
+                               source=source, trace_id=trace_id))
     if case.nuggets:
-        out.append(Expectation("expected_facts", [n.text for n in case.nuggets], source=source,
-                               trace_id=trace_id,
+        out.append(Expectation("expected_facts", scrub_obj([n.text for n in case.nuggets]),
+                               source=source, trace_id=trace_id,
                                metadata={"vital": _dump([n.vital for n in case.nuggets])}))
     if case.evidence:
         out.append(Expectation(
             "expected_retrieved_context",
-            [{"doc_uri": e.doc_id, "content": e.quote, "start": e.start, "end": e.end,
-              "grade": e.grade} for e in case.evidence],
+            scrub_obj([{"doc_uri": e.doc_id, "content": e.quote, "start": e.start,
+                        "end": e.end, "grade": e.grade} for e in case.evidence]),
             source=source, trace_id=trace_id))
     return out
 
@@ -224,7 +237,7 @@ def _rationale(verdicts: list[Any], family: str) -> str | None:
         head = f"{v.label.value if hasattr(v.label, 'value') else v.label}: " if v.label else ""
         item = f"{v.item} <- " if v.item else ""
         lines.append(f"- {head}{item}{v.evidence}")
-    return "\n".join(lines)[:MAX_RATIONALE] if lines else None
+    return clip("\n".join(lines), MAX_RATIONALE) if lines else None  # scrubbed, then cut
 
 
 class Assessor:
@@ -290,14 +303,15 @@ def build_trace(case: Any, record: Any, run_id: str, experiment_id: str, assesso
     lat = (record.output or {}).get("latency_ms") or {}
     t0 = now_ns - _ms_ns(lat.get("total"))
     duration = build_spans(maker, case, record, t0)
-    question = case.question if case is not None else None
+    question = _question(case)
     answer = (record.output or {}).get("answer")
     info = TraceInfo(
         trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id),
         request_time=t0 // 1_000_000, execution_duration=duration // 1_000_000,
         state=TraceState.ERROR if record.error else TraceState.OK,
-        request_preview=_dump({"case_id": record.case_id, "question": question})[:MAX_PREVIEW],
-        response_preview=(_dump({"answer": answer})[:MAX_PREVIEW]
+        request_preview=clip(_dump({"case_id": record.case_id, "question": question}),
+                             MAX_PREVIEW),
+        response_preview=(clip(_dump({"answer": answer}), MAX_PREVIEW)
                           if record.output is not None else None),
         client_request_id=record.case_id,
         trace_metadata={SOURCE_RUN: run_id, "mlflow.trace_schema.version": "3"},
@@ -388,7 +402,7 @@ class TraceWriter:
             if rec.case_id not in self.done and rec.case_id not in self._submitted \
                     and self.wanted(rec):
                 self._submitted.add(rec.case_id)
-                self._queue.put(rec)
+                self._queue.put(rec.scrubbed())  # (as written, with the secrets known now)
 
     def _loop(self) -> None:
         stop = False

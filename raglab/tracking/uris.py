@@ -12,6 +12,7 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from raglab.errors import UserError
+from raglab.secrets import clip, clip_line
 
 PROBE_TIMEOUT_S = 5.0
 DB_SCHEMES = ("postgresql", "postgres", "mysql", "mssql", "oracle")
@@ -79,7 +80,7 @@ def _short_reason(exc: BaseException) -> str:
     if m:
         return m.group(1).strip()
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-    return first[:200]
+    return clip(first, 200)
 
 
 def check_tracking(uri: str) -> None:
@@ -91,7 +92,7 @@ def check_tracking(uri: str) -> None:
     def unreachable(reason: str) -> UserError:
         from raglab.errors import NegativeOutcome
 
-        reason = " ".join(str(reason).split())[:300]
+        reason = clip_line(reason, 300)
         # a service that is down, not a mistake in the command: exit 1
         return NegativeOutcome(f"MLflow tracking store unreachable at {shown}: {reason}")
 

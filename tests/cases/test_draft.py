@@ -451,3 +451,35 @@ def test_requests_that_fail_are_counted_and_all_failing_is_exit_1(tmp_path):
     assert "0 draft(s) of 2 requested" in p.stdout
     assert "dropped 2: model call failed 2" in p.stdout
     assert ANTHROPIC.key not in p.stdout + p.stderr
+
+
+def test_a_dropped_draft_line_shows_no_part_of_a_key(tmp_path):
+    """Issue 37, defect 5: the drafter model repeats the key in a question that is then
+    dropped as a duplicate; the dropped-line cut the question at 120 characters before it
+    was scrubbed, printing ``Bearer sk-proj-...`` less its last characters. Scrubbed,
+    then cut: no piece of the key reaches the terminal or the drafts file."""
+    from tests.llm.fake_openai import FakeOpenAI
+
+    key = "sk-proj-" + "Zb7Qw3Nc9Lr5Tx1Hv8Mk4Pd2Js6Fg0Ya" + "Ei5Ou1"
+
+    def echoing(body):
+        out = json.loads(fake_drafter(body))
+        out["question"] = "what about " + "the refund rules " * 5 + f"(Bearer {key})?"
+        return json.dumps(out)
+
+    # two documents of the same region and product: the same question has the same filters
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [TINY_CORPUS[0], TINY_CORPUS[2]])
+    cases = write_jsonl(tmp_path / "cases.jsonl", TINY_CASES)
+    with FakeOpenAI(handler=echoing) as srv:
+        env = {**OPENAI.env(srv), "OPENAI_API_KEY": key}
+        p = run_cli("cases", "draft", f"out={tmp_path / 'drafts.jsonl'}", "drafter=openai",
+                    f"drafter.base_url={srv.base_url}", f"cache_dir={tmp_path / 'cache'}",
+                    "n=2", f"dataset.corpus={corpus}", f"dataset.cases={cases}",
+                    "drafter.paraphrase_above=null", "drafter.kinds.lookup=1",
+                    *(f"drafter.kinds.{k}=0" for k in dc.KINDS if k != "lookup"),
+                    cwd=tmp_path, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "dropped 1: duplicate question 1 (first: 'what about the refund rules" in p.stdout
+    pieces = [key[i:i + 8] for i in range(len(key) - 7)]
+    shown = p.stdout + p.stderr + (tmp_path / "drafts.jsonl").read_text()
+    assert [x for x in pieces if x in shown] == []

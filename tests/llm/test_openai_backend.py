@@ -286,3 +286,47 @@ def test_a_refusal_is_named_in_the_error(fake_openai):
     with pytest.raises(LLMCallError, match="stop_reason refusal"):
         ask(req())
     assert len(fake_openai.calls(CHAT)) == 3  # asked again, twice
+
+
+def _bounded(limit: int) -> LLMRequest:
+    return req(endpoint=(("base_url", None), ("max_body_bytes", limit)))
+
+
+def test_an_answer_over_max_body_bytes_fails_the_call_at_once(fake_openai):
+    """Issue 37, defect 10: a 400 MB answer took 3.7 GB. The body is read up to
+    ``max_body_bytes``, as the http adapter reads one: past it the call fails in one line,
+    not retried (the server is asked once)."""
+    fake_openai.handler = lambda b: json.dumps({"answer": "x" * 50_000})
+    with pytest.raises(LLMCallError, match=r"gpt-test: response larger than 4000 bytes "
+                                           r"\(max_body_bytes\)$"):
+        ask(_bounded(4000))
+    assert len(fake_openai.calls(CHAT)) == 1
+    (r,), _ = ask(_bounded(200_000))  # a bound above the answer reads it whole
+    assert r.parsed == {"answer": "x" * 50_000}
+
+
+def test_a_compressed_answer_counts_as_decoded(monkeypatch):
+    """A small gzip body that decodes to a large one stops at the bound too."""
+    import gzip
+
+    from tests.http_stub import post_server
+
+    big = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                      "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                          "role": "assistant", "content": " " * 2_000_000}}]}).encode()
+    packed = gzip.compress(big)
+
+    def respond(h):
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Encoding", "gzip")
+        h.send_header("Content-Length", str(len(packed)))
+        h.end_headers()
+        h.wfile.write(packed)
+
+    with post_server(respond) as url:
+        srv = type("Srv", (), {"base_url": url.rstrip("/") + "/v1"})()
+        fake_openai_env(monkeypatch, srv)
+        assert len(packed) < 10_000
+        with pytest.raises(LLMCallError, match="response larger than 100000 bytes"):
+            ask(_bounded(100_000))

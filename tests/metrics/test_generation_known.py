@@ -105,3 +105,21 @@ def test_aggregate_means_over_applicable_values_and_slices():
     assert agg["overall"] == {"m": 0.5, "q": None}
     assert agg["slices"]["k"]["y/z"]["m"] == 0.0 and agg["slices"]["k"]["y/z"]["n"] == 1
     assert agg["slices"]["answerable"]["no"]["m"] == 0.0
+
+
+def test_a_refusal_whose_grading_failed_is_an_error_not_a_zero():
+    """Issue 37, defect 12: with every judge call failing, the refused cases scored
+    correctness, relevance and vital_nugget_recall 0 (the offline refusal rule) beside
+    faithfulness n/a. The grader could not read the answer: the graded metrics are null,
+    the case is an error; the same refusal, graded, still scores 0, and the abstention pair
+    keeps the offline rule."""
+    failed = {"family": "faithfulness", "kind": "decomposition", "claims": None,
+              "error": "judge: HTTP 500 after 3 attempts"}
+    m = case_metrics(_record(answer="I don't know.", verdicts=[failed],
+                             error="grader: faithfulness: judge: HTTP 500"), [1], 1, 1)
+    for name in ("faithfulness", "correctness", "relevance", "vital_nugget_recall",
+                 "nugget_recall", "all_vital_present"):
+        assert m[name] is None, name
+    assert m["false_refusal_rate"] == 1.0 and m["error_rate"] == 1.0
+    graded = case_metrics(_record(answer="I don't know.", verdicts=[DEC0]), [1], 1, 1)
+    assert graded["correctness"] == graded["relevance"] == graded["vital_nugget_recall"] == 0.0

@@ -11,7 +11,8 @@ import pytest
 
 from raglab.data.io import iter_json_lines
 from raglab.errors import StorageError, UserError
-from raglab.runner.run import Run, error_rate_exceeded
+from raglab.runner.run import Run
+from raglab.runner.summary import error_rate_exceeded
 from tests.conftest import TINY_CASES, TINY_CORPUS, write_jsonl
 from tests.runner.test_run_in_process import _cfg
 
@@ -281,7 +282,7 @@ def test_loose_system_outputs_are_refused(out, match):
 
 def test_a_hit_span_beyond_its_document_fails_the_case(tmp_path):
     from raglab.data.dataset import load_dataset
-    from raglab.runner.run import check_spans
+    from raglab.runner.case import check_spans
 
     ds = load_dataset(write_jsonl(tmp_path / "c.jsonl", TINY_CORPUS),
                       write_jsonl(tmp_path / "k.jsonl", TINY_CASES))

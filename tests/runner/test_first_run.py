@@ -167,6 +167,37 @@ def test_raglab_log_twice_finds_the_first_run(tmp_path, tiny):
     assert "`k` 5 → 2" in runs[0].data.tags["mlflow.note.content"]
 
 
+@pytest.mark.slow  # end-to-end runs: in the slow suite
+def test_raglab_log_logs_a_changed_run_directory_again(tmp_path, tiny):
+    """Issue 37, defect 12: after records.jsonl changed (a case dropped, then run again
+    by a resume), ``raglab log`` said "already logged". It compares a hash of what it logs
+    (records.jsonl and metrics.json) and logs the directory again, saying why."""
+    out = tmp_path / "run"
+    args = ["run", *_tiny(tiny), "tracking=none", "k=2", f"hydra.run.dir={out}",
+            f"cache_dir={tmp_path / 'c'}"]
+    assert run_cli(*args, cwd=tmp_path).returncode == 0
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    first = run_cli("log", str(out), "--uri", uri, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    old_id = re.search(r"as MLflow run ([0-9a-f]{32})", first.stdout).group(1)
+    lines = (out / "records.jsonl").read_text().splitlines(keepends=True)
+    (out / "records.jsonl").write_text("".join(lines[1:]))  # the first case is run again
+    resumed = run_cli(*args, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    again = run_cli("log", str(out), "--uri", uri, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "already logged" not in again.stdout
+    new_id = re.search(r"as MLflow run ([0-9a-f]{32})", again.stdout).group(1)
+    assert new_id != old_id
+    assert (f"logged again: records.jsonl or metrics.json changed since MLflow run {old_id} "
+            "logged it") in again.stdout
+    third = run_cli("log", str(out), "--uri", uri, cwd=tmp_path)
+    assert f"already logged as MLflow run {new_id}" in third.stdout
+    client = _client(uri)
+    runs = client.search_runs([client.get_experiment_by_name("raglab").experiment_id])
+    assert sorted(r.info.run_id for r in runs) == sorted([old_id, new_id])
+
+
 def test_log_help_reads_as_text():
     proc = run_cli("log", "--help", cwd=REPO)
     assert proc.returncode == 0 and "``" not in proc.stdout

@@ -222,7 +222,7 @@ hit = st.fixed_dictionaries({
 def test_span_check_refuses_exactly_the_hits_the_rule_refuses(candidates, context):
     """The check equals the per-hit rule: a span is a forward range
     inside its document when the corpus has it; start and end are both given or neither."""
-    from raglab.runner.run import check_spans
+    from raglab.runner.case import check_spans
 
     class DS:
         doc_lengths = {"a": 10, "b": 20}

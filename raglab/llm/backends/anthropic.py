@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raglab.llm.backends import Backend, CallFailed, Reply, register_backend
+from raglab.secrets import clip_line
 
 BATCH_QUIET_S = 0.2
 BATCH_MAX = 10_000
@@ -154,7 +155,7 @@ class AnthropicBackend(Backend):
     def _fail(pendings: Any, message: str) -> None:
         for p in pendings:
             if not p.future.done():
-                p.future.set_exception(CallFailed(" ".join(message.split())[:280]))
+                p.future.set_exception(CallFailed(clip_line(message, 280)))
 
     async def aclose(self) -> None:
         tasks = [t for t in (self._flusher, *self._jobs) if t is not None and not t.done()]

@@ -16,6 +16,9 @@ LM Studio) through the official ``openai`` SDK's Chat Completions (``pip install
   ``prompt_tokens_details.cached_tokens`` as ``cache_read_input_tokens``,
   ``completion_tokens`` as ``output_tokens``.
 - ``mode: batch`` is sent online (raglab does not use OpenAI's Batch API).
+- A response body is read up to ``max_body_bytes`` (64 MiB; counted as decoded, so a
+  compressed body stops there too, as the http system adapter's): a larger one fails the
+  call at once, not retried, in one line naming the setting.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from raglab.errors import ConfigError
 from raglab.llm.backends import Backend, CallFailed, Reply, register_backend
 
 EXTRA = "pip install 'raglab[openai]'"
+DEFAULT_MAX_BODY = 64 * 1024 * 1024
 #: sent as the key when OPENAI_API_KEY is unset (a local server that checks none)
 NO_KEY = "no-key"
 SCHEMA_NOTE = ("Reply with one JSON object and nothing else. It must match this JSON "
@@ -48,6 +52,11 @@ class OpenAIEndpoint(BaseModel):
         "max_completion_tokens", description=(
             "the request field that carries max_tokens (some older servers know only "
             "max_tokens)"))
+    # not in the conf files (set with +GROUP.max_body_bytes=N), as the http system's: the
+    # marker of raglab.config.UNLISTED (a layer above this one)
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY, gt=0, le=2 ** 31, description=(
+        "the largest response body read from the server, decoded (bytes); a larger one "
+        "fails the call"), json_schema_extra={"conf": "unlisted"})
 
 
 class OpenAIOptions(OpenAIEndpoint):
@@ -62,7 +71,7 @@ class OpenAIOptions(OpenAIEndpoint):
 
 def endpoint_of(cfg: Any) -> tuple[tuple[str, Any], ...]:
     """The request ``endpoint`` of a component config with :class:`OpenAIEndpoint`'s fields."""
-    return (("base_url", cfg.base_url),)
+    return (("base_url", cfg.base_url), ("max_body_bytes", cfg.max_body_bytes))
 
 
 def options_of(cfg: Any) -> tuple[tuple[str, Any], ...]:
@@ -117,7 +126,9 @@ class OpenAIBackend(Backend):
         import openai
 
         self.errors = (openai.APIError,)
-        kw: dict[str, Any] = {"timeout": timeout_s, "max_retries": max_retries}
+        self.max_body_bytes = int(self.endpoint.get("max_body_bytes") or DEFAULT_MAX_BODY)
+        kw: dict[str, Any] = {"timeout": timeout_s, "max_retries": max_retries,
+                              "http_client": bounded_client(self.max_body_bytes, timeout_s)}
         if self.endpoint.get("base_url"):
             kw["base_url"] = self.endpoint["base_url"]
         if not os.environ.get("OPENAI_API_KEY"):
@@ -154,6 +165,8 @@ class OpenAIBackend(Backend):
         params = self.params(req)
         try:
             resp = await self.sdk.chat.completions.create(**params)
+        except body_too_large() as e:
+            raise CallFailed(str(e)) from None
         except openai.BadRequestError as e:
             if "response_format" not in params or "response_format" not in str(e):
                 raise
@@ -180,3 +193,52 @@ class OpenAIBackend(Backend):
 
     async def aclose(self) -> None:
         await self.sdk.close()
+
+
+_BODY_TOO_LARGE: list[type[Exception]] = []
+
+
+def body_too_large() -> type[Exception]:
+    """The error of a response body over ``max_body_bytes``: an ``openai.OpenAIError``, which
+    the SDK raises at once instead of retrying (made on first use: the SDK is imported
+    lazily)."""
+    if not _BODY_TOO_LARGE:
+        import openai
+
+        class BodyTooLarge(openai.OpenAIError):
+            pass
+
+        _BODY_TOO_LARGE.append(BodyTooLarge)
+    return _BODY_TOO_LARGE[0]
+
+
+def bounded_client(max_body_bytes: int, timeout_s: float) -> Any:
+    """The SDK's own HTTP client, reading each response body up to ``max_body_bytes``
+    (decoded) and raising :func:`body_too_large` past it, the connection closed."""
+    import openai
+
+    too_large = body_too_large()
+
+    class Bounded(openai.DefaultAsyncHttpxClient):
+        async def send(self, request: Any, *, stream: bool = False, **kw: Any) -> Any:
+            response = await super().send(request, stream=True, **kw)
+            if stream:  # (raglab reads whole answers; a stream is read by its caller)
+                return response
+            body = bytearray()
+            try:
+                async for chunk in response.aiter_bytes():  # decoded
+                    body += chunk
+                    if len(body) > max_body_bytes:
+                        raise too_large(f"response larger than {max_body_bytes} bytes "
+                                        "(max_body_bytes)")
+            finally:
+                await response.aclose()
+            headers = [(k, v) for k, v in response.headers.multi_items()
+                       if k.lower() not in ("content-encoding", "content-length",
+                                            "transfer-encoding")]
+            return type(response)(response.status_code, headers=headers, content=bytes(body),
+                                  request=request, extensions=response.extensions,
+                                  history=response.history,
+                                  default_encoding=response.default_encoding)
+
+    return Bounded(timeout=timeout_s)

@@ -1,0 +1,217 @@
+"""One case of a run: the system's answer and its checks, the judgments of its hits, its
+grading, its metrics and diagnosis, as the record every sink takes and its line."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import math
+import time
+from typing import Any
+
+from pydantic_core import PydanticSerializationError
+
+from raglab.config import RunCfg
+from raglab.data.dataset import Dataset
+from raglab.data.finite import check as check_finite
+from raglab.data.finite import plain_finite
+from raglab.data.record import CaseRecord
+from raglab.data.schema import SystemOutput
+from raglab.errors import StorageError
+from raglab.llm.cost import metering
+from raglab.metrics.case import case_metrics
+from raglab.metrics.diagnosis import diagnose
+from raglab.metrics.repeats import combine_repeats
+from raglab.runner.records import gold_summary, judge_output, public_line
+from raglab.secrets import clip
+from raglab.systems.base import SystemRequest, ValidatedOutput
+
+CASE_TIMEOUT_S = 600.0
+#: errno values of an OSError that mean raglab's own storage failed, not the case
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO}
+#: the fields of a record with a replayed output that hold only values already checked
+#: (the case set's, the output's, the metrics', and judgments made of the output's ids)
+_CHECKED = frozenset({"output", "metrics", "tags", "gold", "judgments", "severity_one"})
+
+
+class CaseRunner:
+    """Runs one case at a time for a run: ``slots`` bounds concurrent system calls only;
+    grading concurrency is bounded by the grader's client (so a Message Batches job can
+    gather every case)."""
+
+    def __init__(self, cfg: RunCfg, ds: Dataset, system: Any, grading: Any,
+                 weights: dict[str, float] | None, loop: asyncio.AbstractEventLoop,
+                 pool: Any, slots: asyncio.Semaphore):
+        self.cfg = cfg
+        self.ds = ds
+        self.system = system
+        self.grading = grading
+        self.weights = weights
+        self.loop = loop
+        self.pool = pool
+        self.slots = slots
+        self.sections = cfg.system_sections()
+
+    async def run(self, case: Any) -> tuple[CaseRecord, CaseRecord, bytes]:
+        """``(record, public record, line)``: the case's record as kept in memory, the
+        same with every known secret scrubbed (what the tracker's traces and assessments
+        are written from, the record itself when it holds none) and its records.jsonl
+        line, made from that one scrubbed form."""
+        cfg, ds, system, grading = self.cfg, self.ds, self.system, self.grading
+        record: dict[str, Any] = {"case_id": case.id, "tags": dict(case.tags),
+                                  "gold": gold_summary(case), "output": None,
+                                  "judgments": None, "verdicts": [], "graded": False,
+                                  "metrics": {}, "error": None}
+        if self.weights is not None:
+            record["weight"] = self.weights[case.id]
+        req = SystemRequest.from_case(case, self.sections)
+
+        def timed():  # measured in the worker: queueing for a slot is not the system's latency
+            t0 = time.perf_counter()
+            return system.answer(req), (time.perf_counter() - t0) * 1000
+
+        raw = None
+        try:
+            # (asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel, Ctrl-C,
+            # that lands as the call ends, and the run would go on)
+            async with self.slots, asyncio.timeout(CASE_TIMEOUT_S):
+                raw, total_ms = (await self.loop.run_in_executor(self.pool, timed)
+                                 if getattr(system, "blocking", True) else timed())
+            output = output_dict(raw)
+            if output["case_id"] != case.id:
+                raise ValueError(f"output is for case {output['case_id']!r}")
+            if not isinstance(raw, ValidatedOutput):  # a replayed line was checked as read
+                check_finite(output)  # NaN/Infinity or a lone surrogate: this case fails
+            check_spans(output, ds)
+        except TimeoutError:
+            record["error"] = f"system: timed out after {CASE_TIMEOUT_S:g} s"
+        except StorageError:
+            raise  # raglab's own storage failed: stop the run, not this case
+        except OSError as e:
+            if e.errno in _STORAGE_ERRNOS:
+                from raglab.errors import storage_error
+
+                raise storage_error(e, "a file of the system under test") from None
+            record["error"] = f"system: {type(e).__name__}: {one_line(e)}"
+        except Exception as e:  # the system's failure is this case's error; the run goes on
+            record["error"] = f"system: {type(e).__name__}: {one_line(e)}"
+        else:
+            lat = output["latency_ms"]
+            if "total" not in lat:  # never less than the stages it reports (a replayed
+                # output's stages were measured when it first ran)
+                lat["total"] = round(max(total_ms, sum(lat.values())), 3)
+            record["output"] = output
+            record["judgments"] = judge_output(case, output, ds, cfg.metrics.straddle_min_fraction,
+                                               cfg.metrics.fuzzy_threshold)
+            if record["judgments"]["leaks"]:
+                record["severity_one"] = record["judgments"]["leaks"]
+            if grading is not None and output.get("answer") is not None:
+                await self._grade(case, output, record)
+        record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
+        if grading is not None and grading.requested_repeats > 1 and record["graded"]:
+            per = [record["metrics"]] + [
+                case_metrics({**record, "verdicts": vs}, cfg.metrics.cutoffs, cfg.k,
+                             cfg.candidate_depth) for vs in record.get("repeat_verdicts", [])]
+            record["metrics"], record["repeat_variance"] = combine_repeats(per)
+            record["repeats"] = grading.requested_repeats
+        record["diagnosis"] = diagnose(record, cfg.diagnosis)
+        rec = CaseRecord.model_validate(record)
+        try:  # serialised here, once: a value JSON cannot hold fails this case, not the run
+            # a replayed output holds JSON values only, checked as they were read, and so
+            # do the judgments (ranks and its document ids); then the rest of the record,
+            # checked here, decides whether the line needs a scan
+            # (an ungraded record without error holds nothing else from outside raglab)
+            plain = isinstance(raw, ValidatedOutput) and finite_metrics(record["metrics"]) \
+                and ((not record["graded"] and record["error"] is None)
+                     or plain_finite({k: v for k, v in record.items() if k not in _CHECKED}))
+            return (rec, *public_line(rec, finite=plain))
+        except (ValueError, PydanticSerializationError):
+            try:
+                check_finite(record)  # names the field
+                why = "a value that cannot be written as JSON"
+            except ValueError as e:
+                why = str(e)
+        # the failed case keeps what came from the case set, nothing derived from the output
+        failed: dict[str, Any] = {k: record[k] for k in ("case_id", "tags", "gold", "weight")
+                                  if k in record}
+        failed.update(output=None, judgments=None, verdicts=[], graded=False,
+                      error=clip(f"record: {why}", 1000))
+        failed["metrics"] = case_metrics(failed, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
+        failed["diagnosis"] = diagnose(failed, cfg.diagnosis)
+        rec = CaseRecord.model_validate(failed)
+        return (rec, *public_line(rec))
+
+    async def _grade(self, case: Any, output: dict[str, Any], record: dict[str, Any]) -> None:
+        """The grader's verdicts of the case (every repeat), its cost and its errors."""
+        grading = self.grading
+        with metering() as meter:  # the grader's cost, apart from the system's
+            graded = await asyncio.gather(*(grading.grade(case, output, r)
+                                            for r in range(grading.repeats)))
+        record["grading_cost_usd"] = meter.total()
+        verdicts, factual = graded[0]
+        if grading.repeats > 1:
+            record["repeat_verdicts"] = [v for v, _ in graded[1:]]
+            verdicts_all = [v for vs, _ in graded for v in vs]
+        else:
+            verdicts_all = verdicts
+        record["verdicts"] = verdicts
+        record["n_factual_sentences"] = factual
+        record["graded"] = True
+        errs = [v for v in verdicts_all if v.get("error")]
+        if errs:
+            record["error"] = clip("grader: " + "; ".join(
+                f"{v['family']}: {v['error']}" for v in errs), 1000)
+        bad = [v["item"] for v in verdicts
+               if v["family"] == "faithfulness" and v.get("label") == "CONTRADICTED"]
+        if bad:
+            record["contradicted_claims"] = bad
+
+
+def output_dict(raw: Any) -> dict[str, Any]:
+    """A system's answer as the SystemOutput JSON object (validated unless already so)."""
+    if isinstance(raw, ValidatedOutput):
+        return dict(raw)
+    out = raw if isinstance(raw, SystemOutput) else SystemOutput.model_validate(raw)
+    return out.model_dump()
+
+
+def finite_metrics(metrics: dict[str, Any]) -> bool:
+    """Whether every metric value is a finite number or None (False: let the line's scan
+    decide, and name the value)."""
+    try:
+        return all(map(math.isfinite, [v for v in metrics.values() if v is not None]))
+    except TypeError:
+        return False
+
+
+def check_spans(output: dict[str, Any], ds: Dataset) -> None:
+    """A hit's span must be a forward range inside its document (when the corpus has it)."""
+    lengths = ds.doc_lengths
+    for stage in ("candidates", "context"):
+        for h in output.get(stage) or ():  # (one plain loop: twice as fast as min over maps)
+            start, end = h["start"], h["end"]
+            if start is None or end is None:
+                if start is not end:  # half a span
+                    _span_error(output, ds, stage)
+            elif end < start or end > lengths.get(h["doc_id"], end):
+                _span_error(output, ds, stage)
+
+
+def _span_error(output: dict[str, Any], ds: Dataset, stage: str) -> None:
+    """Raise the ValueError that names the first bad span of ``stage``."""
+    for rank, hit in enumerate(output.get(stage) or [], start=1):
+        start, end = hit.get("start"), hit.get("end")
+        if start is None and end is None:
+            continue
+        if start is None or end is None or end < start:
+            raise ValueError(f"{stage} hit {rank} ({hit['doc_id']}): span {start}-{end} "
+                             "is not a forward range")
+        doc = ds.corpus.get(hit["doc_id"])
+        if doc is not None and end > len(doc.text):
+            raise ValueError(f"{stage} hit {rank} ({hit['doc_id']}): span {start}-{end} "
+                             f"is outside the document ({len(doc.text)} characters)")
+
+
+def one_line(e: BaseException) -> str:
+    """An exception's text on one line, scrubbed, then cut."""
+    return clip(" ".join(str(e).split()), 500)
