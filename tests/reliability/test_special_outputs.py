@@ -59,3 +59,20 @@ def test_validate_and_from_traffic_refuse_a_fifo(tmp_path):
     p = run_cli("cases", "from-traffic", str(traffic), "--out", str(out), cwd=tmp_path,
                 timeout=120)
     _refused(p, out)
+
+
+def test_a_run_whose_records_file_is_a_fifo_is_refused(tmp_path):
+    """records.jsonl is appended, not renamed: a FIFO there used to block the run."""
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS)
+    cases = write_jsonl(tmp_path / "cases.jsonl", TINY_CASES)
+    run = tmp_path / "run"
+    run.mkdir()
+    fifo = _fifo(run / "records.jsonl")
+    p = run_cli("run", f"dataset.corpus={corpus}", f"dataset.cases={cases}",
+                "dataset.labels=null", "tracking=none", "progress=off",
+                f"hydra.run.dir={run}", f"cache_dir={tmp_path / 'c'}", cwd=tmp_path,
+                timeout=120)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert "records.jsonl: records.jsonl exists and is not a regular file" in p.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
