@@ -120,3 +120,19 @@ def test_read_records_checks_every_field(tmp_path, change, what):
     assert str(e.value).startswith(f"{path}:2: calibration record: field '{what}'")
     path.write_text(json.dumps(good) + "\n" + '{"created": "torn')  # a kill mid-append
     assert [r["claims"]["kappa"] for r in read_records(tmp_path)] == [0.9]
+
+
+@pytest.mark.slow
+def test_a_run_with_a_bad_record_finishes_then_says_so_in_one_line(tmp_path):
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS)
+    cases = write_jsonl(tmp_path / "cases.jsonl", TINY_CASES)
+    path = records_path(tmp_path / "cache")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({**_record({}), "versions": "f1"}) + "\n")
+    p = run_cli("run", f"dataset.corpus={corpus}", f"dataset.cases={cases}",
+                "dataset.labels=null", "tracking=none", "progress=off",
+                f"hydra.run.dir={tmp_path / 'run'}", f"cache_dir={tmp_path / 'cache'}",
+                cwd=tmp_path)
+    _one_line(p, "1", "field 'versions'")
+    assert "(the run finished: " in p.stderr and "calibration records unreadable" in p.stdout
+    assert (tmp_path / "run" / "metrics.json").is_file()
