@@ -19,7 +19,7 @@ from pydantic.config import JsonDict
 from raglab import registry
 from raglab.components import GROUPS
 from raglab.data.io import first_problem
-from raglab.data.schema import Strict
+from raglab.data.schema import MAX_WEIGHT, Strict
 from raglab.errors import ConfigError
 from raglab.metrics.diagnosis import DiagnosisCfg
 
@@ -28,6 +28,9 @@ COMPONENT_GROUPS = GROUPS
 
 
 # ---- dataset -----------------------------------------------------------------------------
+Share = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
+
+
 class DatasetCfg(Strict):
     name: str = "custom"
     corpus: str
@@ -35,7 +38,7 @@ class DatasetCfg(Strict):
     labels: str | None = None
     fuzzy_threshold: float = Field(90, ge=0, le=100, description=(
         "rapidfuzz alignment score (0-100) accepted when a gold quote is not found exactly"))
-    weights: dict[str, dict[str, float]] = Field(default_factory=dict, description=(
+    weights: dict[str, dict[str, Share]] = Field(default_factory=dict, description=(
         "shares of traffic by tag value, e.g. {intent: {billing: 0.4, api: 0.6}}: every mean "
         "and paired statistic is weighted to match them (with each case's own weight)"))
 

@@ -18,9 +18,12 @@ import fcntl
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from raglab.data.io import read_jsonl_tolerant
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from raglab.data.io import check_writable_output, first_problem
+from raglab.errors import UserError
 
 # CALIBRATED_BY: family -> the calibration section whose labels measure its judgments
 # (derived from the metric declarations: the families judged on claims or on nuggets)
@@ -36,7 +39,7 @@ def records_path(cache_dir: str | Path) -> Path:
 
 
 def append_record(cache_dir: str | Path, record: dict[str, Any]) -> Path:
-    path = records_path(cache_dir)
+    path = check_writable_output(records_path(cache_dir))
     path.parent.mkdir(parents=True, exist_ok=True)
     line = json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n"
     with open(path, "a", encoding="utf-8") as fh:
@@ -46,8 +49,88 @@ def append_record(cache_dir: str | Path, record: dict[str, Any]) -> Path:
     return path
 
 
+Kappa = Annotated[float, Field(ge=-1, le=1, allow_inf_nan=False, strict=True)]
+Number = Annotated[float, Field(allow_inf_nan=False, strict=True)]
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class WeightedKappa(_Open):
+    value: Kappa | None = None
+    ci_low: Kappa | None = None
+    ci_high: Kappa | None = None
+
+
+class Agreement(_Open):
+    """One labels kind's figures (``claims`` or ``nuggets``)."""
+
+    n: Annotated[int, Field(ge=0, strict=True)] | None = None
+    kappa: Kappa | None = None
+    ci_low: Kappa | None = None
+    ci_high: Kappa | None = None
+    leniency: Number | None = None
+    weighted_kappa: WeightedKappa | Kappa | None = None
+
+
+class Labels(_Open):
+    path: Annotated[str, Field(strict=True)] | None = None
+    sha256: Annotated[str, Field(strict=True)] | None = None
+    n: Annotated[int, Field(ge=0, strict=True)] | None = None
+
+
+class CalibrationRecord(_Open):
+    """A line of ``records.jsonl`` (:func:`record_of`), checked as it is read: a
+    hand-edited kappa of 7.5, NaN or "0.9" must not reach a decision's ``min_kappa``."""
+
+    created: Annotated[str, Field(strict=True)] | None = None
+    grader: Annotated[str, Field(strict=True)] | None = None
+    versions: dict[str, Annotated[str, Field(strict=True)]] = Field(default_factory=dict)
+    repeats: Annotated[int, Field(ge=1, strict=True)] = 1
+    labels: Labels = Field(default_factory=Labels)
+    claims: Agreement | None = None
+    nuggets: Agreement | None = None
+    self_consistency: dict[str, Any] = Field(default_factory=dict)
+    run_dir: Annotated[str, Field(strict=True)] | None = None
+    mlflow_run_id: Annotated[str, Field(strict=True)] | None = None
+
+
 def read_records(cache_dir: str | Path) -> list[dict[str, Any]]:
-    return read_jsonl_tolerant(records_path(cache_dir))
+    """The records of ``cache_dir``, each checked against :class:`CalibrationRecord` (a
+    torn last line, from a kill, is left out); UserError (one line naming the file and the
+    line) on the first record that does not pass."""
+    path = records_path(cache_dir)
+    if not path.exists():
+        return []
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except OSError as e:
+        raise UserError(f"cannot read calibration records: {e.strerror or e}",
+                        file=str(path)) from None
+    out: list[dict[str, Any]] = []
+    for i, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except (ValueError, RecursionError):
+            if all(not r.strip() for r in lines[i + 1:]):
+                break  # torn last line
+            raise UserError("calibration record: corrupt line (not JSON)", file=str(path),
+                            line=i + 1) from None
+        if not isinstance(obj, dict):
+            raise UserError(f"calibration record: expected a JSON object, got "
+                            f"{type(obj).__name__}", file=str(path), line=i + 1)
+        try:
+            rec = CalibrationRecord.model_validate(obj)
+        except ValidationError as e:
+            p = first_problem(e, CalibrationRecord, obj)
+            raise UserError(f"calibration record: field '{p.loc}': {p.msg}" if p.loc
+                            else f"calibration record: {p.msg}", file=str(path),
+                            line=i + 1) from None
+        out.append(rec.model_dump())
+    return out
 
 
 def record_of(doc: dict[str, Any], run_dir: str, mlflow_run_id: str | None) -> dict[str, Any]:

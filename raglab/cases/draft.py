@@ -110,6 +110,7 @@ class Plan:
     planned: list[Planned]
     wanted: dict[str, int]
     missing: dict[str, tuple[int, str]]  # kind -> (drafts the corpus could not give, why)
+    seed: int = 0
 
 
 def routing(cfg: DrafterCfg) -> dict[str, Any]:
@@ -143,7 +144,7 @@ def plan(corpus: list[Document], cfg: DrafterCfg, n: int, seed: int) -> Plan:
                              max_tokens=cfg.max_tokens, purpose="draft",
                              schema=dp.DRAFT_SCHEMA, **routing(cfg))
             planned.append(Planned(len(planned), unit, view, req))
-    return Plan(planned, wanted, missing)
+    return Plan(planned, wanted, missing, seed)
 
 
 def estimate(p: Plan, cfg: DrafterCfg, cache: Any) -> dict[str, Any]:
@@ -251,9 +252,15 @@ def _in(needle: str, texts: list[str]) -> bool:
     return bool(n) and any(f" {n} " in f" {normalize(t)} " for t in texts)
 
 
-def draft_id(case: dict[str, Any]) -> str:
-    return "drafted-" + content_key(case["question"], case.get("filters") or {},
-                                    case["tags"]["kind"], length=10)
+#: the fields of a draft its id is made of (its labels; not the review notes)
+ID_FIELDS = ("question", "filters", "user", "reference_answer", "evidence", "nuggets",
+             "answerable", "tags", "must_not_contain")
+
+
+def draft_id(case: dict[str, Any], seed: int) -> str:
+    """``drafted-`` and a hash of the draft's labels and the seed it was drafted with: two
+    seeds never share an id, and an edited draft gets a new one (docs/cases.md)."""
+    return "drafted-" + content_key({k: case.get(k) for k in ID_FIELDS}, seed, length=10)
 
 
 async def _ask(llm: Any, item: Planned) -> tuple[Planned, dict | None, str | None]:
@@ -282,7 +289,8 @@ async def _paraphrase(llm: Any, cfg: DrafterCfg, case: dict[str, Any],
 
 
 async def run_plan(p: Plan, cfg: DrafterCfg, corpus: list[Document], llm: Any,
-                   existing: list[Case], corpus_path: str) -> Outcome:
+                   existing: list[Case], corpus_path: str,
+                   cases_path: str | None = None) -> Outcome:
     """Send the plan, read every answer back, paraphrase, drop duplicates (in plan order)."""
     from rapidfuzz import fuzz
 
@@ -337,7 +345,7 @@ async def run_plan(p: Plan, cfg: DrafterCfg, corpus: list[Document], llm: Any,
                for e in case["evidence"]):
             out.drop("question copies its evidence", case["question"])
             continue
-        case["id"] = draft_id(case)
+        case["id"] = draft_id(case, p.seed)
         try:
             Case.model_validate(case)
         except ValidationError as e:
@@ -347,7 +355,9 @@ async def run_plan(p: Plan, cfg: DrafterCfg, corpus: list[Document], llm: Any,
         case["needs_review"] = True
         case["draft"] = {"from": "corpus", "kind": item.unit.kind, "corpus": corpus_path,
                          "documents": [d.doc_id for d in item.unit.docs],
-                         "model": cfg.model, **note}
+                         "model": cfg.model, "seed": p.seed, **note}
+        if cases_path is not None:
+            case["draft"]["cases"] = cases_path
         out.drafts.append(case)
         out.paraphrased += "question_before" in note
     return out

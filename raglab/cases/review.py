@@ -8,7 +8,11 @@ reason), ``l`` later, ``q`` quit. After every decision the drafts file is rewrit
 (atomically) with the decision in each draft's ``draft.review``, and the accepted drafts,
 without ``needs_review``, are written to the accepted file: stopping at any point loses
 nothing, and running the command again goes on with the drafts not yet decided (those left
-for later come after the unseen ones).
+for later come after the unseen ones). Nothing is written before the first decision; the
+accepted file may not be the corpus, the dataset's cases or any file holding other cases
+than these drafts. One session at a time per drafts file (:mod:`raglab.cases.lock`). An
+edited drafted case gets the id of its new labels; ``draft.review.edited_from`` lists the
+ids it had.
 """
 
 from __future__ import annotations
@@ -27,10 +31,19 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from raglab.cases.lock import ReviewLock
 from raglab.data.dataset import _locate_case, load_corpus
-from raglab.data.io import atomic_write_text, first_problem, iter_json_lines
+from raglab.data.io import (
+    atomic_write_text,
+    check_writable_output,
+    first_problem,
+    iter_json_lines,
+    refuse_inputs,
+    same_file,
+)
 from raglab.data.schema import Case, Document
 from raglab.errors import UserError
+from raglab.text.escape import term
 from raglab.text.normalize import locate_quote
 
 DECIDED = ("accepted", "rejected")
@@ -81,25 +94,26 @@ class Review:
 
     def _in_document(self, ev: dict[str, Any], width: int, around: int = 280) -> list[str]:
         doc = self.corpus.get(str(ev.get("doc_id")))
-        head = f"  in {ev.get('doc_id')}"
+        head = f"  in {term(ev.get('doc_id'))}"
         if doc is None:
-            return [head + ": (document not in the corpus)", f"    {ev.get('quote')!r}"]
+            return [head + ": (document not in the corpus)", f"    {term(repr(ev.get('quote')))}"]
         start, end = ev.get("start"), ev.get("end")
         quote = ev.get("quote")
         if not (isinstance(start, int) and isinstance(end, int)
                 and (quote is None or doc.text[start:end] == quote)):
             loc = locate_quote(quote or "", doc.text)
             if loc is None:
-                return [head + ": (quote not found in the document)", f"    {quote!r}"]
+                return [head + ": (quote not found in the document)",
+                        f"    {term(repr(quote))}"]
             start, end = loc.start, loc.end
         a, b = max(0, start - around), min(len(doc.text), end + around)
-        before = ("..." if a else "") + " ".join(doc.text[a:start].split())
-        after = " ".join(doc.text[end:b].split()) + ("..." if b < len(doc.text) else "")
+        before = ("..." if a else "") + term(" ".join(doc.text[a:start].split()))
+        after = term(" ".join(doc.text[end:b].split())) + ("..." if b < len(doc.text) else "")
         sep = "" if after[:1] in tuple(".,;:!?)") else " "
-        body = f"{before} {self._mark(' '.join(doc.text[start:end].split()))}{sep}{after}"
+        body = f"{before} {self._mark(term(' '.join(doc.text[start:end].split())))}{sep}{after}"
         body = body.strip()
-        lines = [head + (f" ({doc.title})" if doc.title else "")
-                 + (f", acl {doc.acl}" if doc.acl else "")]
+        lines = [head + (f" ({term(doc.title)})" if doc.title else "")
+                 + (f", acl {term(doc.acl)}" if doc.acl else "")]
         return lines + textwrap.wrap(body, width - 4, initial_indent="    ",
                                      subsequent_indent="    ", break_on_hyphens=False)
 
@@ -111,16 +125,17 @@ class Review:
         out = []
         if self.fancy:
             out.append("\033[2J\033[H")
-        out.append(f"draft {pos} of {total} this session: {d['id']}  kind {note.get('kind')}"
+        out.append(f"draft {pos} of {total} this session: {term(d['id'])}  "
+                   f"kind {term(note.get('kind'))}"
                    f"  ({counts['accepted']} accepted, {counts['rejected']} rejected, "
                    f"{counts['later']} later)")
         wrap = lambda label, text: textwrap.wrap(  # noqa: E731
-            f"{label}{text}", width, subsequent_indent=" " * len(label))
+            f"{label}{term(text)}", width, subsequent_indent=" " * len(label))
         out += wrap("question: ", d.get("question"))
         if d.get("filters"):
-            out.append(f"filters:  {json.dumps(d['filters'])}")
+            out.append(f"filters:  {term(json.dumps(d['filters']))}")
         if d.get("user"):
-            out.append(f"user:     {json.dumps(d['user'])}")
+            out.append(f"user:     {term(json.dumps(d['user']))}")
         out.append(f"answerable: {'yes' if d.get('answerable', True) else 'no'}")
         out += wrap("answer:   ", d.get("reference_answer") or "(none)")
         for n in d.get("nuggets") or []:
@@ -128,7 +143,7 @@ class Review:
                         n.get("text"))
         for m in d.get("must_not_contain") or []:
             text, kind = (m.get("text"), m.get("kind")) if isinstance(m, dict) else (m, None)
-            out.append(f"  must not contain ({kind or 'any'}): {text!r}")
+            out.append(f"  must not contain ({term(kind or 'any')}): {term(repr(text))}")
         out.append(f"evidence ({len(d.get('evidence') or [])}):")
         for ev in d.get("evidence") or []:
             out += self._in_document(ev, width)
@@ -139,7 +154,8 @@ class Review:
             for doc_id in others:  # the old or twin value, where it comes from
                 if doc_id in self.corpus and text and locate_quote(
                         text, self.corpus[doc_id].text, 100.0) is not None:
-                    out.append(f"must not contain {text!r}, from the other document:")
+                    out.append(f"must not contain {term(repr(text))}, from the other "
+                               "document:")
                     out += self._in_document({"doc_id": doc_id, "quote": text}, width)
         if note.get("closest"):
             out.append("closest sentences (not evidence):")
@@ -200,14 +216,25 @@ class Review:
                     problem = f"not JSON: {' '.join(str(e).split())}"
                 if problem is None:
                     break
-                print(f"not saved: {problem}")
+                print(f"not saved: {term(problem)}")
                 if read_key("[e]dit again  [d]rop the edit > ") != "e":
                     return False
+        old_id = d["id"]
         d.update({k: v for k, v in obj.items() if k not in NOTES})
         for k in [k for k in d if k not in obj and k not in NOTES]:
             d.pop(k)
         note = d.setdefault("draft", {})
-        note["review"] = {**(note.get("review") or {}), "edited": True}
+        review = {**(note.get("review") or {}), "edited": True}
+        if note.get("from") == "corpus" and d["id"] == old_id \
+                and old_id.startswith("drafted-"):  # a drafted case's id follows its labels
+            from raglab.cases.draft import draft_id
+
+            seed = note.get("seed")
+            new_id = draft_id(d, seed if isinstance(seed, int) else 0)
+            if new_id != old_id and new_id not in {x["id"] for x in self.drafts}:
+                d["id"] = new_id
+                review["edited_from"] = [*(review.get("edited_from") or []), old_id]
+        note["review"] = review
         self.save()
         return True
 
@@ -217,9 +244,9 @@ class Review:
         todo += [d for d in self.drafts if _status(d) == "later"]
         if not todo:
             print(f"nothing to review in {self.path}: every draft is decided")
-            self.save()
+            if not self.accepted.exists():
+                self.save()
             return 0
-        self.save()  # the accepted file exists from the start
         pos = 0
         quit_ = False
         while pos < len(todo) and not quit_:
@@ -282,23 +309,52 @@ def read_line(prompt: str) -> str:
 
 
 def review(path: Path, accepted: Path, corpus_path: Path | None) -> int:
-    """The review session of the drafts file ``path`` (exit code)."""
+    """The review session of the drafts file ``path`` (exit code), under its lock."""
     if not path.is_file():
         raise UserError(f"{path}: no such drafts file")
-    if accepted.resolve() == path.resolve():
+    if same_file(accepted, path):
         raise UserError(f"--accepted {accepted}: that is the drafts file itself")
-    session = Review(path, accepted, {})
-    if corpus_path is None:
-        named = {str((d.get("draft") or {}).get("corpus")) for d in session.drafts
-                 if (d.get("draft") or {}).get("corpus")}
-        if len(named) > 1:
-            raise UserError(f"{path}: drafts of {len(named)} corpora; name one with --corpus")
-        corpus_path = Path(named.pop()) if named else None
-    if corpus_path is None:
-        raise UserError(f"{path}: its drafts name no corpus; name it with --corpus FILE")
-    session.corpus = load_corpus(corpus_path)
-    try:
-        return session.run()
-    except KeyboardInterrupt:
-        print(f"\nstopped; every decision so far is saved in {path}")
-        return 0
+    with ReviewLock(path):  # read under the lock: a session before this one has ended
+        session = Review(path, accepted, {})
+        if corpus_path is None:
+            named = {str((d.get("draft") or {}).get("corpus")) for d in session.drafts
+                     if (d.get("draft") or {}).get("corpus")}
+            if len(named) > 1:
+                raise UserError(f"{path}: drafts of {len(named)} corpora; name one with "
+                                "--corpus")
+            corpus_path = Path(named.pop()) if named else None
+        if corpus_path is None:
+            raise UserError(f"{path}: its drafts name no corpus; name it with --corpus FILE")
+        _check_accepted(session, accepted, corpus_path)
+        session.corpus = load_corpus(corpus_path)
+        try:
+            return session.run()
+        except KeyboardInterrupt:
+            print(f"\nstopped; every decision so far is saved in {path}")
+            return 0
+
+
+def _check_accepted(session: Review, accepted: Path, corpus_path: Path) -> None:
+    """Refuse an accepted file that is one of the dataset's own files (the corpus, the cases
+    the drafts were checked against) or that holds anything but drafts of this file: it is
+    rewritten with the accepted drafts at every decision."""
+    named = {(corpus_path, "the corpus")}
+    for d in session.drafts:
+        note = d.get("draft") or {}
+        for key, what in (("corpus", "the corpus"), ("cases", "the dataset's cases")):
+            if isinstance(note.get(key), str) and note[key]:
+                named.add((Path(note[key]), what))
+    refuse_inputs(accepted, sorted(named, key=str), f"--accepted {accepted}",
+                  "name another file for the accepted drafts")
+    if not accepted.exists():
+        return
+    check_writable_output(accepted)
+    ours = {d["id"] for d in session.drafts}
+    for d in session.drafts:
+        ours.update(((d.get("draft") or {}).get("review") or {}).get("edited_from") or [])
+    for lineno, obj in iter_json_lines(accepted, "accepted file") \
+            if accepted.stat().st_size else ():
+        if obj.get("id") not in ours:
+            raise UserError(f"--accepted {accepted}: it holds a case that is not a draft of "
+                            f"{session.path} (line {lineno}, id {term(obj.get('id'))}); it "
+                            "would be overwritten: name another file for the accepted drafts")

@@ -55,20 +55,11 @@ def main(argv: list[str]) -> None:
 
 def _write(out: Path, drafts: list[dict], inputs: list[Path]) -> None:
     """Write the drafts (atomically), never over one of the command's inputs."""
-    from raglab.data.io import write_jsonl
+    from raglab.data.io import refuse_inputs, write_jsonl
 
-    for p in inputs:
-        if _same_file(out, p):
-            fail(f"--out {out}: that is an input of this command ({p}); write the drafts "
-                 "to another file (then raglab cases add it)", 2)
+    refuse_inputs(out, [(p, "") for p in inputs], f"--out {out}",
+                  "write the drafts to another file (then raglab cases add it)")
     write_jsonl(out, drafts)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
-    except OSError:
-        return False
 
 
 def _from_run(argv: list[str]) -> None:

@@ -87,6 +87,7 @@ def _draft(argv: list[str]) -> None:
     from raglab.commands.compose import compose_config
     from raglab.config import DatasetCfg, parse_section
     from raglab.data.dataset import load_cases, load_corpus, resolve_path
+    from raglab.data.io import check_writable_output, refuse_inputs
     from raglab.secrets import override_secrets, register, scrub_output_streams, secret_values
 
     own, overrides, dry = _split(argv)
@@ -101,10 +102,10 @@ def _draft(argv: list[str]) -> None:
     cfg = parse_drafter(data.get("drafter"))
     dcfg = parse_section(DatasetCfg, data.get("dataset"), "dataset")
     corpus_path, cases_path = resolve_path(dcfg.corpus), resolve_path(dcfg.cases)
-    for p in (corpus_path, cases_path):
-        if out.exists() and p.exists() and out.resolve() == p.resolve():
-            fail(f"out={out}: that is the dataset's own file; write the drafts to another "
-                 "file", 2)
+    refuse_inputs(out, [(corpus_path, "the dataset's corpus"),
+                        (cases_path, "the dataset's cases")], f"out={out}",
+                  "write the drafts to another file")
+    check_writable_output(out)  # refused before any model call, not after
     corpus = load_corpus(corpus_path)
     existing, _ = load_cases(cases_path)
     docs = list(corpus.values())
@@ -128,7 +129,7 @@ def _draft(argv: list[str]) -> None:
         fail("nothing to draft (see the lines above)", 1)
     _preflight(cfg)
     outcome, summary = asyncio.run(_send(the_plan, cfg, docs, cache, existing,
-                                         str(corpus_path)))
+                                         str(corpus_path), str(cases_path)))
     from raglab.data.io import write_jsonl
 
     write_jsonl(out, outcome.drafts)
@@ -140,8 +141,10 @@ def _draft(argv: list[str]) -> None:
     print("  by kind (written of planned): " + ", ".join(
         f"{k} {v} of {the_plan.wanted[k]}" for k, v in kinds.items()))
     if outcome.dropped:
+        from raglab.text.escape import term
+
         print(f"dropped {sum(outcome.dropped.values())}: " + "; ".join(
-            f"{reason} {k} (first: {clip_line(outcome.first_drop[reason], 120)})"
+            f"{reason} {k} (first: {term(clip_line(outcome.first_drop[reason], 120))})"
             for reason, k in outcome.dropped.most_common()))
     shares = [d["draft"]["vocabulary_share"] for d in outcome.drafts
               if d["draft"].get("vocabulary_share") is not None]
@@ -178,7 +181,7 @@ def _preflight(cfg: Any) -> None:
 
 
 async def _send(the_plan: Any, cfg: Any, docs: list, cache: Any, existing: list,
-                corpus_path: str) -> tuple[Any, dict[str, Any]]:
+                corpus_path: str, cases_path: str) -> tuple[Any, dict[str, Any]]:
     from raglab.cases.draft import run_plan
     from raglab.llm.client import LLMClient
 
@@ -186,7 +189,7 @@ async def _send(the_plan: Any, cfg: Any, docs: list, cache: Any, existing: list,
     llm = LLMClient(timeout_s=cfg.timeout_s, max_retries=cfg.max_retries,
                     concurrency=cfg.concurrency, prices=prices, cache=cache)
     try:
-        outcome = await run_plan(the_plan, cfg, docs, llm, existing, corpus_path)
+        outcome = await run_plan(the_plan, cfg, docs, llm, existing, corpus_path, cases_path)
     finally:
         await llm.aclose()
     return outcome, llm.summary()

@@ -197,11 +197,24 @@ def run_task(job: JobInfo, resolve) -> None:
         if over:
             print(f"raglab: error: job {job.num}: {over}", file=sys.stderr, flush=True)
         return
-    print_summary(metrics, run_dir, _calibration(cfg, metrics["metric_versions"]))
+    from raglab.errors import UserError
+
+    bad_calibration = None
+    try:
+        calibration = _calibration(cfg, metrics["metric_versions"])
+    except UserError as e:  # a hand-edited calibration record: the run itself is finished
+        bad_calibration = e
+        from raglab.calibration.records import NOT_GRADED
+
+        calibration = {f: "not graded" if f in NOT_GRADED else "calibration records unreadable"
+                       for f in metrics["metric_versions"]}
+    print_summary(metrics, run_dir, calibration)
     assert tracker is not None  # built in the try above; every way out of it exits
     where = tracker.where()
     if where:
         print(where)
+    if bad_calibration is not None:
+        fail(f"{bad_calibration} (the run finished: {run_dir})", 2)
     if over:
         fail(over, 1)
 

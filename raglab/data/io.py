@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -192,6 +193,50 @@ def _umask() -> int:
     return mask
 
 
+def check_writable_output(path: str | Path) -> Path:
+    """The path a finished output is renamed to: a symlink's target (written through the
+    link), refused with one line when it exists and is not a regular file (a FIFO, a
+    device such as ``/dev/null``, a socket or a directory would be replaced by a regular
+    file, or the rename would fail). Every output of raglab is written through
+    :func:`atomic_write_chunks`, which checks here."""
+    p = Path(path)
+    if p.is_symlink():  # write through the link: its target gets the new text
+        p = p.resolve()
+    try:
+        mode = os.stat(p).st_mode
+    except FileNotFoundError:
+        return p
+    except OSError as e:
+        raise storage_error(e, p.name, p) from None
+    if not stat.S_ISREG(mode):
+        what = ("a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode)
+                else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                else "a socket" if stat.S_ISSOCK(mode) else "a special file")
+        raise UserError(f"{p}: the output exists and is {what}, not a regular file; raglab "
+                        "writes outputs as regular files only: name another file")
+    return p
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether two paths name one file (through links, ``..`` or hard links)."""
+    a, b = Path(a), Path(b)
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
+def refuse_inputs(out: str | Path, inputs: Iterable[tuple[str | Path, str]],
+                  flag: str, advice: str) -> None:
+    """Refuse (one line) an output that is one of a command's inputs: ``inputs`` are
+    ``(path, what)``, such as ``(cases, "the dataset's cases")``; ``flag`` is how the user
+    named the output (``--out FILE``)."""
+    for path, what in inputs:
+        if same_file(out, path):
+            named = f"{what}: {path}" if what else str(path)
+            raise UserError(f"{flag}: that is an input of this command ({named}); {advice}")
+
+
 def atomic_write_text(path: str | Path, text: str | bytes, scrubbed: bool = False) -> None:
     """Write a finished file under a temporary name, then rename it into place, with every
     known secret value scrubbed from the text (``scrubbed``: the caller scrubbed its values
@@ -209,9 +254,7 @@ def atomic_write_text(path: str | Path, text: str | bytes, scrubbed: bool = Fals
 def atomic_write_chunks(path: str | Path, chunks: Iterable[bytes]) -> None:
     """:func:`atomic_write_text` of the concatenated ``chunks``, written as they come (a
     file larger than memory can be rewritten); the caller scrubs them."""
-    p = Path(path)
-    if p.is_symlink():  # write through the link: its target gets the new text
-        p = p.resolve()
+    p = check_writable_output(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)

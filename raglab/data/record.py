@@ -132,6 +132,10 @@ class RecordLines:
     def __iter__(self) -> Iterator[tuple[int, bytes, dict[str, Any]]]:
         file = str(self.path)
         self.torn, self.dropped = False, 0
+        if self.path.exists() and not self.path.is_file():  # a FIFO would block the read
+            raise UserError("records.jsonl exists and is not a regular file (a FIFO, a "
+                            "device, a directory); raglab reads and appends records in a "
+                            "regular file only", file=file)
         try:
             fh = open(self.path, "rb")
         except FileNotFoundError:

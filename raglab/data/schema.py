@@ -22,6 +22,9 @@ from pydantic import (
 
 from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS
 
+#: the largest case weight or traffic share (raglab.data.weights): sums of them stay finite
+MAX_WEIGHT = 1e12
+
 FilterValue = str | int | float | bool | list[str | int | float | bool]
 
 
@@ -99,7 +102,7 @@ class Case(Strict):
     answerable: StrictBool = True
     tags: dict[str, str] = Field(default_factory=dict)
     # how much the case counts in every mean and paired statistic (raglab.data.weights)
-    weight: float = Field(1.0, ge=0, allow_inf_nan=False)
+    weight: float = Field(1.0, ge=0, le=MAX_WEIGHT, allow_inf_nan=False)
     # plain strings, or {"text": ..., "kind": ...} objects (Forbidden)
     must_not_contain: list[str | Forbidden] = Field(default_factory=list)
 

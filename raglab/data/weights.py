@@ -1,6 +1,6 @@
 """Case weights: how much each case counts in every mean and paired statistic.
 
-A case's own ``weight`` (a finite number >= 0, default 1) is multiplied by the share of
+A case's own ``weight`` (a finite number from 0 to 1e12, default 1) is multiplied by the share of
 traffic its tag values are given in ``dataset.weights`` (``{intent: {billing: 0.4, api:
 0.6}}``): the cases of each listed tag value are scaled so that together they weigh that
 share of the whole (post-stratification; several tag keys are matched together by iterative
@@ -10,9 +10,11 @@ have the key, with a value that has a share. A noun: pure functions, no I/O.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from raglab.data.schema import MAX_WEIGHT
 from raglab.errors import UserError
 
 _RAKING_ROUNDS = 100
@@ -23,12 +25,21 @@ def effective_weights(cases: Sequence[Any], shares: Mapping[str, Mapping[str, fl
                       ) -> dict[str, float] | None:
     """``{case id: weight}``, or None when every case weighs 1 (an unweighted run)."""
     w = {c.id: float(getattr(c, "weight", 1.0)) for c in cases}
-    if shares:
-        w = _rake(cases, w, shares)
-    if all(v == 1.0 for v in w.values()):
-        return None
+    for cid, v in w.items():  # the schema bounds them; cases built in code are checked too
+        if not (math.isfinite(v) and 0 <= v <= MAX_WEIGHT):
+            raise UserError(f"case {cid}: weight {v!r}: a weight is a finite number from 0 "
+                            f"to {MAX_WEIGHT:g}")
     if not any(v > 0 for v in w.values()):
         raise UserError("every case has weight 0: nothing would be measured")
+    if shares:
+        w = _rake(cases, w, shares)
+    total = math.fsum(w.values())
+    if not (math.isfinite(total) and total > 0
+            and all(math.isfinite(v) and v >= 0 for v in w.values())):
+        raise UserError("dataset.weights: the case weights and shares give no finite "
+                        "positive total; use weights and shares of similar size")
+    if all(v == 1.0 for v in w.values()):
+        return None
     return w
 
 
@@ -38,11 +49,12 @@ def _rake(cases: Sequence[Any], w: dict[str, float],
     for key, by_value in shares.items():
         if not by_value:
             raise UserError(f"dataset.weights.{key}: no tag value is given a share")
-        bad = {v: s for v, s in by_value.items() if not (s >= 0 and s == s and s < float("inf"))}
+        bad = {v: s for v, s in by_value.items()
+               if not (isinstance(s, int | float) and math.isfinite(s) and 0 <= s <= MAX_WEIGHT)}
         if bad:
-            raise UserError(f"dataset.weights.{key}: shares must be finite numbers >= 0 "
-                            f"(got {bad})")
-        total = sum(by_value.values())
+            raise UserError(f"dataset.weights.{key}: shares must be finite numbers >= 0 and "
+                            f"at most {MAX_WEIGHT:g} (got {bad})")
+        total = math.fsum(by_value.values())
         if total <= 0:
             raise UserError(f"dataset.weights.{key}: the shares sum to 0")
         targets[key] = {str(v): s / total for v, s in by_value.items()}
@@ -84,7 +96,11 @@ def _rake(cases: Sequence[Any], w: dict[str, float],
 
 
 def effective_size(weights: Sequence[float]) -> float:
-    """Kish's effective sample size, ``(sum w)^2 / sum w^2``."""
-    s = sum(weights)
-    q = sum(x * x for x in weights)
+    """Kish's effective sample size, ``(sum w)^2 / sum w^2`` (computed on the weights divided
+    by the largest, so that neither sum overflows nor underflows)."""
+    top = max(weights, default=0.0)
+    if not top > 0:
+        return 0.0
+    s = math.fsum(x / top for x in weights)
+    q = math.fsum((x / top) ** 2 for x in weights)
     return s * s / q if q > 0 else 0.0

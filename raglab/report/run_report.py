@@ -11,13 +11,17 @@ direction come from :mod:`raglab.metrics.catalog`.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from raglab.data.io import atomic_write_text, read_run_config, read_run_metrics
+from raglab.data.io import (
+    atomic_write_chunks,
+    atomic_write_text,
+    read_run_config,
+    read_run_metrics,
+)
 from raglab.errors import UserError
 from raglab.metrics.catalog import STAGES, spec_of
 from raglab.report.format import fmt, num
@@ -202,9 +206,12 @@ def _figure(width: float, height: float):
 
 
 def _save(fig, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, format="png", bbox_inches="tight")
-    os.replace(tmp, path)
+    """A plot, through the one safe write (drawn in memory, then written and renamed)."""
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    atomic_write_chunks(path, [buf.getvalue()])
 
 
 def recall_axes(ax, cutoffs: set[int], xlabel: str, title: str, **legend: Any) -> None:

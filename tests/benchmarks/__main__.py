@@ -2,7 +2,7 @@
 
     python -m tests.benchmarks                 # all of them, default sizes
     python -m tests.benchmarks replay          # one of them
-    python -m tests.benchmarks replay --cases 500 --repeat 5   # one, with its options
+    python -m tests.benchmarks replay --repeat 5   # one, with its options
     python -m tests.benchmarks --list
 
 Each benchmark measures ratios side by side in the same run; the machine's load is printed
@@ -17,7 +17,8 @@ import sys
 import time
 
 BENCHMARKS = {
-    "replay": ("bench_replay", "1. whole-process replay scoring vs a pytrec_eval process"),
+    "replay": ("bench_replay", "1. replay scoring vs a pytrec_eval process: marginal CPU "
+               "per case, and whole process"),
     "grader_calls": ("bench_grader_calls", "2. Claude grader calls per case (batched, demo)"),
     "throughput": ("bench_throughput", "3. grader throughput at 200 ms per request"),
     "sweep": ("bench_sweep", "4. sweep reuse: 3 chunk sizes x 4 k vs the largest-k runs"),

@@ -356,6 +356,52 @@ def test_duplicates_of_the_set_and_of_other_drafts_are_dropped(tmp_path):
         assert len(again) == 2 and first[1]["id"] in again and first[0]["id"] not in again
 
 
+@pytest.mark.slow
+def test_drafts_of_two_seeds_never_share_an_id(tmp_path):
+    """The id hashes the draft's labels and its seed: two seeds drafting the same question
+    from the same document give two ids (they used to share one), and ``draft.seed`` and
+    ``draft.cases`` say where a draft came from."""
+    lookups = ["drafter.kinds.cross_section=0", "drafter.kinds.unanswerable=0",
+               "drafter.kinds.acl_restricted=0", "drafter.kinds.withdrawn_policy=0",
+               "drafter.kinds.near_duplicate=0", "drafter.kinds.counter_common_knowledge=0",
+               "drafter.paraphrase_above=null"]
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS)
+    cases = write_jsonl(tmp_path / "cases.jsonl", TINY_CASES)
+    data = [f"dataset.corpus={corpus}", f"dataset.cases={cases}", "dataset.labels=null"]
+    with ANTHROPIC.server(handler=fake_drafter) as srv:
+        rows = {}
+        for seed in (0, 1):
+            p = _draft(tmp_path, ANTHROPIC, srv, "n=3", f"seed={seed}", *lookups, *data,
+                       out=f"s{seed}.jsonl")
+            assert p.returncode == 0, p.stderr
+            rows[seed] = _rows(tmp_path / f"s{seed}.jsonl")
+    assert all(d["draft"]["seed"] == seed and d["draft"]["cases"] == str(cases)
+               for seed in rows for d in rows[seed])
+    labels = lambda d: {k: v for k, v in d.items() if k not in ("id", "draft")}  # noqa: E731
+    same = [(a, b) for a in rows[0] for b in rows[1] if labels(a) == labels(b)]
+    assert same  # the same labels drafted under both seeds ...
+    assert all(a["id"] != b["id"] for a, b in same)  # ... under two ids
+    assert not {d["id"] for d in rows[0]} & {d["id"] for d in rows[1]}
+
+
+def test_the_dropped_line_shows_escapes_escaped(tmp_path):
+    """A document id with a terminal escape, named in the dropped-line: shown as ``\\x1b``
+    (it reached the terminal raw)."""
+    only = ["drafter.kinds.cross_section=0", "drafter.kinds.unanswerable=0",
+            "drafter.kinds.acl_restricted=0", "drafter.kinds.withdrawn_policy=0",
+            "drafter.kinds.near_duplicate=0", "drafter.kinds.counter_common_knowledge=0"]
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [
+        {**d, "doc_id": d["doc_id"] + "\x1b]0;owned\x07\x1b[2J"} for d in TINY_CORPUS])
+    cases = write_jsonl(tmp_path / "cases.jsonl", [
+        {"id": "t-0", "question": "q?", "answerable": False}])
+    data = [f"dataset.corpus={corpus}", f"dataset.cases={cases}", "dataset.labels=null"]
+    with ANTHROPIC.server(handler=lambda body: fake_drafter(body, invent=True)) as srv:
+        p = _draft(tmp_path, ANTHROPIC, srv, "n=1", *only, *data)
+    assert "dropped 1: evidence not placeable 1 (first: kb/" in p.stdout, p.stdout
+    assert "\x1b" not in p.stdout and "\x07" not in p.stdout
+    assert "\\x1b]0;owned\\x07\\x1b[2J: " in p.stdout
+
+
 def test_a_question_that_copies_its_evidence_is_dropped(tmp_path):
     def copier(body):
         out = json.loads(fake_drafter(body))

@@ -207,7 +207,11 @@ def test_a_review_session_at_the_terminal(tmp_path):
     rows = {d["id"]: d for d in _rows(drafts)}
     assert rows["drafted-3"]["draft"]["review"]["reason"] == "duplicate of t-2"
     accepted = tmp_path / "drafts.accepted.jsonl"
-    assert [d["id"] for d in _rows(accepted)] == ["drafted-1", "drafted-2", "drafted-4"]
+    # the edited draft has the id of its new labels, and its old one as lineage
+    edited = _rows(drafts)[1]
+    assert edited["id"].startswith("drafted-") and edited["id"] != "drafted-2"
+    assert edited["draft"]["review"]["edited_from"] == ["drafted-2"]
+    assert [d["id"] for d in _rows(accepted)] == ["drafted-1", edited["id"], "drafted-4"]
     data = [f"dataset.corpus={corpus}", f"dataset.cases={cases}", "dataset.labels=null"]
     p = run_cli("cases", "add", str(accepted), *data, cwd=tmp_path)
     assert p.returncode == 0, p.stderr

@@ -3,6 +3,7 @@ end (metrics.json weighted means and effective sample size, records, validate)."
 
 import json
 import math
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -99,3 +100,63 @@ def test_a_weighted_run_end_to_end(tmp_path):
     assert math.isclose(metrics["overall"][name], want, rel_tol=1e-12)
     report = (tmp_path / "run" / "report.md").read_text()
     assert "- weighted: every mean weighs the cases (effective sample size" in report
+
+
+def _weighted_set(tmp_path, weight):
+    cases = [dict(c) for c in TINY_CASES]
+    cases[0]["weight"] = cases[1]["weight"] = weight
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS)
+    path = write_jsonl(tmp_path / "cases.jsonl", cases)
+    return [f"dataset.corpus={corpus}", f"dataset.cases={path}", "dataset.labels=null"]
+
+
+SHARES = ["+dataset.weights.source.kb=0.5", "+dataset.weights.source.none=0.25",
+          "+dataset.weights.source.policy=0.25"]
+
+
+def _one_line(p, *parts: str) -> None:
+    assert p.returncode == 2, (p.stdout[-2000:], p.stderr)
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert all(x in p.stderr for x in parts), p.stderr
+
+
+def test_an_overflowing_weight_is_refused_at_validation(tmp_path):
+    """A weight of 1e308 used to pass validation and end every run in "unexpected error
+    ValueError: Out of range float"; with shares beside it, the total overflowed and the
+    run was refused as "every case has weight 0"."""
+    args = _weighted_set(tmp_path, 1e308)
+    where = ("cases.jsonl:1 case t-1: field 'weight'", "less than or equal to 1000000000000")
+    _one_line(run_cli("validate", *args, cwd=tmp_path), *where)
+    p = run_cli("validate", *args, *SHARES, cwd=tmp_path)
+    _one_line(p, *where)
+    assert "weight 0" not in p.stderr
+    _one_line(run_cli("run", *args, "tracking=none", "progress=off",
+                      f"hydra.run.dir={tmp_path / 'run'}", f"cache_dir={tmp_path / 'c'}",
+                      cwd=tmp_path), *where)
+
+
+def test_the_largest_weights_and_shares_give_finite_figures(tmp_path):
+    args = _weighted_set(tmp_path, 1e12)
+    p = run_cli("validate", *args, *[s.replace("=0.5", "=1e12") for s in SHARES],
+                cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    n_eff = float(re.search(r"effective sample size ([\d.]+) of 4", p.stdout).group(1))
+    assert 1 <= n_eff <= 4
+    tiny = _weighted_set(tmp_path, 1e-300)  # no underflow to 0 in the effective size
+    p = run_cli("validate", *tiny, cwd=tmp_path)
+    assert p.returncode == 0 and "effective sample size 2.0 of 4" in p.stdout, p.stdout
+
+
+def test_an_overflowing_share_is_refused_as_config(tmp_path):
+    """Shares of 1e308 used to end in ZeroDivisionError."""
+    args = _weighted_set(tmp_path, 1.0)
+    big = [s.split("=")[0] + "=1e308" for s in SHARES]
+    _one_line(run_cli("validate", *args, *big, cwd=tmp_path),
+              "dataset.weights.source.kb", "less than or equal to 1000000000000")
+    cases = [case("a", intent="x"), case("b", intent="y")]
+    with pytest.raises(UserError) as e:
+        effective_weights(cases, {"intent": {"x": 1e308, "y": 1e308}})
+    assert "at most 1e+12" in str(e.value)
+    with pytest.raises(UserError) as e:
+        effective_weights([case("a", 1e308, intent="x")], {})
+    assert "case a: weight 1e+308" in str(e.value)
