@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from raglab.metrics.catalog import SWEEP_TERMINAL
@@ -23,7 +24,12 @@ def run_sweep(args, cfg) -> None:
     uri = args.uri or DEFAULT_TRACKING_URI
     # an MLflow parent's job numbers and values are in its tags: resolved before loading
     wanted = resolve_baseline(ref, uri, args.baseline) or args.baseline
-    jobs, params = load_sweep(ref, uri)
+    notes: list[str] = []
+    jobs, params = load_sweep(ref, uri, notes)
+    from raglab.text.escape import term
+
+    for note in notes:
+        print(f"note: {term(note)}", file=sys.stderr)
     base = find_job(jobs, wanted) if wanted is not None else jobs[0]
     if len(jobs) < 2:
         from raglab.errors import UserError
@@ -32,6 +38,7 @@ def run_sweep(args, cfg) -> None:
                        allow_case_mismatch=args.allow_case_mismatch,
                        allow_version_mismatch=args.allow_version_mismatch,
                        allow_incomplete=args.allow_incomplete)
+    sc.warnings[:0] = notes
     out = args.out.resolve() if args.out is not None else sweep_out_dir(ref, base)
     paths = write_sweep_files(sc, out)
     from raglab.text.escape import term_lines

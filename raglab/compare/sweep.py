@@ -52,7 +52,12 @@ def _name_jobs(sources: list[tuple[str, RunSource]], keys: list[str]) -> list[Jo
 
 
 # ---- loading a sweep ------------------------------------------------------------------------
-def load_sweep(ref: str, tracking_uri: str) -> tuple[list[Job], list[str]]:
+def load_sweep(ref: str, tracking_uri: str, notes: list[str] | None = None
+               ) -> tuple[list[Job], list[str]]:
+    """The jobs of a sweep (a directory of numbered jobs, or an MLflow parent run) and its
+    swept parameters. A parent whose tags list its jobs loads exactly those: a child run
+    the tags do not name (a job deleted and run again leaves its first run behind) is left
+    out, and ``notes`` gets one line naming it."""
     path = Path(ref).expanduser()
     if path.is_dir():
         subdirs = sorted((p for p in path.iterdir() if p.is_dir() and p.name.isdigit()),
@@ -73,6 +78,14 @@ def load_sweep(ref: str, tracking_uri: str) -> tuple[list[Job], list[str]]:
             raise UserError(f"MLflow run {ref} has no child runs: not a sweep's parent run")
         order = {j["run_id"]: j["num"] for j in _tagged_jobs(ref, tracking_uri)}
         if order:  # job 0 first, as Hydra numbered them
+            stale = [c["run_id"] for c in children if c["run_id"] not in order]
+            if stale:
+                children = [c for c in children if c["run_id"] in order]
+                if notes is not None:
+                    notes.append(f"{len(stale)} child run(s) of {ref} are not among the jobs "
+                                 f"its tags list (superseded by a re-run of the job): left "
+                                 f"out: {', '.join(stale[:5])}"
+                                 + (", ..." if len(stale) > 5 else ""))
             children.sort(key=lambda c: order.get(c["run_id"], len(order)))
         sweep_dir = parent["tags"].get("raglab.sweep_dir")
         keys = swept_keys(_read_yaml(Path(sweep_dir) / "multirun.yaml")) if sweep_dir else []

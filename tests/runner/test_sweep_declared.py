@@ -136,3 +136,39 @@ def test_baseline_by_number_on_an_mlflow_parent_resolves_from_its_job_tags(decla
     assert "0: chunker.size=64,k=1" in err[0] and "KILLED" not in err[0]
     assert time.monotonic() - t0 < 30 and not (d / "c9").exists()
     client.set_terminated(tags["raglab.sweep.job.2"], status="FINISHED")
+
+
+def test_a_job_run_again_leaves_its_first_run_out_and_says_so(declared, tmp_path):
+    """A job deleted and run again: the parent's tag names the new child run; the first
+    one is still a child of the parent. compare PARENT --baseline 0 uses the tagged job,
+    names the left-out run and compares the four jobs only."""
+    d, uri, _, _ = declared
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("raglab")
+    parent = next(r for r in client.search_runs([exp.experiment_id])
+                  if "mlflow.parentRunId" not in r.data.tags)
+    pid, tags = parent.info.run_id, parent.data.tags
+    first = tags["raglab.sweep.job.0"]
+    files = tmp_path / "job0"
+    files.mkdir()
+    for name in ("records.jsonl", "metrics.json", "config.yaml"):
+        client.download_artifacts(first, name, str(files))
+    again = client.create_run(exp.experiment_id, tags={"mlflow.parentRunId": pid})
+    for name in ("records.jsonl", "metrics.json", "config.yaml"):
+        client.log_artifact(again.info.run_id, str(files / name))
+    client.set_terminated(again.info.run_id)
+    client.set_tag(pid, "raglab.sweep.job.0", again.info.run_id)
+    try:
+        res = run_cli("compare", pid, "--baseline", "0", "--uri", uri, "--out", "again",
+                      cwd=d)
+        assert res.returncode == 0, res.stderr
+        assert f"left out: {first}" in res.stderr and "superseded" in res.stderr
+        data = json.loads((d / "again" / "compare.json").read_text())
+        ids = [j["mlflow_run_id"] for j in data["jobs"]]
+        assert len(ids) == 4 and ids[0] == again.info.run_id and first not in ids
+        assert any("superseded" in w for w in data["warnings"])
+    finally:
+        client.set_tag(pid, "raglab.sweep.job.0", first)
+        client.delete_run(again.info.run_id)
