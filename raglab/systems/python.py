@@ -11,10 +11,12 @@ from typing import Any, Literal
 from pydantic import Field
 
 from raglab.components import NO_CONTEXT, BuildContext, System
-from raglab.data.schema import Strict
+from raglab.data.schema import Strict, SystemOutput
 from raglab.errors import ConfigError
 from raglab.registry import register
 from raglab.secrets import clip
+from raglab.systems.base import SystemRequest
+from raglab.systems.outputs import AddedFieldsWarning, read_output
 
 
 class PythonSystemCfg(Strict):
@@ -29,7 +31,7 @@ class PythonSystem(System):
     object built is the user's own (``PythonSystem(cfg, ctx)`` returns it)."""
 
     def __new__(cls, cfg: PythonSystemCfg, ctx: BuildContext = NO_CONTEXT) -> Any:
-        return load_python_system(cfg.target, cfg.options)
+        return Tolerant(load_python_system(cfg.target, cfg.options))
 
     @classmethod
     def identity(cls, run_cfg: Any) -> dict[str, str]:
@@ -50,6 +52,29 @@ class PythonSystem(System):
         if spec is not None and spec.origin and os.path.isfile(spec.origin):
             out["python_source_sha256"] = file_sha256(Path(spec.origin))
         return out
+
+
+class Tolerant:
+    """The user's system, its answers read as http reads a response body: fields it adds
+    are kept (hits: ``metadata``; the output: ``extra``) with one warning per run, and a
+    named field with a wrong value fails that case with one line naming the field and the
+    case (:func:`raglab.systems.outputs.read_output`)."""
+
+    def __init__(self, system: Any):
+        self.system = system
+        self.blocking = getattr(system, "blocking", True)
+        self._warn = AddedFieldsWarning()
+
+    def answer(self, request: SystemRequest) -> SystemOutput:
+        added: list[str] = []
+        out = read_output(self.system.answer(request), request.case_id, added=added)
+        self._warn(added)
+        return out
+
+    def __getattr__(self, name: str) -> Any:  # anything else the user's object offers
+        if name == "system":
+            raise AttributeError(name)
+        return getattr(self.system, name)
 
 
 def load_python_system(target: str, options: dict):
