@@ -135,6 +135,12 @@ def run_task(job: JobInfo, resolve) -> None:
         resolved, unresolved = resolve()
         register(secret_values(resolved, unresolved))
         cfg = parse_run_config(resolved)
+        if cfg.dataset._named_after_cases:  # not the demo's data: never called "demo"
+            resolved["dataset"]["name"] = cfg.dataset.name
+            if not multirun or job.num == 0:  # said once
+                print(f"raglab: note: the dataset's files are not the shipped set's: it is "
+                      f"named {cfg.dataset.name!r} after its cases file (set dataset.name, or "
+                      "raglab init NAME to name it once)", file=sys.stderr, flush=True)
         public = scrub_obj(redact(resolved))
         keys = ctx.get("keys") or [override_key(o) for o in job.task_overrides]
         name = scrub(cfg.run_name or run_name(public, keys, dict(job.choices)))

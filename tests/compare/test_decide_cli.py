@@ -54,7 +54,7 @@ def test_a_leaking_candidate_is_no_go(runs, tmp_path):
     assert rec["baseline"]["dataset"]["cases_sha256"] == rec["candidate"]["dataset"]["cases_sha256"]
     assert rec["baseline"]["dataset"]["corpus_sha256"]
     # the files that replaced the demo's are named as such, relative to the record
-    assert rec["baseline"]["dataset"]["name"] == "custom"
+    assert rec["baseline"]["dataset"]["name"] == "cases"  # after its cases file
     assert not Path(rec["baseline"]["dataset"]["cases"]).is_absolute()
     assert (study / rec["baseline"]["dataset"]["cases"]).resolve() == \
         (runs["root"] / "cases.jsonl").resolve()
