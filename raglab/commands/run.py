@@ -143,8 +143,9 @@ def run_task(job: JobInfo, resolve) -> None:
                       "raglab init NAME to name it once)", file=sys.stderr, flush=True)
         public = scrub_obj(redact(resolved))
         keys = ctx.get("keys") or [override_key(o) for o in job.task_overrides]
-        name = scrub(cfg.run_name or run_name(public, keys, dict(job.choices)))
         defaults = shipped_defaults()
+        name = scrub(cfg.run_name or run_name(public, keys, dict(job.choices),
+                                              defaults=redact(defaults) if defaults else {}))
         diffs = config_diff(redact(defaults), public) if defaults else []
         sweep_dir = None
         if multirun:

@@ -45,7 +45,7 @@ class PythonSystem(System):
         module_name = target.rpartition(".")[0]
         out = {"python_target": target}
         try:
-            _on_path()
+            on_path()
             spec = importlib.util.find_spec(module_name)
         except (ImportError, ValueError):
             return out
@@ -81,17 +81,7 @@ def load_python_system(target: str, options: dict):
     module_name, _, attr = target.rpartition(".")
     if not module_name:
         raise ConfigError(f"config system._target_: {target!r} is not 'package.module.factory'")
-    try:
-        module = _import(module_name)
-    except Exception as e:  # noqa: BLE001 - ImportError, or the module failed at import
-        hint = ""
-        if isinstance(e, ModuleNotFoundError) and e.name == module_name.split(".")[0]:
-            hint = (f" (looked in the working directory {os.getcwd()} and the installed "
-                    "packages; make it importable with PYTHONPATH=ITS_FOLDER or "
-                    "pip install -e ITS_PROJECT)")
-        raise ConfigError(f"config system._target_: cannot import {module_name!r}: "
-                          f"{type(e).__name__}: {clip(' '.join(str(e).split()), 300)}{hint}"
-                          ) from None
+    module = import_user_module(module_name, "config system._target_")
     factory = getattr(module, attr, None)
     if factory is None or not callable(factory):
         raise ConfigError(f"config system._target_: {module_name!r} has no callable {attr!r}")
@@ -107,14 +97,31 @@ def load_python_system(target: str, options: dict):
     return system
 
 
+def import_user_module(module_name: str, where: str) -> Any:
+    """The user's module, found as ``python -m`` finds it (the working directory first);
+    a ConfigError starting with ``where`` when it cannot be imported."""
+    try:
+        return _import(module_name)
+    except Exception as e:  # noqa: BLE001 - ImportError, or the module failed at import
+        hint = ""
+        if isinstance(e, ModuleNotFoundError) and e.name == module_name.split(".")[0]:
+            hint = (f" (looked in the working directory {os.getcwd()} and the installed "
+                    "packages; make it importable with PYTHONPATH=ITS_FOLDER or "
+                    "pip install -e ITS_PROJECT)")
+        raise ConfigError(f"{where}: cannot import {module_name!r}: "
+                          f"{type(e).__name__}: {clip(' '.join(str(e).split()), 300)}{hint}"
+                          ) from None
+
+
 def _import(module_name: str) -> Any:
     """The module, found as ``python -m`` finds it: the working directory first (the
     ``raglab`` script alone would look only in the installed packages)."""
-    _on_path()
+    on_path()
     return importlib.import_module(module_name)
 
 
-def _on_path() -> None:
+def on_path() -> None:
+    """The working directory on the import path (as ``python -m`` has it)."""
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)
