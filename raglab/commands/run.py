@@ -145,7 +145,8 @@ def run_task(job: JobInfo, resolve) -> None:
         keys = ctx.get("keys") or [override_key(o) for o in job.task_overrides]
         defaults = shipped_defaults()
         name = scrub(cfg.run_name or run_name(public, keys, dict(job.choices),
-                                              defaults=redact(defaults) if defaults else {}))
+                                              defaults=redact(defaults) if defaults else {},
+                                              swept=bool(ctx.get("keys"))))
         diffs = config_diff(redact(defaults), public) if defaults else []
         sweep_dir = None
         if multirun:

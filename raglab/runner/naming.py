@@ -95,24 +95,29 @@ def name_parts(public: Mapping[str, Any], keys: Iterable[str],
 
 def _parts(public: Mapping[str, Any], keys: Iterable[str],
            choices: Mapping[str, Any] | None = None,
-           defaults: Mapping[str, Any] | None = None
+           defaults: Mapping[str, Any] | None = None, swept: bool = False
            ) -> list[tuple[str, str, str, bool]]:
     """``[(key, shown value, full value, shortened)]``: :func:`name_parts` with the values
     unshortened. The files of a dataset (``dataset.cases=...``) are shown as its name,
-    once (shortened: the name does not say which files)."""
+    once (shortened: the name does not say which files). ``swept``: the keys of a sweep,
+    each named even at its default value (every job shows every swept key)."""
     choices = choices or {}
+    if swept:
+        defaults, compare = None, defaults
+    else:
+        compare = defaults
     out: list[tuple[str, str, str, bool]] = []
     seen: set[str] = set()
     for key in keys:
         key = override_key(key)
-        if key.startswith("dataset.") and defaults is not None:
+        if key.startswith("dataset.") and compare is not None:
             key = "dataset"  # the dataset's files and settings: its name says which
         if key in seen or key.split(".")[0].split("/")[0] in _NOT_NAMING:
             continue
         seen.add(key)
         if any(is_secret_key(part) for part in key.split(".")):
             continue
-        if key in choices and "." not in key and not (key == "dataset" and defaults):
+        if key in choices and "." not in key and not (key == "dataset" and compare):
             choice = choices[key]
             if choice is not None and not _is_default(defaults, key, choice, group=True):
                 shown, lossy = _shown(choice)
@@ -124,6 +129,8 @@ def _parts(public: Mapping[str, Any], keys: Iterable[str],
         if key == "dataset" and isinstance(value, Mapping):
             same = defaults is not None and all(
                 _lookup(defaults, f"dataset.{k}") == (True, v) for k, v in value.items())
+            if swept:
+                same = False
             if not same:
                 out.append((key, _show(value.get("name")), repr(sorted(value.items())), True))
             continue
@@ -164,16 +171,16 @@ def _leaves(node: Any, prefix: str = "") -> Iterable[str]:
 
 def run_name(public: Mapping[str, Any], keys: Iterable[str],
              choices: Mapping[str, Any] | None = None, limit: int = MAX_NAME,
-             defaults: Mapping[str, Any] | None = None) -> str:
+             defaults: Mapping[str, Any] | None = None, swept: bool = False) -> str:
     """``size=128 k=5``: the settings that differ from the composed ``defaults``, each by
     its last part (whole when another setting shares it), a URL as its host, a file as its
     base name; at most ``limit`` characters. When the name shows less than the settings
     (a shortened value, an ambiguous label, a cut), a short hash of them all is appended,
     so two runs that differ in any of them never share a name. ``defaults`` when nothing
-    was set."""
+    was set. ``swept``: a sweep's job, named by every swept key, at its default or not."""
     import hashlib
 
-    parts = _parts(public, keys, choices, defaults)
+    parts = _parts(public, keys, choices, defaults, swept)
     if not parts:
         return "defaults"
     labels = short_labels([k for k, _, _, _ in parts])

@@ -104,3 +104,32 @@ def test_a_local_model_as_grader_and_generator_runs_with_cost_na(tmp_path):
     assert usage.get("cost_usd") is None, usage
     assert "n/a" in proc.stdout or "cost" not in proc.stdout
     assert Path(out / "records.jsonl").exists()
+
+
+def test_the_drafter_is_priced_and_served_as_runs_are():
+    from raglab.cases.draft import parse_drafter
+    from raglab.commands.cases_draft import _priced
+
+    data = compose_config(["+drafter=openai", f"drafter.model={LOCAL}",
+                           "llm.base_url=http://127.0.0.1:9/v1"])
+    cfg = _priced(parse_drafter(data["drafter"]), data["llm"])
+    assert cfg.prices == {} and cfg.base_url == "http://127.0.0.1:9/v1"
+    data = compose_config(["+drafter=claude"])
+    assert _priced(parse_drafter(data["drafter"]), data["llm"]).prices == \
+        shipped()["models"]["claude-sonnet-4-6"]
+
+
+@pytest.mark.slow
+def test_drafting_with_a_local_model_estimates_no_cost_and_a_known_one_its_own(tmp_path):
+    """``cases draft --dry-run`` prices a model as runs do: a local model's cost is n/a,
+    never gpt-4.1's."""
+    from tests.conftest import run_cli
+
+    local = run_cli("cases", "draft", "n=2", "--dry-run", "drafter=openai",
+                    f"drafter.model={LOCAL}", "llm.base_url=http://127.0.0.1:9/v1",
+                    cwd=tmp_path)
+    assert local.returncode == 0, local.stderr
+    assert f"cost n/a (no price known for {LOCAL}" in local.stdout
+    known = run_cli("cases", "draft", "n=2", "--dry-run", "drafter=openai", cwd=tmp_path)
+    assert known.returncode == 0, known.stderr
+    assert "at most $" in known.stdout

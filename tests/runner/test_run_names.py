@@ -67,3 +67,10 @@ def test_a_file_is_shown_by_its_base_name_and_two_folders_stay_apart(tmp_path):
 @pytest.mark.parametrize("overrides", [("k=3",), ("chunker.size=64", "k=3")])
 def test_a_faithful_name_has_no_hash(overrides):
     assert "#" not in _name(*overrides)
+
+
+def test_a_sweep_job_names_every_swept_key_even_at_its_default():
+    cfg = compose_config(["k=5"])
+    defaults = redact(shipped_defaults())
+    assert run_name(redact(cfg), ["k"], {}, defaults=defaults) == "defaults"
+    assert run_name(redact(cfg), ["k"], {}, defaults=defaults, swept=True) == "k=5"
