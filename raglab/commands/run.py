@@ -137,10 +137,6 @@ def run_task(job: JobInfo, resolve) -> None:
         cfg = parse_run_config(resolved)
         if cfg.dataset._named_after_cases:  # not the demo's data: never called "demo"
             resolved["dataset"]["name"] = cfg.dataset.name
-            if not multirun or job.num == 0:  # said once
-                print(f"raglab: note: the dataset's files are not the shipped set's: it is "
-                      f"named {cfg.dataset.name!r} after its cases file (set dataset.name, or "
-                      "raglab init NAME to name it once)", file=sys.stderr, flush=True)
         public = scrub_obj(redact(resolved))
         keys = ctx.get("keys") or [override_key(o) for o in job.task_overrides]
         defaults = shipped_defaults()
@@ -194,6 +190,10 @@ def run_task(job: JobInfo, resolve) -> None:
         fail(f"{type(e).__name__}: {' '.join(str(e).split())[:500]} (an unexpected error; "
              "records so far are kept, run again to resume; RAGLAB_DEBUG=1 shows the "
              "traceback)", 1)
+    if cfg.dataset._named_after_cases and (not multirun or job.num == 0):  # said once
+        print(f"raglab: note: the dataset's files are not the shipped set's: it is named "
+              f"{cfg.dataset.name!r} after its cases file (set dataset.name, or raglab init "
+              "NAME to name it once)", file=sys.stderr, flush=True)
     over = error_rate_exceeded(metrics, cfg.max_error_rate)
     if over:
         OVER_ERROR_RATE.append(run_dir)
