@@ -36,6 +36,14 @@ def price_of(model: str | None, own: Mapping[str, float] | None = None,
     return None
 
 
+def model_prices_of(cfg: Any, run_cfg: Any) -> dict[str, dict[str, float]]:
+    """``{model: prices}`` of one component's model (its own ``prices``, else the run's
+    ``llm.prices``, else the shipped table), or ``{}`` when none is known."""
+    table = getattr(getattr(run_cfg, "llm", None), "prices", None)
+    found = price_of(cfg.model, getattr(cfg, "prices", None), table)
+    return {cfg.model: found} if found else {}
+
+
 def complete(prices: Mapping[str, float]) -> dict[str, float]:
     """A free model (input price 0) reads and writes its cache for free too: an entry of
     ``{input: 0, output: 0}`` prices every token a local server reports."""

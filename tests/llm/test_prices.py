@@ -133,3 +133,16 @@ def test_drafting_with_a_local_model_estimates_no_cost_and_a_known_one_its_own(t
     known = run_cli("cases", "draft", "n=2", "--dry-run", "drafter=openai", cwd=tmp_path)
     assert known.returncode == 0, known.stderr
     assert "at most $" in known.stdout
+
+
+def test_a_components_own_client_settings_price_its_model_from_the_table():
+    """calibrate and monitor make their client from the grader's settings alone: the shipped
+    model is priced from the table, a local one not at all."""
+    from raglab import registry
+
+    cfg = _cfg("grader=claude")
+    settings = registry.entry("grader", "claude").factory.llm_settings(cfg.grader, cfg)
+    assert settings["prices"] == {"claude-sonnet-4-6": shipped()["models"]["claude-sonnet-4-6"]}
+    cfg = _cfg("grader=openai", f"grader.model={LOCAL}")
+    assert registry.entry("grader", "openai").factory.llm_settings(cfg.grader, cfg)[
+        "prices"] == {}

@@ -183,3 +183,40 @@ def test_a_2x2_sweep_through_the_documented_example(tmp_path, module):
         theirs = {m: v for m, v in replayed["overall"].items() if RETRIEVAL.match(m)}
         assert mine and mine == theirs, job
     assert builds == 2  # two chunk sizes, four jobs
+
+
+def test_langchain_usage_and_model_come_from_the_response_metadata(tmp_path, monkeypatch):
+    (tmp_path / "with_usage.py").write_text('''
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnablePassthrough
+from langchain_core.vectorstores import InMemoryVectorStore
+
+def build(config):
+    docs = [Document(page_content="Refunds take 5 days.", metadata={"source": "kb/a"})]
+    store = InMemoryVectorStore.from_documents(docs, DeterministicFakeEmbedding(size=16))
+    reply = AIMessage(content="5 days.", usage_metadata={
+        "input_tokens": 12, "output_tokens": 3, "total_tokens": 15},
+        response_metadata={"model_name": "my-local-model"})
+    model = GenericFakeChatModel(messages=iter([reply]))
+    retriever = store.as_retriever(search_kwargs={"k": 1})
+    return RunnablePassthrough.assign(context=(lambda x: x["input"]) | retriever) \
+        | RunnablePassthrough.assign(answer=(lambda x: x["input"]) | model)
+''')
+    from raglab import registry
+    from raglab.commands.compose import compose_config
+    from raglab.components import BuildContext
+    from raglab.config import parse_run_config
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS)
+    cfg = parse_run_config(compose_config([
+        "system=langchain", "system.factory=with_usage:build", "system.input_field=input",
+        "dataset.corpus=corpus.jsonl", "dataset.cases=corpus.jsonl"]))
+    out = _ask(registry.build("system", cfg.system, BuildContext(run=cfg)))
+    assert out.answer == "5 days." and out.context[0].doc_id == "kb/a"  # id from source
+    assert out.usage == {"input_tokens": 12, "output_tokens": 3}
+    assert out.model == "my-local-model"
