@@ -10,6 +10,9 @@ USAGE = """usage: raglab COMMAND [ARGS]
 Evaluate retrieval-augmented generation systems (the manual: docs/ in the source tree).
 
 commands:
+  init NAME --corpus FILE --cases FILE [--labels FILE]
+                         check your own data and name it: writes conf/dataset/NAME.yaml,
+                         so `raglab run dataset=NAME` works from this folder
   run [overrides]        run one configuration; `run -m a=1,2 b=x,y` sweeps (Hydra multirun)
   validate [overrides]   check a dataset: schema, ids, gold quotes; writes quarantine.jsonl
   log RUN_DIR [--uri URI] [--experiment NAME]
@@ -35,6 +38,7 @@ system.path=PATH grader=heuristic|claude|openai|none chunker.size=256 k=5 tracki
 
 #: command -> the module whose ``main(argv)`` runs it (imported only when used)
 COMMANDS = {
+    "init": "raglab.commands.init",
     "run": "raglab.commands.run",
     "validate": "raglab.commands.validate",
     "log": "raglab.commands.log",

@@ -13,7 +13,15 @@ import functools
 import operator
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StrictInt, ValidationError, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 from pydantic.config import JsonDict
 
 from raglab import registry
@@ -32,7 +40,9 @@ Share = Annotated[float, Field(ge=0, le=MAX_WEIGHT, allow_inf_nan=False)]
 
 
 class DatasetCfg(Strict):
-    name: str = "custom"
+    name: str = Field("custom", description=(
+        "the dataset's name in MLflow, reports and records (a shipped set's name with other "
+        "files becomes the cases file's base name)"))
     corpus: str
     cases: str
     labels: str | None = None
@@ -41,6 +51,37 @@ class DatasetCfg(Strict):
     weights: dict[str, dict[str, Share]] = Field(default_factory=dict, description=(
         "shares of traffic by tag value, e.g. {intent: {billing: 0.4, api: 0.6}}: every mean "
         "and paired statistic is weighted to match them (with each case's own weight)"))
+    #: the name was the cases file's, not the config's (the run says so once)
+    _named_after_cases: bool = PrivateAttr(False)
+
+    @model_validator(mode="after")
+    def _not_the_demo(self):
+        from raglab.data.dataset import data_name
+
+        self.name, self._named_after_cases = data_name(self.name, self.corpus, self.cases)
+        return self
+
+
+# ---- the models every component calls ------------------------------------------------------
+class LLMCfg(Strict):
+    base_url: str | None = Field(None, description=(
+        "an OpenAI-compatible server for the grader, generator and drafter that do not set "
+        "their own base_url (null: OPENAI_BASE_URL, else OpenAI's API)"))
+    prices: dict[str, dict[str, float]] = Field(default_factory=dict, description=(
+        "USD per million tokens by model name ({MODEL: {input, output, cache_write, "
+        "cache_read}}), over the shipped table (raglab/llm/prices.yaml); a model priced "
+        "nowhere has an unknown cost (n/a)"))
+
+    @model_validator(mode="after")
+    def _prices(self):
+        from raglab.llm.prices import PRICE_KEYS
+
+        for model, p in self.prices.items():
+            bad = sorted(set(p) - set(PRICE_KEYS))
+            if bad or any(v < 0 for v in p.values()):
+                raise ValueError(f"prices of {model!r}: keys are {', '.join(PRICE_KEYS)} "
+                                 "(USD per million tokens, at least 0)")
+        return self
 
 
 # ---- prompt ------------------------------------------------------------------------------
@@ -119,12 +160,23 @@ class RunCfg(Strict):
     fail_on_quarantine: bool = Field(False, description=(
         "true: any quarantined case stops the run before work (exit 1, the cases listed), "
         "for CI"))
+    llm: LLMCfg = Field(default_factory=LLMCfg, description=(
+        "one OpenAI-compatible server (base_url) and the prices of models by name"))
 
     @model_validator(mode="after")
     def _k_within_depth(self):
         if self.k > self.candidate_depth:
             raise ValueError(f"k ({self.k}) must not exceed "
                              f"candidate_depth ({self.candidate_depth})")
+        return self
+
+    @model_validator(mode="after")
+    def _one_base_url(self):
+        """``llm.base_url`` serves every component with a ``base_url`` of its own unset."""
+        if self.llm.base_url:
+            for section in (self.grader, self.generator):
+                if "base_url" in type(section).model_fields and section.base_url is None:
+                    section.base_url = self.llm.base_url
         return self
 
     def system_sections(self) -> dict[str, Any]:

@@ -12,7 +12,9 @@ from raglab.config import parse_run_config
 from raglab.errors import ConfigError
 
 REQUIRED = {"system/replay": ["system.path=x.jsonl"], "system/http": ["system.url=http://h/"],
-            "system/python": ["system._target_=pkg.mod.make"]}
+            "system/python": ["system._target_=pkg.mod.make"],
+            "system/langchain": ["system.factory=pkg.mod:make"],
+            "system/llamaindex": ["system.factory=pkg.mod:make"]}
 
 
 # groups read by other commands, not composed into a run (each has its own schema test;

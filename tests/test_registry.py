@@ -205,13 +205,35 @@ def make_system(options):  # system=python target used below
     return Echo()
 
 
+def make_lc(config):  # system=langchain factory used below
+    from langchain_core.documents import Document
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    docs = [Document(page_content=d["text"], metadata={"doc_id": d["doc_id"]})
+            for d in TINY_CORPUS]
+    store = InMemoryVectorStore.from_documents(docs, DeterministicFakeEmbedding(size=16))
+    return store.as_retriever(search_kwargs={"k": config["k"]})
+
+
+def make_li(config):  # system=llamaindex factory used below
+    from llama_index.core import Document, VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+
+    docs = [Document(text=d["text"], id_=d["doc_id"]) for d in TINY_CORPUS]
+    index = VectorStoreIndex.from_documents(docs, embed_model=MockEmbedding(embed_dim=8))
+    return index.as_retriever(similarity_top_k=config["k"])
+
+
 @pytest.mark.parametrize("group,name", list(_choices()))
 def test_every_choice_builds(group, name, tiny, tmp_path):
     d, corpus, cases, replay = tiny
     extra = {"system/replay": [f"system.path={replay}"],
              "system/http": ["system.url=http://127.0.0.1:9/"],
              "system/python": [f"system._target_={__name__}.make_system",
-                               "+system.options.say=hi"]}
+                               "+system.options.say=hi"],
+             "system/langchain": [f"system.factory={__name__}:make_lc"],
+             "system/llamaindex": [f"system.factory={__name__}:make_li"]}
     cfg = _compose([f"{group}={name}", f"dataset.corpus={corpus}", f"dataset.cases={cases}",
                     "dataset.labels=null", "chunker.size=12", "chunker.overlap=0",
                     *extra.get(f"{group}/{name}", [])])
@@ -255,7 +277,7 @@ def test_every_choice_builds(group, name, tiny, tmp_path):
     elif group == "system":
         system = build_system(cfg, ds, cache, work, None)
         assert callable(system.answer)
-        if name in ("reference", "replay", "python"):
+        if name in ("reference", "replay", "python", "langchain", "llamaindex"):
             out = system.answer(SystemRequest.from_case(ds.cases[0], cfg.system_sections()))
             out = out if isinstance(out, dict) else out.model_dump()
             assert out["case_id"] == ds.cases[0].id

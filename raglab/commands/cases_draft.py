@@ -70,6 +70,18 @@ def _split(argv: list[str]) -> tuple[dict[str, str], list[str], bool]:
     return own, rest, dry
 
 
+def _priced(cfg: Any, llm: dict[str, Any]) -> Any:
+    """The drafter with its model's prices (its own, else ``llm.prices``, else the shipped
+    table; none known: an unknown cost) and ``llm.base_url`` when it sets no server."""
+    from raglab.llm.prices import price_of
+
+    update: dict[str, Any] = {"prices": price_of(cfg.model, cfg.prices,
+                                                 llm.get("prices")) or {}}
+    if llm.get("base_url") and "base_url" in type(cfg).model_fields and cfg.base_url is None:
+        update["base_url"] = llm["base_url"]
+    return cfg.model_copy(update=update)
+
+
 def _int(own: dict[str, str], key: str, default: int, low: int) -> int:
     try:
         value = int(own.get(key, default))
@@ -99,7 +111,7 @@ def _draft(argv: list[str]) -> None:
     out = Path(own.get("out") or "drafts.jsonl")
     data = compose_config(overrides)
     register(secret_values(data))
-    cfg = parse_drafter(data.get("drafter"))
+    cfg = _priced(parse_drafter(data.get("drafter")), data.get("llm") or {})
     dcfg = parse_section(DatasetCfg, data.get("dataset"), "dataset")
     corpus_path, cases_path = resolve_path(dcfg.corpus), resolve_path(dcfg.cases)
     refuse_inputs(out, [(corpus_path, "the dataset's corpus"),
@@ -112,7 +124,8 @@ def _draft(argv: list[str]) -> None:
     the_plan = plan(docs, cfg, n, seed)
     cache = _cache(data)
     est = estimate(the_plan, cfg, cache)
-    cost = ("cost unknown (no drafter.prices)" if est["max_cost_usd"] is None
+    cost = (f"cost n/a (no price known for {cfg.model}: llm.prices)"
+            if est["max_cost_usd"] is None
             else f"at most ${est['max_cost_usd']:.4f}")
     print(f"raglab cases draft: {est['requests']} request(s) to {cfg.model} (drafter "
           f"{cfg.name}), {est['cached']} answered by the cache; about {est['input_tokens']} "

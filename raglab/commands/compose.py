@@ -42,10 +42,16 @@ def register_schema_defaults() -> None:
     ``/schema/...`` nodes the files of ``conf/`` start from, :func:`raglab.config.
     register_schema_defaults`), and the resolver of the help's list of config groups
     (the ``schema`` nodes are no choice a user makes). Idempotent."""
+    import warnings
+
     from omegaconf import OmegaConf
 
     from raglab.config import register_schema_defaults as store
 
+    # conf/config.yaml puts ./conf on the search path (the user's own configs); a working
+    # directory without one is the usual case, not worth Hydra's warning
+    warnings.filterwarnings("ignore", message=r"provider=hydra\.searchpath in main, "
+                            r"path=conf is not available")
     store(command_sections())
     if not OmegaConf.has_resolver("raglab_config_groups"):
         OmegaConf.register_new_resolver("raglab_config_groups", _config_groups)
@@ -87,12 +93,17 @@ def run_help(overrides: list[str]) -> str:
 def _config_groups() -> str:
     """``GROUP: CHOICE, ...`` lines of the folders of conf/ (Hydra's $APP_CONFIG_GROUPS
     without the schema nodes)."""
-    root = conf_dir()
-    lines = []
-    for d in sorted(p for p in root.rglob("*") if p.is_dir()):
-        names = sorted(f.stem for f in d.glob("*.yaml"))
-        if names:
-            lines.append(f"{d.relative_to(root).as_posix()}: {', '.join(names)}")
+    from pathlib import Path
+
+    groups: dict[str, set[str]] = {}
+    own = Path("conf")  # the working directory's own configs (on the search path)
+    for root in (conf_dir(), *([own] if own.is_dir() else [])):
+        for d in sorted(p for p in root.rglob("*") if p.is_dir()):
+            names = {f.stem for f in d.glob("*.yaml")}
+            if names:
+                groups.setdefault(d.relative_to(root).as_posix(), set()).update(names)
+    lines = [f"{g}: {', '.join(sorted(n))}" for g, n in sorted(groups.items())
+             if not g.startswith("schema")]
     return "\n".join(lines) + "\n"
 
 

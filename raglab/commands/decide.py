@@ -107,7 +107,8 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     if not gate_name:
         raise UserError("gates=NAME: a gate set name or a YAML file is required")
     check_uri(args.uri)
-    name_of_set, gates, source = load_gate_set(gate_name, gate_overrides, conf_dir())
+    name_of_set, gates, source = load_gate_set(gate_name, gate_overrides,
+                                               _gates_root(gate_name))
     study = args.study
     if study.exists() and not study.is_dir():
         raise UserError(f"--study {study}: not a directory")
@@ -186,3 +187,14 @@ def _terminal(record: dict) -> str:
     from raglab.text.escape import term
 
     return "\n".join(term(line) for line in lines)  # tag values may hold escapes
+
+
+def _gates_root(name: str) -> Path:
+    """The config folder of ``gates=NAME``: the shipped one, else the working directory's
+    ``conf/`` (on the config search path, as for runs) when it holds ``gates/NAME.yaml``."""
+    shipped = conf_dir()
+    own = Path("conf").resolve()
+    if not (shipped / "gates" / f"{name}.yaml").is_file() \
+            and (own / "gates" / f"{name}.yaml").is_file():
+        return own
+    return shipped

@@ -137,10 +137,14 @@ def run_task(job: JobInfo, resolve) -> None:
         resolved, unresolved = resolve()
         register(secret_values(resolved, unresolved))
         cfg = parse_run_config(resolved)
+        if cfg.dataset._named_after_cases:  # not the demo's data: never called "demo"
+            resolved["dataset"]["name"] = cfg.dataset.name
         public = scrub_obj(redact(resolved))
         keys = ctx.get("keys") or [override_key(o) for o in job.task_overrides]
-        name = scrub(cfg.run_name or run_name(public, keys, dict(job.choices)))
         defaults = shipped_defaults()
+        name = scrub(cfg.run_name or run_name(public, keys, dict(job.choices),
+                                              defaults=redact(defaults) if defaults else {},
+                                              swept=bool(ctx.get("keys"))))
         diffs = config_diff(redact(defaults), public) if defaults else []
         sweep_dir = None
         if multirun:
@@ -188,6 +192,10 @@ def run_task(job: JobInfo, resolve) -> None:
         fail(f"{type(e).__name__}: {clip_line(e, 500)} (an unexpected error; "
              "records so far are kept, run again to resume; RAGLAB_DEBUG=1 shows the "
              "traceback)", 1)
+    if cfg.dataset._named_after_cases and (not multirun or job.num == 0):  # said once
+        print(f"raglab: note: the dataset's files are not the shipped set's: it is named "
+              f"{cfg.dataset.name!r} after its cases file (set dataset.name, or raglab init "
+              "NAME to name it once)", file=sys.stderr, flush=True)
     over = error_rate_exceeded(metrics, cfg.max_error_rate)
     if over:
         OVER_ERROR_RATE.append(run_dir)

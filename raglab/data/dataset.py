@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from importlib import resources
@@ -35,16 +36,30 @@ def resolve_path(path: str | Path) -> Path:
     return Path(s).expanduser()
 
 
-def dataset_identity(name: str, corpus: str, cases: str) -> dict[str, str]:
-    """What a record says about the data it used: the configured name, or ``custom`` when
-    the name is that of a shipped set (``raglab/datasets/NAME``) but the corpus or the cases
-    are other files (``dataset.cases=...`` overriding the demo's), with both paths as
-    configured."""
+def data_name(name: str, corpus: str, cases: str) -> tuple[str, bool]:
+    """The dataset's name, and whether it was given here rather than by the config. Data
+    that is not a shipped set's is never called by its name: the name of a shipped set
+    (``raglab/datasets/NAME``) whose corpus or cases are other files (``dataset.cases=...``
+    overriding the demo's) becomes the cases file's base name (``faq`` for
+    ``data/faq.jsonl``; ``custom`` when that is a shipped set's name too)."""
     shipped = f"pkg://raglab/datasets/{name}/"
-    is_shipped = resources.files("raglab").joinpath("datasets", name).is_dir()
-    if is_shipped and not (str(corpus).startswith(shipped) and str(cases).startswith(shipped)):
-        name = "custom"
-    return {"name": name, "corpus": str(corpus), "cases": str(cases)}
+    if not is_shipped_set(name) or (str(corpus).startswith(shipped)
+                                 and str(cases).startswith(shipped)):
+        return name, False
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(str(cases)).name.split(".")[0]).strip("-.")
+    return (stem if stem and not is_shipped_set(stem) else "custom"), True
+
+
+def is_shipped_set(name: str) -> bool:
+    return bool(name) and "/" not in name and name not in (".", "..") and \
+        resources.files("raglab").joinpath("datasets", name).is_dir()
+
+
+def dataset_identity(name: str, corpus: str, cases: str) -> dict[str, str]:
+    """What a record says about the data it used: its name (:func:`data_name`) and both
+    paths as configured."""
+    return {"name": data_name(name, corpus, cases)[0], "corpus": str(corpus),
+            "cases": str(cases)}
 
 
 def file_sha256(path: Path) -> str:

@@ -118,9 +118,11 @@ class ClaudeGrader(GroupedCalls, Grader):
     def llm_settings(cls, cfg: ClaudeGraderCfg, run_cfg: Any) -> dict[str, Any]:
         """The LLM client settings of a run graded by Claude (they win over the
         generator's: one client per run)."""
+        from raglab.llm.prices import model_prices_of
+
         return dict(timeout_s=cfg.timeout_s, max_retries=cfg.max_retries,
                     concurrency=cfg.concurrency, mode=cfg.mode, batch_poll_s=cfg.batch_poll_s,
-                    prices={cfg.model: dict(cfg.prices)} if cfg.prices else {})
+                    prices=model_prices_of(cfg, run_cfg))
 
     def __init__(self, cfg: Any, ctx: BuildContext = NO_CONTEXT, repeat: int = 0):
         self.cfg = cfg

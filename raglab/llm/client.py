@@ -100,6 +100,9 @@ def cost_usd(usage: dict, prices: dict[str, float] | None, batch: bool) -> float
     """USD of one call from ``prices`` (USD per million tokens); None when not priced."""
     if not prices:
         return None
+    from raglab.llm.prices import complete
+
+    prices = complete(prices)
     total = 0.0
     for fld, name in PRICE_OF.items():
         n = usage.get(fld) or 0

@@ -51,7 +51,13 @@ def llm_client(cfg: RunCfg, cache: Any) -> LLMClient | None:
                 backend_class(name).preload()
     group, section = owner
     settings = registry.entry(group, section.name).factory.llm_settings(section, cfg)
-    settings["prices"] = model_prices(cfg)  # every model user's own prices, one client
+    settings["prices"] = model_prices(cfg)  # every model user's prices, one client
+    for model in unpriced_models(cfg):  # said once per run
+        import sys
+
+        print(f"raglab: note: no price known for model {model!r}: its cost is n/a (give "
+              f"it one in llm.prices, USD per million tokens; 0 for a local model)",
+              file=sys.stderr, flush=True)
     return LLMClient(**settings, cache=cache)
 
 
@@ -90,21 +96,38 @@ def system_model(cfg: RunCfg) -> str | None:
     return registry.entry(group, section.name).factory.model_id(section)
 
 
+def _model_users(cfg: RunCfg) -> list[Any]:
+    return [s for s in (system_model_section(cfg),
+                        cfg.grader if grader_uses_llm(cfg) else None) if s is not None]
+
+
 def model_prices(cfg: RunCfg) -> dict[str, dict[str, float]]:
-    """``{model: prices}`` from the ``prices`` of every component that calls a model (the
-    grader's and the generator's own). One model priced two ways is a config error."""
+    """``{model: prices}`` of every model the run calls (the grader's and the generator's):
+    a component's own ``prices``, else the run's ``llm.prices``, else the shipped table
+    (:func:`raglab.llm.prices.price_of`). A model priced nowhere is left out (its cost is
+    unknown). One model given two different ``prices`` of its own is a config error."""
+    from raglab.llm.prices import price_of
+
     out: dict[str, dict[str, float]] = {}
-    sections = [system_model_section(cfg), cfg.grader if grader_uses_llm(cfg) else None]
-    for section in sections:
-        prices = getattr(section, "prices", None)
-        if section is None or not prices:
-            continue
+    own: dict[str, dict[str, float]] = {}
+    for section in _model_users(cfg):
         model = section.model
-        if model in out and out[model] != dict(prices):
+        mine = dict(getattr(section, "prices", None) or {})
+        if mine and model in own and own[model] != mine:
             raise ConfigError(f"config generator.prices and grader.prices differ for the "
-                              f"same model {model!r}")
-        out[model] = dict(prices)
+                              f"same model {model!r} (set it once, in llm.prices)")
+        if mine:
+            own[model] = mine
+        found = price_of(model, mine or own.get(model), cfg.llm.prices)
+        if found is not None:
+            out[model] = found
     return out
+
+
+def unpriced_models(cfg: RunCfg) -> list[str]:
+    """The models the run calls that no price table prices (their cost is n/a)."""
+    priced = model_prices(cfg)
+    return sorted({s.model for s in _model_users(cfg) if s.model not in priced})
 
 
 def build_context(cfg: RunCfg, dataset: Any = None, cache: Any = None, work: Any = None,

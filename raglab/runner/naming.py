@@ -1,9 +1,11 @@
 """Short run names built from the (redacted) configuration: ``size=128 k=5``.
 
-A name lists the value of each key the user set (for a sweep: each swept key), read back
-from the redacted configuration rather than from the command line, so a secret passed as an
-override can never reach a run name. A key is shown by its last part (``chunker.size`` ->
-``size``) unless two keys share it; a path by its file name; a config group by its choice.
+A name lists the value of each key the user set (for a sweep: each swept key) that differs
+from the composed defaults, read back from the redacted configuration rather than from the
+command line, so a secret passed as an override can never reach a run name. A key is shown
+by its last part (``chunker.size`` -> ``size``) unless two keys share it; a path by its file
+name; a URL by its host; a config group by its choice; the dataset by its name. At most 60
+characters; a short hash of the settings is appended when the name shows less than them.
 
 A sweep's jobs and swept keys are read from its overrides and the ``hydra.sweeper.params``
 of its configuration (an ``experiment/`` file may declare the whole study there) with Hydra's
@@ -39,48 +41,118 @@ def _lookup(cfg: Mapping[str, Any], key: str) -> tuple[bool, Any]:
     return True, node
 
 
+#: the longest run name (MLflow's run table cuts longer ones, so two names would look alike)
+MAX_NAME = 60
+#: the longest value a name shows (cut with an ellipsis)
+MAX_VALUE = 24
+
+
 def _show(value: Any) -> str:
+    return _shown(value)[0]
+
+
+def _shown(value: Any) -> tuple[str, bool]:
+    """The value as a name shows it, and whether that lost anything: a URL as its host
+    (``http://127.0.0.1:8000/v1`` -> ``127.0.0.1:8000``), a path as its file name."""
     if isinstance(value, bool):
-        return "true" if value else "false"
+        return ("true" if value else "false"), False
     if value is None:
-        return "null"
+        return "null", False
     if isinstance(value, float):
-        return f"{value:g}"
+        return f"{value:g}", f"{value:g}" != repr(value)
     if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_show(v) for v in value) + "]"
-    text = str(value)
-    if "/" in text and "://" not in text:  # a path: its file name
-        text = PurePath(text).name or text
-    return text
+        items = [_shown(v) for v in value]
+        return "[" + ",".join(t for t, _ in items) + "]", any(lossy for _, lossy in items)
+    text, cut = _shown_text(str(value))
+    if len(text) > MAX_VALUE:  # one long value must not hide the others
+        return text[:MAX_VALUE - 1] + "…", True
+    return text, cut
+
+
+def _shown_text(text: str) -> tuple[str, bool]:
+    if "://" in text:
+        from urllib.parse import urlsplit
+
+        try:
+            host = urlsplit(text).netloc.rpartition("@")[2]  # never the user:password part
+        except ValueError:
+            host = ""
+        if host:
+            return host, host != text
+    elif "/" in text:  # a path: its file name
+        name = PurePath(text).name or text
+        return name, name != text
+    return text, False
 
 
 def name_parts(public: Mapping[str, Any], keys: Iterable[str],
-               choices: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
-    """``[(key, shown value)]`` for each naming key, secrets and bookkeeping keys left out."""
+               choices: Mapping[str, Any] | None = None,
+               defaults: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
+    """``[(key, shown value)]`` for each naming key, secrets and bookkeeping keys left out
+    (``defaults``: the composed defaults; a key set to its default value is left out)."""
+    return [(k, shown) for k, shown, _, _ in _parts(public, keys, choices, defaults)]
+
+
+def _parts(public: Mapping[str, Any], keys: Iterable[str],
+           choices: Mapping[str, Any] | None = None,
+           defaults: Mapping[str, Any] | None = None, swept: bool = False
+           ) -> list[tuple[str, str, str, bool]]:
+    """``[(key, shown value, full value, shortened)]``: :func:`name_parts` with the values
+    unshortened. The files of a dataset (``dataset.cases=...``) are shown as its name,
+    once (shortened: the name does not say which files). ``swept``: the keys of a sweep,
+    each named even at its default value (every job shows every swept key)."""
     choices = choices or {}
-    out: list[tuple[str, str]] = []
+    if swept:
+        defaults, compare = None, defaults
+    else:
+        compare = defaults
+    out: list[tuple[str, str, str, bool]] = []
     seen: set[str] = set()
     for key in keys:
         key = override_key(key)
+        if key.startswith("dataset.") and compare is not None:
+            key = "dataset"  # the dataset's files and settings: its name says which
         if key in seen or key.split(".")[0].split("/")[0] in _NOT_NAMING:
             continue
         seen.add(key)
         if any(is_secret_key(part) for part in key.split(".")):
             continue
-        if key in choices and "." not in key:  # a config group: its chosen option
+        if key in choices and "." not in key and not (key == "dataset" and compare):
             choice = choices[key]
-            if choice is not None:
-                out.append((key, _show(choice)))
+            if choice is not None and not _is_default(defaults, key, choice, group=True):
+                shown, lossy = _shown(choice)
+                out.append((key, shown, repr(choice), lossy))
             continue
         found, value = _lookup(public, key)
         if not found or value == REDACTED:
+            continue
+        if key == "dataset" and isinstance(value, Mapping):
+            same = defaults is not None and all(
+                _lookup(defaults, f"dataset.{k}") == (True, v) for k, v in value.items())
+            if swept:
+                same = False
+            if not same:
+                out.append((key, _show(value.get("name")), repr(sorted(value.items())), True))
+            continue
+        if _is_default(defaults, key, value):
             continue
         if isinstance(value, Mapping):
             if "name" not in value:
                 continue
             value = value["name"]
-        out.append((key, _show(value)))
+        shown, lossy = _shown(value)
+        out.append((key, shown, repr(value), lossy))
     return out
+
+
+def _is_default(defaults: Mapping[str, Any] | None, key: str, value: Any,
+                group: bool = False) -> bool:
+    if defaults is None:
+        return False
+    found, default = _lookup(defaults, key)
+    if group and found and isinstance(default, Mapping):
+        return default.get("name") == value
+    return found and default == value
 
 
 def short_labels(keys: list[str]) -> dict[str, str]:
@@ -89,15 +161,39 @@ def short_labels(keys: list[str]) -> dict[str, str]:
     return {k: (lp if last.count(lp) == 1 else k) for k, lp in zip(keys, last)}
 
 
+def _leaves(node: Any, prefix: str = "") -> Iterable[str]:
+    if isinstance(node, Mapping):
+        for k, v in node.items():
+            yield from _leaves(v, f"{prefix}{k}.")
+    elif prefix:
+        yield prefix[:-1]
+
+
 def run_name(public: Mapping[str, Any], keys: Iterable[str],
-             choices: Mapping[str, Any] | None = None, limit: int = 200) -> str:
-    """``size=128 k=5``; ``defaults`` when nothing was set."""
-    parts = name_parts(public, keys, choices)
+             choices: Mapping[str, Any] | None = None, limit: int = MAX_NAME,
+             defaults: Mapping[str, Any] | None = None, swept: bool = False) -> str:
+    """``size=128 k=5``: the settings that differ from the composed ``defaults``, each by
+    its last part (whole when another setting shares it), a URL as its host, a file as its
+    base name; at most ``limit`` characters. When the name shows less than the settings
+    (a shortened value, an ambiguous label, a cut), a short hash of them all is appended,
+    so two runs that differ in any of them never share a name. ``defaults`` when nothing
+    was set. ``swept``: a sweep's job, named by every swept key, at its default or not."""
+    import hashlib
+
+    parts = _parts(public, keys, choices, defaults, swept)
     if not parts:
         return "defaults"
-    labels = short_labels([k for k, _ in parts])
-    name = " ".join(f"{labels[k]}={v}" for k, v in parts)
-    return name if len(name) <= limit else name[:limit - 1] + "…"
+    labels = short_labels([k for k, _, _, _ in parts])
+    lasts = [leaf.split(".")[-1] for leaf in _leaves(public)]
+    lossy = any(cut for _, _, _, cut in parts) or any(
+        labels[k] != k and lasts.count(labels[k]) > 1 for k, _, _, _ in parts)
+    name = " ".join(f"{labels[k]}={shown}" for k, shown, _, _ in parts)
+    if not lossy and len(name) <= limit:
+        return name
+    digest = hashlib.sha256("\n".join(f"{k}={full}" for k, _, full, _ in parts)
+                            .encode()).hexdigest()[:6]
+    room = limit - len(digest) - 2
+    return (name if len(name) <= room else name[:room - 1] + "…") + " #" + digest
 
 
 def sweep_name(keys: list[str]) -> str:

@@ -128,9 +128,11 @@ class AnthropicGenerator(Generator):
     @classmethod
     def llm_settings(cls, cfg: ModelGenCfg, run_cfg: Any) -> dict[str, Any]:
         """The LLM client settings when the generator is the only model user."""
+        from raglab.llm.prices import model_prices_of
+
         return dict(timeout_s=cfg.timeout_s, max_retries=cfg.max_retries,
                     concurrency=run_cfg.concurrency, mode="online", batch_poll_s=30.0,
-                    prices={cfg.model: dict(cfg.prices)} if cfg.prices else {})
+                    prices=model_prices_of(cfg, run_cfg))
 
     def routing(self) -> dict[str, Any]:
         """The backend (and its options, endpoint) of this generator's requests."""

@@ -34,10 +34,11 @@ from raglab.components import NO_CONTEXT, BuildContext, System
 from raglab.config import UNLISTED
 from raglab.data.finite import NotFiniteError
 from raglab.data.finite import loads as finite_loads
-from raglab.data.schema import ContractError, Strict, SystemOutput, accept_output
+from raglab.data.schema import Strict, SystemOutput
 from raglab.registry import register
 from raglab.secrets import clip_bytes
 from raglab.systems.base import SystemRequest
+from raglab.systems.outputs import AddedFieldsWarning, read_output
 
 
 class HttpSystemError(RuntimeError):
@@ -84,8 +85,7 @@ class HttpSystem(System):
         self._slots = threading.BoundedSemaphore(cfg.concurrency)
         self._run_deadline = (time.monotonic() + cfg.run_deadline_s
                               if cfg.run_deadline_s else None)
-        self._warned = False
-        self._warn_lock = threading.Lock()
+        self._warn_added = AddedFieldsWarning()
 
     def answer(self, req: SystemRequest) -> SystemOutput:
         body = req.as_json()
@@ -99,8 +99,7 @@ class HttpSystem(System):
                     data = self._request(body)
                 added: list[str] = []
                 out = self._parse_data(data, req.case_id, added)
-                if added:
-                    self._warn_added(added)
+                self._warn_added(added)
                 return out
             except _Retry as r:
                 if attempt >= self.cfg.retries:
@@ -181,44 +180,10 @@ class HttpSystem(System):
             raise requests.exceptions.ChunkedEncodingError("short body")
         return data
 
-    def _warn_added(self, added: list[str]) -> None:
-        """One line per run naming the fields the system added (kept, not refused)."""
-        import sys
-
-        with self._warn_lock:
-            if self._warned:
-                return
-            self._warned = True
-        print(f"raglab: warning: the system's answers carry fields the output contract does "
-              f"not name, kept in the record (on hits: in 'metadata'; on the output: in "
-              f"'extra'): {', '.join(added)}", file=sys.stderr, flush=True)
-
     @staticmethod
     def _parse_data(data: Any, case_id: str, added: list[str] | None = None) -> SystemOutput:
         """The validated output; the names of the fields the system added go to ``added``."""
-        from pydantic import ValidationError
-
-        from raglab.data.io import first_problem
-
-        if not isinstance(data, dict):
-            raise HttpSystemError("response is not a JSON object")
-        data.setdefault("case_id", case_id)
-        if data["case_id"] != case_id:
-            raise HttpSystemError(f"response is for case {data['case_id']!r}, not {case_id!r}")
-        try:
-            out, names = accept_output(data)
-        except ContractError as e:
-            raise HttpSystemError(f"response: {e}") from None
-        except ValidationError as e:  # named without the value (it may hold a secret)
-            p = first_problem(e, SystemOutput)
-            more = e.error_count() - 1
-            raise HttpSystemError(
-                f"response does not fit the output contract: "
-                f"{'field ' + repr(p.loc) + ': ' if p.loc else ''}{p.msg}"
-                f"{f' (and {more} more problem(s))' if more else ''}") from None
-        if added is not None:
-            added.extend(names)
-        return out
+        return read_output(data, case_id, "response", HttpSystemError, added)
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -11,10 +11,12 @@ from typing import Any, Literal
 from pydantic import Field
 
 from raglab.components import NO_CONTEXT, BuildContext, System
-from raglab.data.schema import Strict
+from raglab.data.schema import Strict, SystemOutput
 from raglab.errors import ConfigError
 from raglab.registry import register
 from raglab.secrets import clip
+from raglab.systems.base import SystemRequest
+from raglab.systems.outputs import AddedFieldsWarning, read_output
 
 
 class PythonSystemCfg(Strict):
@@ -29,7 +31,7 @@ class PythonSystem(System):
     object built is the user's own (``PythonSystem(cfg, ctx)`` returns it)."""
 
     def __new__(cls, cfg: PythonSystemCfg, ctx: BuildContext = NO_CONTEXT) -> Any:
-        return load_python_system(cfg.target, cfg.options)
+        return Tolerant(load_python_system(cfg.target, cfg.options))
 
     @classmethod
     def identity(cls, run_cfg: Any) -> dict[str, str]:
@@ -43,7 +45,7 @@ class PythonSystem(System):
         module_name = target.rpartition(".")[0]
         out = {"python_target": target}
         try:
-            _on_path()
+            on_path()
             spec = importlib.util.find_spec(module_name)
         except (ImportError, ValueError):
             return out
@@ -52,21 +54,34 @@ class PythonSystem(System):
         return out
 
 
+class Tolerant:
+    """The user's system, its answers read as http reads a response body: fields it adds
+    are kept (hits: ``metadata``; the output: ``extra``) with one warning per run, and a
+    named field with a wrong value fails that case with one line naming the field and the
+    case (:func:`raglab.systems.outputs.read_output`)."""
+
+    def __init__(self, system: Any):
+        self.system = system
+        self.blocking = getattr(system, "blocking", True)
+        self._warn = AddedFieldsWarning()
+
+    def answer(self, request: SystemRequest) -> SystemOutput:
+        added: list[str] = []
+        out = read_output(self.system.answer(request), request.case_id, added=added)
+        self._warn(added)
+        return out
+
+    def __getattr__(self, name: str) -> Any:  # anything else the user's object offers
+        if name == "system":
+            raise AttributeError(name)
+        return getattr(self.system, name)
+
+
 def load_python_system(target: str, options: dict):
     module_name, _, attr = target.rpartition(".")
     if not module_name:
         raise ConfigError(f"config system._target_: {target!r} is not 'package.module.factory'")
-    try:
-        module = _import(module_name)
-    except Exception as e:  # noqa: BLE001 - ImportError, or the module failed at import
-        hint = ""
-        if isinstance(e, ModuleNotFoundError) and e.name == module_name.split(".")[0]:
-            hint = (f" (looked in the working directory {os.getcwd()} and the installed "
-                    "packages; make it importable with PYTHONPATH=ITS_FOLDER or "
-                    "pip install -e ITS_PROJECT)")
-        raise ConfigError(f"config system._target_: cannot import {module_name!r}: "
-                          f"{type(e).__name__}: {clip(' '.join(str(e).split()), 300)}{hint}"
-                          ) from None
+    module = import_user_module(module_name, "config system._target_")
     factory = getattr(module, attr, None)
     if factory is None or not callable(factory):
         raise ConfigError(f"config system._target_: {module_name!r} has no callable {attr!r}")
@@ -82,14 +97,31 @@ def load_python_system(target: str, options: dict):
     return system
 
 
+def import_user_module(module_name: str, where: str) -> Any:
+    """The user's module, found as ``python -m`` finds it (the working directory first);
+    a ConfigError starting with ``where`` when it cannot be imported."""
+    try:
+        return _import(module_name)
+    except Exception as e:  # noqa: BLE001 - ImportError, or the module failed at import
+        hint = ""
+        if isinstance(e, ModuleNotFoundError) and e.name == module_name.split(".")[0]:
+            hint = (f" (looked in the working directory {os.getcwd()} and the installed "
+                    "packages; make it importable with PYTHONPATH=ITS_FOLDER or "
+                    "pip install -e ITS_PROJECT)")
+        raise ConfigError(f"{where}: cannot import {module_name!r}: "
+                          f"{type(e).__name__}: {clip(' '.join(str(e).split()), 300)}{hint}"
+                          ) from None
+
+
 def _import(module_name: str) -> Any:
     """The module, found as ``python -m`` finds it: the working directory first (the
     ``raglab`` script alone would look only in the installed packages)."""
-    _on_path()
+    on_path()
     return importlib.import_module(module_name)
 
 
-def _on_path() -> None:
+def on_path() -> None:
+    """The working directory on the import path (as ``python -m`` has it)."""
     cwd = os.getcwd()
     if cwd not in sys.path and "" not in sys.path:
         sys.path.insert(0, cwd)

@@ -99,13 +99,13 @@ class ReferenceSystem(System):
                           p.model_dump(), question, context_texts)
         hit = self.cache.get("generate", key)
         if hit is not None:
-            return _priced(hit, g)
+            return _priced(hit, g, self.cfg.llm.prices)
         t0 = time.perf_counter()
         value = self.generator.generate(question, context_texts)
         value.setdefault("latency_ms", (time.perf_counter() - t0) * 1000)
         self.cache.put("generate", key, value)
         self.work.add("generations")
-        return _priced(value, g)
+        return _priced(value, g, self.cfg.llm.prices)
 
     def answer(self, req: SystemRequest) -> SystemOutput:
         """The stage latencies are those measured when each stage was computed (a cached
@@ -144,15 +144,17 @@ class ReferenceSystem(System):
         return out
 
 
-def _priced(value: dict[str, Any], g: Any) -> dict[str, Any]:
-    """A generation with ``usage.cost_usd`` from its token counts and ``generator.prices``
-    (left out when the generator has no prices; the offline generator costs nothing)."""
+def _priced(value: dict[str, Any], g: Any, table: dict[str, Any]) -> dict[str, Any]:
+    """A generation with ``usage.cost_usd`` from its token counts and its model's prices
+    (``generator.prices``, else ``llm.prices``, else the shipped table; left out when the
+    model has none: an unknown cost; the offline generator costs nothing)."""
     if not hasattr(g, "prices"):
         return value
     from raglab.llm.client import cost_usd
+    from raglab.llm.prices import price_of
 
     usage = {k: v for k, v in (value.get("usage") or {}).items() if k != "cost_usd"}
-    cost = cost_usd(usage, g.prices, batch=False)
+    cost = cost_usd(usage, price_of(g.model, g.prices, table), batch=False)
     if cost is not None:
         usage["cost_usd"] = round(cost, 9)
     return {**value, "usage": usage}

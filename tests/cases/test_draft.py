@@ -292,8 +292,8 @@ def test_dry_run_prints_requests_and_cost_and_sends_nothing(tmp_path):
     from raglab.cases.draft import ClaudeDrafterCfg, estimate, plan
 
     with ANTHROPIC.server(handler=fake_drafter) as srv:
-        p = _draft(tmp_path, ANTHROPIC, srv, "n=10", "--dry-run", "drafter.prices.input=3",
-                   "drafter.prices.output=15", "drafter.max_tokens=500")
+        p = _draft(tmp_path, ANTHROPIC, srv, "n=10", "--dry-run", "+drafter.prices.input=3",
+                   "+drafter.prices.output=15", "drafter.max_tokens=500")
         assert p.returncode == 0, p.stderr
         assert ANTHROPIC.requests(srv) == []
     assert not (tmp_path / "drafts.jsonl").exists()

@@ -54,7 +54,7 @@ def test_a_leaking_candidate_is_no_go(runs, tmp_path):
     assert rec["baseline"]["dataset"]["cases_sha256"] == rec["candidate"]["dataset"]["cases_sha256"]
     assert rec["baseline"]["dataset"]["corpus_sha256"]
     # the files that replaced the demo's are named as such, relative to the record
-    assert rec["baseline"]["dataset"]["name"] == "custom"
+    assert rec["baseline"]["dataset"]["name"] == "cases"  # after its cases file
     assert not Path(rec["baseline"]["dataset"]["cases"]).is_absolute()
     assert (study / rec["baseline"]["dataset"]["cases"]).resolve() == \
         (runs["root"] / "cases.jsonl").resolve()
@@ -182,3 +182,19 @@ def test_an_mlflow_candidate_gets_the_decision_tag(tmp_path):
     assert any(a.endswith("-default.md") for a in arts)
     rec, _ = _record(tmp_path / "study")
     assert rec["candidate"]["mlflow_run_id"] == ids[1] and rec["candidate"]["run_dir"] is None
+
+
+def test_a_gate_set_of_your_own_in_the_working_directorys_conf(runs, tmp_path):
+    """Issue 32 item 5: ``conf/gates/NAME.yaml`` in the working directory is ``gates=NAME``
+    without any flag, as ``conf/dataset/NAME.yaml`` is ``dataset=NAME`` for a run."""
+    shipped = Path(__file__).resolve().parents[2] / "conf" / "gates" / "default.yaml"
+    (tmp_path / "conf" / "gates").mkdir(parents=True)
+    (tmp_path / "conf" / "gates" / "mine.yaml").write_text(shipped.read_text())
+    study = tmp_path / "study"
+    proc = run_cli("decide", str(runs["base"]), str(runs["leaky"]), "gates=mine",
+                   "--study", str(study), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr  # the leaky candidate: NO-GO, as with default
+    rec, _ = _record(study, "mine")
+    assert rec["decision"] == "NO-GO"
+    assert run_cli("decide", str(runs["base"]), str(runs["leaky"]), "gates=nosuch",
+                   "--study", str(study), cwd=tmp_path).returncode == 2

@@ -363,6 +363,7 @@ def test_closed_client_refuses(fake_api):
 # -- the run's client --------------------------------------------------------------------
 
 def _cfg(grader: str, generator: str = "anthropic"):
+    from raglab.config import LLMCfg
     from raglab.graders.claude import ClaudeGraderCfg
     from raglab.graders.heuristic import HeuristicGraderCfg
     from raglab.systems.generators import AnthropicGenCfg, ExtractiveGenCfg
@@ -370,6 +371,7 @@ def _cfg(grader: str, generator: str = "anthropic"):
 
     class Cfg:
         concurrency = 3
+        llm = LLMCfg()
         system = ReferenceSystemCfg(name="reference")
 
     cfg = Cfg()

@@ -49,6 +49,7 @@ def test_both_backends_through_one_client(monkeypatch, tmp_path):
 
 
 def test_run_client_for_an_openai_judge(tmp_path):
+    from raglab.config import LLMCfg
     from raglab.graders.openai import OpenAIGraderCfg
     from raglab.runner.components import llm_client
     from raglab.systems.generators import AnthropicGenCfg
@@ -56,6 +57,7 @@ def test_run_client_for_an_openai_judge(tmp_path):
 
     class Cfg:
         concurrency = 3
+        llm = LLMCfg()
         system = ReferenceSystemCfg(name="reference")
         grader = OpenAIGraderCfg(name="openai", model="llama3.1", prompts="x", concurrency=5,
                                  timeout_s=9, max_retries=1, base_url="http://localhost:1/v1",

@@ -120,3 +120,45 @@ def test_accept_output_keeps_added_fields_and_the_strict_path_is_unchanged():
         accept_output({"case_id": "c", "a": 2, "extra": {"a": 1}})
     with pytest.raises(ContractError, match="'metadata' must be an object"):
         accept_output({"case_id": "c", "candidates": [{"doc_id": "d", "metadata": 3, "y": 1}]})
+
+
+PY_SYSTEM = '''
+from tests.systems.test_added_fields import _answer
+
+def make(options):
+    class Adds:
+        def answer(self, request):
+            return _answer(request.case_id)
+    return Adds()
+'''
+
+
+def test_python_system_fields_of_its_own_are_kept_as_http_keeps_them(tiny, tmp_path):
+    """Issue 32 item 4: a dict a python system returns is read as an http body is: added
+    fields kept with one warning; a named field with a wrong value is one line naming the
+    field and the case, not a pydantic dump."""
+    import os
+    from pathlib import Path
+
+    corpus, cases = tiny
+    (tmp_path / "adds_fields.py").write_text(PY_SYSTEM, encoding="utf-8")
+    out = tmp_path / "run"
+    root = str(Path(__file__).resolve().parents[2])
+    proc = run_cli("run", *BASE, f"hydra.run.dir={out}", f"cache_dir={tmp_path / 'c'}",
+                   f"dataset.corpus={corpus}", f"dataset.cases={cases}", "system=python",
+                   "system._target_=adds_fields.make", cwd=tmp_path,
+                   env={"PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])})
+    assert proc.returncode == 0, proc.stderr
+    recs = _records(out)
+    t1 = recs["t-1"]
+    assert t1["error"] is None
+    assert t1["output"]["extra"] == {"trace_id": "tr-t-1"}
+    assert t1["output"]["candidates"][0]["metadata"] == {"chunk_id": 7, "section": "Refunds"}
+    assert t1["metrics"]["candidate.mrr"] == 1.0
+    assert "'chunk_id' is also in its 'metadata'" in recs["t-3"]["error"]
+    err = recs["t-4"]["error"]
+    assert "case 't-4'" in err and "field 'answer'" in err and "string" in err
+    assert "validation error" not in err and "pydantic" not in err and "\n" not in err
+    warnings = [x for x in proc.stderr.splitlines() if "output contract does not name" in x]
+    assert len(warnings) == 1, proc.stderr
+    assert "candidates[].chunk_id" in warnings[0] and "trace_id" in warnings[0]

@@ -1,0 +1,230 @@
+"""What the adapters of a framework's pipeline share (``system=langchain``,
+``system=llamaindex``): the user's factory (``system.factory=MODULE:FUNCTION``, the module
+found as ``system=python`` finds it), the plain dict of configuration sections it is called
+with, an index built once per sweep (:func:`build_once`), and hits made from a framework's
+documents.
+
+The factory is called with ``{"chunker": {...}, "embedder": {...}, "reranker": {...},
+"k": 5, "candidate_depth": 50, "context_token_budget": 1500, "prompt": {...},
+"generator": {...}, "options": {...}}`` (``options``: ``+system.options.KEY=VALUE``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import os
+import threading
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from raglab.data.schema import Strict
+from raglab.errors import ConfigError
+from raglab.secrets import clip
+
+
+class FactoryCfg(Strict):
+    """The settings every framework adapter has."""
+
+    factory: str = Field(description=(
+        "MODULE:FUNCTION, the function that builds your pipeline from the run's "
+        "configuration sections (the module found in the working directory first)"))
+    options: dict[str, Any] = Field(default_factory=dict, description=(
+        "your own settings, passed to the factory as config['options'] (add one with "
+        "+system.options.KEY=VALUE)"))
+    doc_id_field: str = Field("doc_id", min_length=1, description=(
+        "the metadata key holding a document's corpus id (then 'source' is tried)"))
+
+    @field_validator("factory")
+    @classmethod
+    def _module_colon_function(cls, v: str) -> str:
+        module, sep, attr = v.partition(":")
+        if not sep or not module or not attr.isidentifier():
+            raise ValueError(f"factory {v!r} is not 'MODULE:FUNCTION' (for example "
+                             "my_rag:build)")
+        return v
+
+
+def factory_config(run_cfg: Any) -> dict[str, Any]:
+    """The plain dict the factory is called with (a fresh copy)."""
+    sections = json.loads(json.dumps(run_cfg.system_sections(), default=str))
+    sections["options"] = json.loads(json.dumps(run_cfg.system.options, default=str))
+    return sections
+
+
+def call_factory(what: str, target: str, config: dict[str, Any], work: Any = None) -> Any:
+    """The user's pipeline: ``FUNCTION(config)`` of ``MODULE`` (one line when it cannot be
+    imported or raises). Indexes built through :func:`build_once` count as ``index_builds``
+    of ``work``."""
+    from raglab.systems.python import import_user_module
+
+    module_name, _, attr = target.partition(":")
+    where = f"config {what}.factory"
+    module = import_user_module(module_name, where)
+    factory = getattr(module, attr, None)
+    if factory is None or not callable(factory):
+        raise ConfigError(f"{where}: {module_name!r} has no callable {attr!r}")
+    token = _WORK.set(work)
+    try:
+        return factory(config)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's factory failed: one line
+        raise ConfigError(f"{where}: {target}(config) raised {type(e).__name__}: "
+                          f"{clip(' '.join(str(e).split()), 300)}") from None
+    finally:
+        _WORK.reset(token)
+
+
+def factory_identity(target: str) -> dict[str, str]:
+    """The factory and the SHA-256 of its module's source (nothing imported)."""
+    import importlib.util
+
+    from raglab.data.dataset import file_sha256
+    from raglab.systems.python import on_path
+
+    out = {"factory": target}
+    try:
+        on_path()
+        spec = importlib.util.find_spec(target.partition(":")[0])
+    except (ImportError, ValueError):
+        return out
+    if spec is not None and spec.origin and os.path.isfile(spec.origin):
+        out["factory_source_sha256"] = file_sha256(Path(spec.origin))
+    return out
+
+
+def require(what: str, module: str, extra: str) -> None:
+    """A ConfigError naming the extra when the framework is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(f"system={what} needs {module.split('.')[0]}: "
+                          f"pip install 'raglab[{extra}]'")
+
+
+# ---- an index built once for the jobs of a sweep that share what it depends on ----------
+_WORK: contextvars.ContextVar[Any] = contextvars.ContextVar("raglab_factory_work",
+                                                             default=None)
+_BUILT: dict[str, Any] = {}
+_BUILDING: dict[str, threading.Lock] = {}
+_LOCK = threading.Lock()
+#: the most indexes kept (the oldest is let go first)
+MAX_KEPT = 8
+
+
+def build_once(key: Any, build: Callable[[], Any]) -> Any:
+    """``build()``, or what it returned before in this process for the same ``key`` (any
+    JSON-able value: what the index depends on, such as ``config["chunker"]`` and
+    ``config["embedder"]``). A factory calls it for its index, so the jobs of a sweep over
+    ``k`` share one index and a sweep over ``chunker.size`` x ``k`` builds one per size. The
+    jobs of a sweep run one after another in one process (Hydra's basic launcher); jobs
+    in parallel processes build their own. Each build counts as one ``index_builds``."""
+    text = json.dumps(key, sort_keys=True, default=str)
+    with _LOCK:
+        if text in _BUILT:
+            return _BUILT[text]
+        lock = _BUILDING.setdefault(text, threading.Lock())
+    with lock:
+        with _LOCK:
+            if text in _BUILT:
+                return _BUILT[text]
+        value = build()
+        work = _WORK.get()
+        if work is not None:
+            work.add("index_builds")
+        with _LOCK:
+            _BUILT[text] = value
+            while len(_BUILT) > MAX_KEPT:
+                del _BUILT[next(iter(_BUILT))]
+            _BUILDING.pop(text, None)
+        return value
+
+
+# ---- hits from a framework's documents ---------------------------------------------------
+def json_safe(value: Any) -> Any:
+    """A metadata value as JSON can hold it (anything else as its text)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else str(value)
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return str(value)
+
+
+def make_hit(metadata: Mapping[str, Any], text: str, doc_id_field: str,
+             fallback_id: str | None = None, start: Any = None, end: Any = None,
+             score: Any = None) -> dict[str, Any]:
+    """A hit: ``doc_id`` from ``metadata[doc_id_field]``, else ``metadata["source"]``, else
+    ``fallback_id``; a document with none fails its case (ValueError naming the key)."""
+    doc_id = metadata.get(doc_id_field)
+    if not isinstance(doc_id, str) or not doc_id:
+        doc_id = metadata.get("source")
+    if not isinstance(doc_id, str) or not doc_id:
+        doc_id = fallback_id
+    if not isinstance(doc_id, str) or not doc_id:
+        raise ValueError(f"a retrieved document has no corpus id: its metadata lacks "
+                         f"{doc_id_field!r} (system.doc_id_field) and 'source'")
+    hit: dict[str, Any] = {"doc_id": doc_id, "text": text}
+    if isinstance(start, int) and not isinstance(start, bool) and start >= 0:
+        hit["start"] = start
+        hit["end"] = end if isinstance(end, int) and end >= start else start + len(text)
+    if isinstance(score, (int, float)) and not isinstance(score, bool) and score == score:
+        hit["score"] = float(score)
+    rest = {k: json_safe(v) for k, v in metadata.items()
+            if k not in (doc_id_field, "source", "start_index", "score")}
+    if rest:
+        hit["metadata"] = rest
+    return hit
+
+
+class StageClock:
+    """Per-stage latencies of one answer, from a framework's callbacks (start/end by run
+    or event id); several calls of one stage add up."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._now = time.perf_counter
+        self._open: dict[Any, tuple[str, float]] = {}
+        self.ms: dict[str, float] = {}
+        self.usage: dict[str, float] = {}
+        self.model: str | None = None
+
+    def start(self, stage: str, run_id: Any) -> None:
+        self._open[run_id] = (stage, self._now())
+
+    def end(self, run_id: Any) -> None:
+        found = self._open.pop(run_id, None)
+        if found is not None:
+            stage, t0 = found
+            self.ms[stage] = round(self.ms.get(stage, 0.0) + (self._now() - t0) * 1000, 3)
+
+    def add_usage(self, input_tokens: Any, output_tokens: Any) -> None:
+        for name, n in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+            if isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 0:
+                self.usage[name] = self.usage.get(name, 0) + n
+
+
+class SaidOnce:
+    """A note printed once per run."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._said = False
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        import sys
+
+        with self._lock:
+            if self._said:
+                return
+            self._said = True
+        print(f"raglab: note: {self.text}", file=sys.stderr, flush=True)

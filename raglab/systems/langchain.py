@@ -1,0 +1,197 @@
+"""LangChain adapter: ``system=langchain system.factory=MODULE:FUNCTION``.
+
+The factory is called with the run's configuration sections as a plain dict
+(:func:`raglab.systems.factory.factory_config`) and returns either a retriever (a
+``BaseRetriever``: retrieval metrics only; the generation metrics do not apply, said once)
+or a runnable whose output maps ``answer`` and ``context`` (a list of ``Document``), the
+shape of LangChain's retrieval-chain recipes. The runnable is invoked with the question, or
+with ``{system.input_field: question}`` when that is set (``create_retrieval_chain`` expects
+``input``). Hits: ``doc_id`` from ``metadata[system.doc_id_field]`` (then ``source``),
+``text`` from ``page_content``, ``start`` from ``metadata["start_index"]`` (a splitter's
+``add_start_index``), ``score`` from ``metadata["score"]``. Candidates are the documents
+the chain's retrievers returned (seen through a callback handler), the context what the
+chain's output says. Usage tokens and the chat model's name come from the responses'
+metadata; latencies per stage (``retrieve``, ``generate``) from the callbacks' timings.
+langchain-core is imported only when this system is built (``pip install
+'raglab[langchain]'``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from raglab.components import NO_CONTEXT, BuildContext, System
+from raglab.errors import ConfigError
+from raglab.registry import register
+from raglab.systems.base import SystemRequest
+from raglab.systems.factory import (
+    FactoryCfg,
+    SaidOnce,
+    StageClock,
+    call_factory,
+    factory_config,
+    factory_identity,
+    make_hit,
+    require,
+)
+from raglab.systems.outputs import AddedFieldsWarning, read_output
+
+
+class LangChainSystemCfg(FactoryCfg):
+    name: Literal["langchain"]
+    input_field: str | None = Field(None, description=(
+        "invoke the runnable with {input_field: question} (create_retrieval_chain: input); "
+        "null: with the question itself"))
+    answer_field: str = Field("answer", min_length=1, description=(
+        "the key of the runnable's output holding the answer"))
+    context_field: str = Field("context", min_length=1, description=(
+        "the key of the runnable's output holding the context Documents"))
+
+
+@register("system", "langchain", config=LangChainSystemCfg)
+class LangChainSystem(System):
+    """The user's LangChain retriever or retrieval chain, built by their factory."""
+
+    def __init__(self, cfg: LangChainSystemCfg, ctx: BuildContext = NO_CONTEXT):
+        require("langchain", "langchain_core", "langchain")
+        from langchain_core.retrievers import BaseRetriever
+        from langchain_core.runnables import Runnable
+
+        self.cfg = cfg
+        self.ctx = ctx
+        built = call_factory("system", cfg.factory, factory_config(ctx.run), ctx.work)
+        if not isinstance(built, (BaseRetriever, Runnable)):
+            raise ConfigError(f"config system.factory: {cfg.factory} returned a "
+                              f"{type(built).__name__}, not a LangChain retriever or runnable")
+        self.pipeline: Any = built
+        self.retriever_only = isinstance(built, BaseRetriever)
+        self._retrieval_note = SaidOnce(
+            "the factory returned a retriever: retrieval metrics only (the generation "
+            "metrics do not apply; return a retrieval chain to score answers)")
+        self._warn_added = AddedFieldsWarning()
+
+    @classmethod
+    def preflight(cls, run_cfg: Any) -> None:
+        require("langchain", "langchain_core", "langchain")
+
+    @classmethod
+    def identity(cls, run_cfg: Any) -> dict[str, str]:
+        return factory_identity(run_cfg.system.factory)
+
+    def answer(self, req: SystemRequest) -> Any:
+        clock = StageClock()
+        handler = _handler(clock)
+        config: Any = {"callbacks": [handler]}
+        cfg = self.cfg
+        if self.retriever_only:
+            self._retrieval_note()
+            docs = self.pipeline.invoke(req.question, config=config)
+            hits = [self._hit(d) for d in docs]
+            out: dict[str, Any] = {"case_id": req.case_id, "candidates": hits,
+                                   "context": hits, "answer": None}
+        else:
+            arg = {cfg.input_field: req.question} if cfg.input_field else req.question
+            result = self.pipeline.invoke(arg, config=config)
+            answer, context = self._read(result, handler.retrieved)
+            retrieved = handler.retrieved if handler.retrieved else context
+            out = {"case_id": req.case_id, "candidates": [self._hit(d) for d in retrieved],
+                   "context": [self._hit(d) for d in context], "answer": answer}
+        out["latency_ms"] = dict(clock.ms)
+        out["usage"] = dict(clock.usage)
+        if clock.model:
+            out["model"] = clock.model
+        added: list[str] = []
+        output = read_output(out, req.case_id, added=added)
+        self._warn_added(added)
+        return output
+
+    def _read(self, result: Any, retrieved: list) -> tuple[str | None, list]:
+        """(answer, context Documents) of the runnable's output."""
+        cfg = self.cfg
+        if isinstance(result, dict):
+            if cfg.answer_field not in result:
+                raise ValueError(f"the chain's output has no {cfg.answer_field!r} key "
+                                 f"(system.answer_field; it has: {', '.join(map(str, result))})")
+            answer = _text(result[cfg.answer_field])
+            context = result.get(cfg.context_field)
+            if context is None:
+                context = retrieved
+            if not isinstance(context, list):
+                raise ValueError(f"the chain's output {cfg.context_field!r} is a "
+                                 f"{type(context).__name__}, not a list of Documents")
+            return answer, context
+        return _text(result), retrieved
+
+    def _hit(self, doc: Any) -> dict[str, Any]:
+        meta = getattr(doc, "metadata", None)
+        text = getattr(doc, "page_content", None)
+        if not isinstance(meta, dict) or not isinstance(text, str):
+            raise ValueError(f"the context holds a {type(doc).__name__}, not a LangChain "
+                             "Document")
+        # (not the vector store's own document id: that is no corpus id)
+        return make_hit(meta, text, self.cfg.doc_id_field, start=meta.get("start_index"),
+                        score=meta.get("score"))
+
+
+def _text(value: Any) -> str | None:
+    """An answer as text (a message's content; None stays None)."""
+    if value is None or isinstance(value, str):
+        return value
+    content = getattr(value, "content", None)
+    if isinstance(content, str):
+        return content
+    raise ValueError(f"the chain's answer is a {type(value).__name__}, not text")
+
+
+def _handler(clock: StageClock) -> Any:
+    """A callback handler timing the retrievers and models of one invocation, keeping the
+    retrieved documents and the models' token usage (langchain-core imported here)."""
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class _Timings(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.retrieved: list = []
+
+        def on_retriever_start(self, serialized, query, *, run_id, **kw):
+            clock.start("retrieve", run_id)
+
+        def on_retriever_end(self, documents, *, run_id, **kw):
+            clock.end(run_id)
+            self.retrieved.extend(documents)
+
+        def on_chat_model_start(self, serialized, messages, *, run_id, **kw):
+            clock.start("generate", run_id)
+
+        def on_llm_start(self, serialized, prompts, *, run_id, **kw):
+            clock.start("generate", run_id)
+
+        def on_llm_end(self, response, *, run_id, **kw):
+            clock.end(run_id)
+            llm_output = response.llm_output or {}
+            counted = False
+            for gens in response.generations:
+                for g in gens:
+                    msg = getattr(g, "message", None)
+                    usage = getattr(msg, "usage_metadata", None)
+                    if usage:
+                        clock.add_usage(usage.get("input_tokens"), usage.get("output_tokens"))
+                        counted = True
+                    model = (getattr(msg, "response_metadata", None) or {}).get("model_name")
+                    if isinstance(model, str) and model:
+                        clock.model = model
+            tokens = llm_output.get("token_usage") or {}
+            if not counted and tokens:
+                clock.add_usage(tokens.get("prompt_tokens"), tokens.get("completion_tokens"))
+            model = llm_output.get("model_name")
+            if isinstance(model, str) and model and clock.model is None:
+                clock.model = model
+
+        def on_llm_error(self, error, *, run_id, **kw):
+            clock.end(run_id)
+
+        def on_retriever_error(self, error, *, run_id, **kw):
+            clock.end(run_id)
+
+    return _Timings()
