@@ -22,7 +22,9 @@ normalised quote occurs in the normalised hit text, or aligns with it at
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
@@ -36,6 +38,9 @@ class GoldItem(NamedTuple):
     grade: float
     is_span: bool
     text: str  # the quote (or the span's text), used only when a hit cannot be placed
+
+
+_doc_id = operator.itemgetter("doc_id")
 
 
 def hit_span(hit: Mapping, doc_text: str | None) -> tuple[int, int] | None:
@@ -66,7 +71,8 @@ def judge_hits(hits: Sequence[Mapping], gold: Sequence[GoldItem],
     found: set[int] = set()
     parts: dict[int, list[tuple[int, int]]] = {}  # pieces of a quote not yet found
     # Only hits from a gold document can hold evidence: visit just those.
-    for r in [r for r, h in enumerate(hits) if h["doc_id"] in by_doc]:
+    for r in list(itertools.compress(range(len(hits)), map(by_doc.__contains__,
+                                                          map(_doc_id, hits)))):
         hit = hits[r]
         idx = by_doc[hit["doc_id"]]
         s, e = hit.get("start"), hit.get("end")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import math
+import operator
 import time
 from typing import Any
 
@@ -188,13 +189,25 @@ def check_spans(output: dict[str, Any], ds: Dataset) -> None:
     """A hit's span must be a forward range inside its document (when the corpus has it)."""
     lengths = ds.doc_lengths
     for stage in ("candidates", "context"):
-        for h in output.get(stage) or ():  # (one plain loop: twice as fast as min over maps)
+        hits = output.get(stage) or ()
+        if not hits:
+            continue
+        starts, ends = list(map(_start, hits)), list(map(_end, hits))
+        if None not in starts and None not in ends:  # every hit has its span: in bulk
+            limits: Any = map(lengths.get, map(_doc_id, hits), ends)  # (a length, or end)
+            if not (all(map(operator.le, starts, ends)) and all(map(operator.le, ends, limits))):
+                _span_error(output, ds, stage)
+            continue
+        for h in hits:  # (one plain loop: twice as fast as min over maps)
             start, end = h["start"], h["end"]
             if start is None or end is None:
                 if start is not end:  # half a span
                     _span_error(output, ds, stage)
             elif end < start or end > lengths.get(h["doc_id"], end):
                 _span_error(output, ds, stage)
+
+
+_doc_id, _start, _end = (operator.itemgetter(k) for k in ("doc_id", "start", "end"))
 
 
 def _span_error(output: dict[str, Any], ds: Dataset, stage: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import operator
 import os
 import time
 from collections.abc import Callable
@@ -48,7 +49,7 @@ def judge_output(case: Case, output: dict[str, Any], dataset: Dataset,
     corpus = dataset.corpus
     for stage in ("candidates", "context"):
         hits = output.get(stage, [])
-        ids = {hit["doc_id"] for hit in hits}  # each document looked up once
+        ids = set(map(_doc_id, hits))  # each document looked up once
         unknown.update(d for d in ids if d not in corpus)
         hidden = {d for d in ids & dataset.restricted if not may_see(corpus[d].acl, case.user)}
         if hidden:
@@ -59,6 +60,8 @@ def judge_output(case: Case, output: dict[str, Any], dataset: Dataset,
     judged["unknown_docs"] = sorted(set(unknown))
     return judged
 
+
+_doc_id = operator.itemgetter("doc_id")
 
 #: a record writer fsyncs at most this often (and when it closes)
 FSYNC_INTERVAL_S = 1.0

@@ -2,8 +2,12 @@
 
 Every line is validated when the system is built (a bad line is a usage error naming the
 file, line and case id, before any work). A file up to ``KEEP_PARSED_BYTES`` is kept parsed
-in memory; a larger one is indexed (case id -> byte range) and each line parsed again when its
-case is scored, so memory stays bounded whatever the size of the file.
+in memory; a larger one is indexed (case id -> byte range) and each line read again when its
+case is scored, so memory stays bounded whatever the size of the file. A line read again was
+validated already: it is parsed as plain JSON and taken as the model's dump would give it
+(:func:`as_dumped`: defaults filled, fields in order), unless the validation converted one of
+its values (then, and for lines that took the slow way, it is validated again); a file that
+changed after it was checked fails the cases still to score.
 
 A replayed line with a bad value (NaN, Infinity, a lone surrogate) fails its own case with
 that error, and the run goes on; a line that is not JSON, or not a SystemOutput, is refused
@@ -16,10 +20,13 @@ directly; only the others take the slower way.
 from __future__ import annotations
 
 import json
+import operator
+import os
 from collections.abc import Iterator
 from typing import Any, Literal
 
 from pydantic import ValidationError
+from pydantic_core import from_json
 
 from raglab.components import NO_CONTEXT, BuildContext, System
 from raglab.data.dataset import resolve_path
@@ -27,7 +34,7 @@ from raglab.data.finite import NotFiniteError, may_escape_surrogate
 from raglab.data.finite import check as check_finite
 from raglab.data.finite import loads as finite_loads
 from raglab.data.io import MAX_LINE_BYTES, check_readable_file, parse_model, shallow_loads
-from raglab.data.schema import ContractError, Strict, SystemOutput, accept_output
+from raglab.data.schema import Citation, ContractError, Hit, Strict, SystemOutput, accept_output
 from raglab.errors import UserError
 from raglab.registry import register
 from raglab.systems.base import SystemRequest, ValidatedOutput
@@ -69,6 +76,7 @@ class ReplaySystem(System):
         keep = p.stat().st_size <= KEEP_PARSED_BYTES
         self.outputs: dict[str, dict[str, Any]] = {}
         self.index: dict[str, tuple[int, int]] = {}
+        self.slow: set[str] = set()  # indexed lines that took the slow way when checked
         self.bad: dict[str, str] = {}  # case id -> the refused value's message
         self.warnings: list[str] = []
         seen: dict[str, int] = {}  # case id -> its line
@@ -82,7 +90,7 @@ class ReplaySystem(System):
                     raw, start = raw[len(_BOM):], start + len(_BOM)
                 if not raw or raw.isspace():  # (no copy of a long line, as strip() makes)
                     continue
-                out = self._parse(raw, lineno)
+                out, fast = self._parse(raw, lineno)
                 cid = out.case_id
                 if cid in seen:
                     raise UserError("duplicate case_id in replay file", file=self.path,
@@ -92,9 +100,13 @@ class ReplaySystem(System):
                     self.bad[cid] = f"{self.path}:{lineno}: {out.message}"
                 elif keep:
                     self.outputs[cid] = out.model_dump()
-                else:  # checked; parsed again when its case is scored
+                else:  # checked; read again when its case is scored
                     self.index[cid] = (start, len(raw))
+                    if not fast:
+                        self.slow.add(cid)
         self._fh = None if keep else open(p, "rb")
+        # the file as checked: an indexed line is read again only while it is unchanged
+        self._stat = None if keep else _file_state(self._fh)
         if not seen:
             raise UserError("empty replay file: no JSON lines", file=self.path)
         if dataset is not None:
@@ -111,8 +123,9 @@ class ReplaySystem(System):
                 "kept in the record (on hits: in 'metadata'; on the output: in 'extra'): "
                 + ", ".join(sorted(self.added)))
 
-    def _parse(self, raw: bytes, lineno: int) -> SystemOutput | _Bad:
-        """The line's output, or _Bad (a value that fails its case)."""
+    def _parse(self, raw: bytes, lineno: int) -> tuple[SystemOutput | _Bad, bool]:
+        """The line's output, or _Bad (a value that fails its case), and whether the line
+        took the fast way (pydantic's JSON reader, no field of its own)."""
         # pydantic's JSON reader accepts lone surrogates (and NaN in a hit's free-form
         # metadata), so a line that may hold one goes the slow way, which finds them
         if not may_escape_surrogate(raw):
@@ -125,10 +138,10 @@ class ReplaySystem(System):
                     for h in (*out.candidates, *out.context):
                         if h.metadata:
                             check_finite(h.metadata)
-                    return out
+                    return out, True
                 except NotFiniteError:
                     pass
-        return _slow_parse(raw, self.path, lineno, self.added)
+        return _slow_parse(raw, self.path, lineno, self.added), False
 
     def answer(self, req: SystemRequest) -> ValidatedOutput:
         if req.case_id in self.bad:
@@ -138,16 +151,91 @@ class ReplaySystem(System):
         if out is None and req.case_id in self.index:
             start, size = self.index[req.case_id]
             assert self._fh is not None  # an indexed file is kept open
+            if _file_state(self._fh) != self._stat:
+                raise ReplayedValueError(f"{self.path} changed after it was checked; run "
+                                         "again")
             self._fh.seek(start)
             line = self._fh.read(size)
-            try:
-                out = SystemOutput.model_validate_json(line).model_dump()
-            except ValidationError:  # checked when built: a line with fields of its own
-                out = accept_output(finite_loads(line.decode("utf-8"),
-                                                 from_utf8=True))[0].model_dump()
+            # validated by the one output schema when the system was built: its JSON is
+            # what the model's dump gives once defaults are filled, unless a value was
+            # coerced (then it is validated again, as are lines that took the slow way)
+            out = None if req.case_id in self.slow else as_dumped(from_json(line))
+            if out is None:
+                try:
+                    out = SystemOutput.model_validate_json(line).model_dump()
+                except ValidationError:  # checked when built: a line with fields of its own
+                    out = accept_output(finite_loads(line.decode("utf-8"),
+                                                     from_utf8=True))[0].model_dump()
         if out is None:
             raise LookupError(f"no output for this case in {self.path}")
         return ValidatedOutput(out)
+
+
+def _file_state(fh: Any) -> tuple[int, int]:
+    """The size and modification time of an open file (what a change to it moves)."""
+    st = os.fstat(fh.fileno())
+    return st.st_size, st.st_mtime_ns
+
+
+#: each model's fields in order, with their defaults (as ``model_dump`` gives them)
+_OUT_FIELDS = ("case_id", "candidates", "context", "answer", "citations", "latency_ms",
+               "usage")
+_OUT_DEFAULTS: dict[str, Any] = {"candidates": list, "context": list, "answer": lambda: None,
+                                 "citations": list, "latency_ms": dict, "usage": dict}
+_HIT_FIELDS = tuple(Hit.model_fields)
+_HIT_DEFAULTS = tuple(f.default for f in Hit.model_fields.values())
+_CITATION_FIELDS = tuple(Citation.model_fields)
+_NONE_EXCLUDED = ("model", "extra")  # left out of the dump when None
+assert _OUT_FIELDS + _NONE_EXCLUDED == tuple(SystemOutput.model_fields)
+assert _HIT_FIELDS == ("doc_id", "text", "score", "start", "end", "metadata")
+assert _CITATION_FIELDS == ("sentence", "context")
+_MISSING = object()
+_score = operator.itemgetter("score")
+_SCORE_TYPES = frozenset({float, type(None)})
+
+
+def as_dumped(obj: Any) -> dict[str, Any] | None:
+    """The JSON of a line that :class:`SystemOutput` validated (extra fields forbidden) as
+    ``model_dump`` of that model gives it: the same keys in the same order, defaults
+    filled, or None when the validation changed a value (a whole number or a string given
+    for a float, a ``model`` or ``extra`` given as null): the line is then validated again.
+    """
+    if type(obj) is not dict or "case_id" not in obj:
+        return None
+    out: dict[str, Any] = {}
+    for k in _OUT_FIELDS:
+        v = obj.get(k, _MISSING)
+        out[k] = _OUT_DEFAULTS[k]() if v is _MISSING else v
+    for k in _NONE_EXCLUDED:
+        if k in obj:
+            if obj[k] is None:
+                return None
+            out[k] = obj[k]
+    for k in ("latency_ms", "usage"):
+        for v in out[k].values():
+            if type(v) is not float:
+                return None
+    full, head = _HIT_FIELDS, _HIT_FIELDS[:-1]
+    for stage in ("candidates", "context"):
+        hits = out[stage]
+        if not hits:
+            continue
+        shapes = set(map(tuple, hits))  # each hit's keys, in order
+        if shapes != {full}:
+            if shapes == {head}:  # (the usual case: no metadata, the last field)
+                for h in hits:
+                    h["metadata"] = None
+            else:
+                out[stage] = hits = [h if tuple(h) == full else
+                                     {k: h.get(k, d) for k, d in zip(full, _HIT_DEFAULTS)}
+                                     for h in hits]
+        if not set(map(type, map(_score, hits))) <= _SCORE_TYPES:  # a coerced score
+            return None
+    cites = out["citations"]
+    for i, c in enumerate(cites):
+        if tuple(c) != _CITATION_FIELDS:
+            cites[i] = {"sentence": c["sentence"], "context": c.get("context", [])}
+    return out
 
 
 def _raw_lines(fh: Any) -> Iterator[tuple[int, bytes]]:

@@ -291,6 +291,34 @@ def test_a_hit_span_beyond_its_document_fails_the_case(tmp_path):
     check_spans({"candidates": [{"doc_id": "kb/b", "start": 0, "end": 10}]}, ds)
 
 
+def _hit(doc_id, start, end):
+    return {"doc_id": doc_id, "start": start, "end": end}
+
+
+@pytest.mark.parametrize("context, match", [
+    ([_hit("kb/b", 0, 10), _hit("nowhere", 5, 10_000)], None),  # a document not in the corpus
+    ([_hit("kb/b", 0, 10), _hit("kb/b", 0, 10_000)], "hit 2 .*outside the document"),
+    ([_hit("kb/b", 0, 10), _hit("kb/b", 7, 3)], "hit 2 .*not a forward range"),
+    ([_hit("kb/b", 0, 10), _hit("kb/b", None, None)], None),
+    ([_hit("kb/b", None, None), _hit("kb/b", 0, 10_000)], "hit 2 .*outside the document"),
+    ([_hit("kb/b", 0, 10), _hit("kb/b", 3, None)], "hit 2 .*not a forward range"),
+])
+def test_every_bad_span_fails_the_case_with_or_without_spans_on_each_hit(tmp_path, context,
+                                                                         match):
+    """Spans are checked in bulk when every hit has one, hit by hit otherwise: the same
+    failures, naming the same hit, either way."""
+    from raglab.data.dataset import load_dataset
+    from raglab.runner.case import check_spans
+
+    ds = load_dataset(write_jsonl(tmp_path / "c.jsonl", TINY_CORPUS),
+                      write_jsonl(tmp_path / "k.jsonl", TINY_CASES))
+    if match is None:
+        check_spans({"candidates": [], "context": context}, ds)
+    else:
+        with pytest.raises(ValueError, match="context " + match):
+            check_spans({"candidates": [], "context": context}, ds)
+
+
 @pytest.mark.parametrize("override, match", [("k=true", "k"), ("concurrency=true", "concurrency"),
                                              ("cache_dir=", "cache_dir")])
 def test_loose_config_values_are_refused(tmp_path, override, match):

@@ -79,6 +79,16 @@ LINES = [
      "citations": [{"sentence": 0}, {"sentence": 1, "context": [0]}],
      "latency_ms": {"retrieve": 2}, "usage": {"input_tokens": 5}},
     {"case_id": "c", "answer": None, "candidates": [{"end": 2, "doc_id": "z", "score": None}]},
+    {"usage": {"input_tokens": 5.0}, "case_id": "e", "model": "m", "latency_ms": {"r": 1.5},
+     "candidates": [{"doc_id": "d", "text": "t", "score": 1.5, "start": 0, "end": 1},
+                    {"score": 2.5, "doc_id": "d", "text": "t", "start": 0, "end": 1}]},
+    {"case_id": "f", "model": None, "extra": {"trace": "x"}, "citations": [{"sentence": 0}],
+     "context": [{"doc_id": "d", "text": "t", "score": 1.0, "start": 0, "end": 1,
+                  "metadata": None}, {"metadata": {"k": 1}, "doc_id": "d"}]},
+    {"case_id": "g", "candidates": [{"doc_id": "d", "text": "t", "score": 1.0}],
+     "latency_ms": {"r": 1.0, "g": 2}},
+    {"case_id": "h", "candidates": [{"doc_id": "d", "text": "t", "score": True}]},
+    {"case_id": "i", "candidates": [{"doc_id": "d", "text": "t", "score": "2.5"}]},
 ]
 
 
@@ -121,9 +131,62 @@ def test_large_replay_files_are_indexed_and_read_per_case(tmp_path, monkeypatch)
     for o in LINES:
         req = SystemRequest(o["case_id"], "q", {}, None)
         want = SystemOutput.model_validate(o).model_dump()
-        assert indexed.answer(req) == kept.answer(req) == want
+        got = indexed.answer(req)
+        assert got == kept.answer(req) == want
+        assert json.dumps(got) == json.dumps(want)  # the same keys in the same order
     with pytest.raises(LookupError):
         indexed.answer(SystemRequest("nope", "q", {}, None))
+    # a file changed after it was checked is not read as if it were checked
+    with open(path, "ab") as fh:
+        fh.write(b"\n")
+    with pytest.raises(replay_mod.ReplayedValueError, match="changed after it was checked"):
+        indexed.answer(SystemRequest("a", "q", {}, None))
+
+
+_hit_value = st.fixed_dictionaries({"doc_id": st.sampled_from(["d", ""])}, optional={
+    "text": st.sampled_from(["", "t\u00e9"]),
+    "score": st.one_of(st.none(), st.integers(-3, 3), st.floats(-3, 3), st.just("1.5"),
+                       st.booleans()),
+    "start": st.one_of(st.none(), st.integers(0, 3), st.just(1.0)),
+    "end": st.one_of(st.none(), st.integers(0, 3)),
+    "metadata": st.one_of(st.none(), st.just({"k": [1, 2.5]}))})
+_figures = st.dictionaries(st.sampled_from(["a", "b"]),
+                           st.one_of(st.integers(0, 9), st.floats(0, 9), st.just("2")))
+
+
+@given(st.fixed_dictionaries({"case_id": st.just("c")}, optional={
+    "candidates": st.lists(_hit_value, max_size=3), "context": st.lists(_hit_value, max_size=2),
+    "answer": st.one_of(st.none(), st.just("x")),
+    "citations": st.lists(st.fixed_dictionaries({"sentence": st.integers(0, 1)}, optional={
+        "context": st.lists(st.integers(0, 1), max_size=2)}), max_size=2),
+    "latency_ms": _figures, "usage": _figures,
+    "model": st.one_of(st.none(), st.just("m")),
+    "extra": st.one_of(st.none(), st.just({"trace": 1}))}), st.randoms())
+@settings(max_examples=300, deadline=None)
+def test_a_checked_line_read_again_is_what_the_model_dump_gives(obj, rnd):
+    """An indexed line, validated when the system was built, is read again as plain JSON:
+    it must give exactly what validating it gives (keys, order, defaults, types), or be
+    validated again."""
+    from pydantic import ValidationError
+    from pydantic_core import from_json
+
+    for stage in ("candidates", "context"):
+        for i, hit in enumerate(obj.get(stage, [])):
+            pairs = list(hit.items())
+            rnd.shuffle(pairs)
+            obj[stage][i] = dict(pairs)
+    items = list(obj.items())
+    rnd.shuffle(items)  # any key order
+    raw = json.dumps(dict(items)).encode()
+    try:
+        want = SystemOutput.model_validate_json(raw).model_dump()
+    except ValidationError:
+        return
+    got = replay_mod.as_dumped(from_json(raw))
+    if got is not None:
+        assert json.dumps(got) == json.dumps(want)
+        assert [type(v) for v in got["latency_ms"].values()] == \
+            [type(v) for v in want["latency_ms"].values()]
 
 
 @pytest.mark.parametrize("text", ["", "a b\tc\nd", "  x\u00a0y\u2003z\u3000w \x1cv", "\u200bq"])
