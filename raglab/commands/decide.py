@@ -13,7 +13,9 @@ from raglab.commands.compare import add_pairing_options
 DESCRIPTION = """Compare a candidate run with a baseline run (run directories or MLflow run
 ids) and apply a predeclared gate set (conf/gates/NAME.yaml, or gates=PATH.yaml; change one
 field with gates.FIELD=VALUE, add one with +gates.FIELD=VALUE, e.g.
-+gates.min_kappa.faithfulness=0.6). Writes decision-DATE-NAME.md and .json into the study folder.
++gates.min_kappa.faithfulness=0.6). Writes decision-DATE-NAME.md, .json and .html into the
+study folder (a second decision of the day gets decision-DATE-NAME-2, ...) and lists every
+record in its decisions.md.
 Exit 0 GO, 1 NO-GO, 2 usage or input error, 3 metric versions differ."""
 
 EPILOG = """examples:
@@ -130,31 +132,32 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     record = build_record(comp, gates, name_of_set, source, results, name=name, date=date,
                           question=question, base_dir=study,
                           extra_warnings=[same] if same else [])
-    stem = f"decision-{date}-{name}"
     try:
         study.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         from raglab.errors import storage_error
 
         raise storage_error(e, "the study folder (--study)", study) from None
+    from raglab.compare.record_html import markdown_html
+    from raglab.compare.study import INDEX, free_stem, index_text
+
+    stem = free_stem(study, date, name)  # a second decision of the day never replaces one
+    record["written_at"] = datetime.datetime.now(datetime.UTC).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ")
+    md_text = render_record(record)
     paths = write_outputs(study.resolve(), {
         f"{stem}.json": json_text(record, indent=1, default=str),
-        f"{stem}.md": render_record(record)})
+        f"{stem}.md": md_text,
+        f"{stem}.html": markdown_html(f"Decision {record['decision']}: {name}", md_text)})
+    write_outputs(study.resolve(), {INDEX: index_text(study.resolve())})
     print(_terminal(record))
-    print(f"wrote {paths[1]} and {paths[0].name}")
+    print(f"wrote {paths[1]}, {paths[0].name} and {paths[2].name}; index {INDEX}")
     if cand.mlflow_run_id and cand.tracking_uri:
-        import tempfile
-
-        from raglab.compare.record_html import markdown_html
         from raglab.tracking.results import log_decision
 
-        with tempfile.TemporaryDirectory() as tmp:  # the HTML rendering goes to MLflow only
-            html = Path(tmp) / f"{stem}.html"
-            html.write_text(markdown_html(f"Decision {record['decision']}: {name}",
-                                          render_record(record)), encoding="utf-8")
-            log_decision(cand.mlflow_run_id, cand.tracking_uri, record["decision"],
-                         record["gates"]["name"], [*paths, html],
-                         base.mlflow_run_id or str(base.run_dir))
+        log_decision(cand.mlflow_run_id, cand.tracking_uri, record["decision"],
+                     record["gates"]["name"], paths,
+                     base.mlflow_run_id or str(base.run_dir))
         print(f"MLflow run {cand.mlflow_run_id}: tags raglab.decision={record['decision']}, "
               f"raglab.decision.gates={record['gates']['name']}, artifacts decision/")
     return 0 if record["decision"] == GO else 1
