@@ -36,7 +36,8 @@ def _entry(path: Path) -> dict[str, Any] | None:
     if not isinstance(rec, dict):
         return {"stem": path.stem, "date": m.group(1), "written": None, "decision": "?",
                 "gates": "?", "question": None, "unreadable": True}
-    gates = rec.get("gates") if isinstance(rec.get("gates"), dict) else {}
+    g = rec.get("gates")
+    gates: dict[str, Any] = g if isinstance(g, dict) else {}
     return {"stem": path.stem, "date": str(rec.get("date") or m.group(1)),
             "written": rec.get("written_at"), "decision": str(rec.get("decision", "?")),
             "gates": str(gates.get("name", "?")), "question": rec.get("question"),
