@@ -131,6 +131,8 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     same = same_run(base, cand)
     record = build_record(comp, gates, name_of_set, source, results, name=name, date=date,
                           question=question, base_dir=study,
+                          project=Path.cwd(), gate_overrides=gate_overrides,
+                          gate_shipped=_shipped(source),
                           extra_warnings=[same] if same else [])
     try:
         study.mkdir(parents=True, exist_ok=True)
@@ -161,6 +163,11 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
         print(f"MLflow run {cand.mlflow_run_id}: tags raglab.decision={record['decision']}, "
               f"raglab.decision.gates={record['gates']['name']}, artifacts decision/")
     return 0 if record["decision"] == GO else 1
+
+
+def _shipped(source: str) -> bool:
+    """A gate set of raglab's own configs (``gates=NAME``), not a file of the project."""
+    return Path(source).resolve().is_relative_to(conf_dir().resolve())
 
 
 def same_run(base, cand) -> str | None:

@@ -4,7 +4,9 @@ real runs of the tiny dataset)."""
 
 import json
 import re
+import tempfile
 from datetime import date
+from pathlib import Path
 
 from tests.compare.test_decide_cli import runs  # noqa: F401  (the module's fixture)
 from tests.conftest import run_cli
@@ -71,3 +73,80 @@ def test_the_index_lists_an_unreadable_record_without_failing(runs, tmp_path):  
     assert proc.returncode in (0, 1), proc.stderr
     index = (study / "decisions.md").read_text()
     assert "decision-2020-01-01-old.json" in index and "(unreadable)" in index
+
+
+def _strings(value):
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
+def assert_no_foreign_path(record_file, project):
+    """Every local path in a decision record (JSON, Markdown, HTML) resolves inside the
+    project folder; none is absolute, none points into the installed package."""
+    import raglab
+
+    pkg = str(Path(raglab.__file__).resolve().parent)
+    rec = json.loads(record_file.read_text())
+    for text in _strings(rec):
+        if "://" in text or "/" not in text or " " in text.strip():
+            continue
+        assert not text.startswith(("/", "~")), text
+        target = (record_file.parent / text).resolve()
+        assert target.is_relative_to(project.resolve()), text
+    for suffix in (".md", ".html", ".json"):
+        body = record_file.with_suffix(suffix).read_text()
+        for foreign in (str(tempfile.gettempdir()) + "/", pkg, str(Path.home()) + "/"):
+            if project.resolve().is_relative_to(Path(foreign.rstrip("/")).resolve()):
+                continue  # the test's own project lives there: only paths outside it count
+            assert foreign not in body, (suffix, foreign)
+        for m in re.finditer(r"(?:\.\./)+[^\s|)`\"]+", body):
+            assert (record_file.parent / m.group(0)).resolve().is_relative_to(
+                project.resolve()), (suffix, m.group(0))
+
+
+def test_no_path_in_a_record_points_outside_its_project(runs, tmp_path):  # noqa: F811
+    """Runs in another folder (a temporary one), the shipped gate set: the record names
+    them (label, sha256) and points nowhere outside the project; a gate file and a run
+    inside the project are named by a path relative to the record."""
+    import shutil
+
+    project = tmp_path / "project"
+    (project / "ci").mkdir(parents=True)
+    study = project / "experiments" / "k"
+    outside = run_cli("decide", str(runs["base"]), str(runs["same"]), "gates=default",
+                      "--study", str(study), cwd=project)
+    assert outside.returncode in (0, 1), outside.stderr
+    (rec_file,) = study.glob("decision-*.json")
+    rec = json.loads(rec_file.read_text())
+    assert rec["baseline"]["run_dir"] is None and rec["baseline"]["ref"] is None
+    assert rec["baseline"]["label"] == "base" and rec["candidate"]["label"] == "same"
+    assert rec["gates"]["source"] is None and rec["gates"]["shipped"] is True
+    assert re.fullmatch(r"[0-9a-f]{64}", rec["gates"]["sha256"])
+    assert re.fullmatch(r"[0-9a-f]{64}", rec["gates"]["file_sha256"])
+    assert rec["baseline"]["config"]["cache_dir"] == "(outside the project)/cache"
+    md = rec_file.with_suffix(".md").read_text()
+    assert "Gate set `default` (shipped with raglab; sha256 " in md
+    assert "outside the project (not named by path)" in md
+    assert_no_foreign_path(rec_file, project)
+
+    shutil.copytree(runs["base"], project / "runs" / "base")
+    shutil.copytree(runs["same"], project / "runs" / "same")
+    shutil.copy(Path(__file__).resolve().parents[2] / "conf" / "gates" / "default.yaml",
+                project / "ci" / "gates.yaml")
+    gates = project / "ci" / "gates.yaml"
+    gates.write_text(gates.read_text().replace("defaults:\n  - /schema/gates@_here_\n"
+                                               "  - _self_\n", ""))
+    inside = run_cli("decide", "runs/base", "runs/same", "gates=ci/gates.yaml",
+                     "--study", "experiments/k", cwd=project)
+    assert inside.returncode in (0, 1), inside.stderr
+    rec_file = max(study.glob("decision-*-gates*.json"))
+    rec = json.loads(rec_file.read_text())
+    assert rec["gates"]["source"] == "../../ci/gates.yaml"
+    assert rec["baseline"]["run_dir"] == "../../runs/base"
+    assert_no_foreign_path(rec_file, project)
