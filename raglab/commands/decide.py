@@ -192,6 +192,10 @@ def _terminal(record: dict) -> str:
         where = "overall" if not r["slice"] else f"{r['slice']['key']}={r['slice']['value']}"
         lines.append(f"  {r['status'].upper():4}  {r['gate']} [{where}]: {r['requirement']}"
                      f" -- {r['reason']}")
+    if record.get("turns_on"):
+        from raglab.compare.record import verdict_note
+
+        lines.append(f"  note: {verdict_note(record['turns_on'])}")
     lines.append(f"decision: {record['decision']}")
     from raglab.text.escape import term
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from raglab.compare.decide import _fmt, decision_of
+from raglab.compare.decide import _fmt, decision_of, turns_on
 from raglab.compare.gates import FAIL, NA, PASS, GateSet
 from raglab.compare.kappa import gated_families, judge_lines
 from raglab.metrics.diagnosis import CAUSES
@@ -117,14 +117,15 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
     for r in results:
         if r.get("underpowered"):
             where = _slice_label(r["slice"])
-            warnings.append(f"{r['gate']} [{where}] is underpowered: its margin is below the "
-                            f"minimum detectable effect {r['mde']:.3g} (80% power); a pass "
+            why = r.get("underpowered_why") or "its sample cannot carry it"
+            warnings.append(f"{r['gate']} [{where}] is underpowered: {why}; a pass "
                             "there is weak evidence" + (
                                 "" if gates.underpowered == "warn" else ", so it fails"))
     counts = {s: sum(1 for r in results if r["status"] == s) for s in (PASS, FAIL, NA)}
     cal = getattr(comp, "calibration", None) or {}
     return {
-        "decision": decision_of(results), "name": name, "date": date, "question": question,
+        "decision": decision_of(results), "turns_on": turns_on(results), "name": name,
+        "date": date, "question": question,
         "gates": gate_info(gate_name, gates, gate_source, gate_overrides, base, project,
                            gate_shipped),
         "baseline": b, "candidate": c,
@@ -178,6 +179,15 @@ def _diag(d: Any) -> str:
     return str(d)
 
 
+def verdict_note(t: Mapping[str, Any]) -> str:
+    """The verdict's note on a NO-GO that turns on a handful of changed cases."""
+    checks = "; ".join(f"{c['gate']} [{_slice_label(c['slice'])}]: {c['changed']} of "
+                       f"{c['n']} paired cases changed" for c in t["checks"])
+    k = t["changed"]
+    return (f"This NO-GO turns on {k} changed case{'s' if k != 1 else ''} at most per failed "
+            f"check ({checks}): read those cases before acting on it.")
+
+
 def _where(run: Mapping[str, Any]) -> str:
     if run.get("mlflow_run_id"):
         return f"MLflow run {run['mlflow_run_id']}"
@@ -202,6 +212,8 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
               f"intervals at {rec['gates']['confidence']:.0%}: "
               f"{rec['counts'][PASS]} checks passed, {rec['counts'][FAIL]} failed, "
               f"{rec['counts'][NA]} did not apply.", ""]
+    if rec.get("turns_on"):
+        lines[-1:-1] = [_md(verdict_note(rec["turns_on"]))]
     if rec["gates"]["description"]:
         lines += [rec["gates"]["description"], ""]
     if rec["warnings"]:
