@@ -49,9 +49,11 @@ block, unless ``required: true``, which makes it fail.
 
 ``min_kappa: {FAMILY: KAPPA}`` (optional) asks how far the judge is trusted: a gated family
 (one that a gate of the set reads, and that applied) whose grader version has no calibration
-(``raglab calibrate``), or whose latest calibration's Cohen's kappa is below KAPPA, fails
-the decision. FAMILY is a family that human labels calibrate (claim labels: faithfulness,
-citations, correctness; nugget labels: nuggets).
+(``raglab calibrate``), or whose latest calibration's one-sided 95% lower confidence bound
+of Cohen's kappa is below KAPPA, fails the decision. A calibration whose labels came from
+another dataset than the candidate's (by the cases sha256) counts as uncalibrated unless
+``calibration_from: any``. FAMILY is a family that human labels calibrate (claim labels:
+faithfulness, citations, correctness; nugget labels: nuggets).
 """
 
 from __future__ import annotations
@@ -153,6 +155,9 @@ class GateSet(_C):
     #: an underpowered check (a non_inferior margin below its minimum detectable effect; a
     #: bound on fewer than ``min_n`` paired cases or with an interval wider than its slack)
     underpowered: Literal["warn", "fail"] = "warn"
+    #: "same": a min_kappa calibration must come from the candidate's dataset (by its cases
+    #: sha256), else it counts as uncalibrated; "any": a calibration from any dataset
+    calibration_from: Literal["same", "any"] = "same"
     #: the fewest paired cases a bound check trusts
     min_n: int = Field(30, ge=1)
 
