@@ -22,6 +22,7 @@ EPILOG = """examples:
   raglab decide outputs/k3 outputs/k5 gates=default --study experiments/chunk_k
   raglab decide 0f3c...e1 9a1b...77 gates=ci/gates.yaml --uri sqlite:///mlflow.db
   raglab decide outputs/k3 outputs/k5 gates=default +gates.min_kappa.faithfulness=0.6
+  raglab decide runs/main runs/pr gates=default --junit junit.xml --comment comment.md
 the record shows each gated family's latest calibration (raglab calibrate) and whether a run
 was self-graded; min_kappa makes an uncalibrated or lower-kappa judge NO-GO.
 compare options (--set, --adjust, --allow-*) work as in `raglab compare`; the intervals'
@@ -37,6 +38,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="study folder the decision record is written to (default: .)")
     ap.add_argument("--name", default=None, help="NAME in decision-DATE-NAME (default: the "
                     "gate set's name)")
+    ap.add_argument("--junit", type=Path, default=None, metavar="FILE",
+                    help="also write the checks as JUnit XML (one test case per check)")
+    ap.add_argument("--comment", type=Path, default=None, metavar="FILE",
+                    help="also write a pull-request comment body (a hidden marker naming "
+                    "the study first; cut to GitHub's 65,536 characters)")
     ap.add_argument("--question", default=None, metavar="TEXT", help="the question decided "
                     "(default: the first heading of the study's README.md)")
     add_pairing_options(
@@ -154,6 +160,7 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     write_outputs(study.resolve(), {INDEX: index_text(study.resolve())})
     print(_terminal(record))
     print(f"wrote {paths[1]}, {paths[0].name} and {paths[2].name}; index {INDEX}")
+    hand_over(args, record, md_text, stem)
     if cand.mlflow_run_id and cand.tracking_uri:
         from raglab.tracking.results import log_decision
 
@@ -163,6 +170,43 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
         print(f"MLflow run {cand.mlflow_run_id}: tags raglab.decision={record['decision']}, "
               f"raglab.decision.gates={record['gates']['name']}, artifacts decision/")
     return 0 if record["decision"] == GO else 1
+
+
+def hand_over(args, record: dict, md_text: str, stem: str) -> None:
+    """The verdict where the release happens: ``--junit``, ``--comment`` and, on GitHub
+    Actions (``GITHUB_STEP_SUMMARY`` set), the job summary and one ``::error`` per failed
+    check (docs/ci.md)."""
+    import os
+
+    from raglab.compare.ci import comment_body, error_annotations, junit_xml, summary_markdown
+    from raglab.data.io import atomic_write_text
+
+    outputs = []
+    if args.junit is not None:
+        outputs.append((args.junit, junit_xml(record), "--junit"))
+    if args.comment is not None:
+        outputs.append((args.comment, comment_body(record, md_text, args.study.as_posix()),
+                        "--comment"))
+    for path, text, what in outputs:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, text)
+        except OSError as e:
+            from raglab.errors import storage_error
+
+            raise storage_error(e, what, path) from None
+        print(f"wrote {path}")
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as fh:  # appended: other steps' too
+                fh.write(summary_markdown(record, stem) + "\n")
+        except OSError as e:
+            from raglab.errors import storage_error
+
+            raise storage_error(e, "GITHUB_STEP_SUMMARY", Path(summary)) from None
+        for line in error_annotations(record):
+            print(line)
 
 
 def _shipped(source: str) -> bool:
