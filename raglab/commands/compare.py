@@ -155,9 +155,10 @@ def run_pair(args, cfg) -> None:
                         allow_version_mismatch=args.allow_version_mismatch,
                         allow_incomplete=args.allow_incomplete)
     attach(comp, args.uri)  # each graded family's calibration (docs/calibration.md)
+    out = fresh_out(args.out, default_out(base, cand))  # never a silent replace
+    comp.paths = (out, Path.cwd())  # paths in the files: relative, inside the project only
     files = {"compare.md": render_md(comp), "compare.html": render_html(comp),
              "compare.json": json_text(comp.to_json(), indent=1)}
-    out = fresh_out(args.out, default_out(base, cand))  # never a silent replace
     paths = write_outputs(out, files)
     print(term_lines(render_terminal(comp)))  # slice values may hold escapes
     print(f"wrote {out}/compare.md, compare.html, compare.json")

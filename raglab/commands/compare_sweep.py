@@ -42,6 +42,7 @@ def run_sweep(args, cfg) -> None:
     from raglab.commands.common import fresh_out
 
     out = fresh_out(args.out, sweep_out_dir(ref, base))  # never a silent replace
+    sc.paths = (out, Path.cwd())  # paths in the files: relative, inside the project only
     paths = write_sweep_files(sc, out)
     from raglab.text.escape import term_lines
 

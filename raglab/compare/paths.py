@@ -47,6 +47,17 @@ def portable(path: Any, record_dir: Path, project: Path) -> str | None:
     return os.path.relpath(p, record_dir)
 
 
+def shown(path: Any, paths: tuple[Path, Path] | None) -> str | None:
+    """A run or sweep location as an output file shows it: with ``paths`` = (the folder the
+    file is written to, the project folder), :func:`portable`, else ``(outside the
+    project)/NAME``; without ``paths``, the path as given. URIs and run ids stay as given."""
+    if path is None or paths is None or "://" in str(path) or not _ABS.match(str(path)) \
+            and not Path(str(path)).exists():
+        return None if path is None else str(path)
+    rel = portable(path, paths[0], paths[1])
+    return rel if rel is not None else f"{OUTSIDE}/{Path(str(path)).name}"
+
+
 def scrub_paths(value: Any, record_dir: Path, project: Path) -> Any:
     """A run's config with each absolute local path made portable: relative to the record
     inside the project, else ``(outside the project)/NAME`` (the last part only)."""

@@ -150,3 +150,22 @@ def test_no_path_in_a_record_points_outside_its_project(runs, tmp_path):  # noqa
     assert rec["gates"]["source"] == "../../ci/gates.yaml"
     assert rec["baseline"]["run_dir"] == "../../runs/base"
     assert_no_foreign_path(rec_file, project)
+
+
+def test_compare_outputs_name_runs_outside_the_project_without_their_path(
+        runs, tmp_path):  # noqa: F811
+    project = tmp_path / "project"
+    project.mkdir()
+    proc = run_cli("compare", str(runs["base"]), str(runs["same"]), "--out", "cmp",
+                   cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((project / "cmp" / "compare.json").read_text())
+    assert doc["baseline"]["run_dir"] == "(outside the project)/base"
+    assert doc["baseline"]["ref"] == "(outside the project)/base"
+    for name in ("compare.md", "compare.html", "compare.json"):
+        assert str(runs["root"]) not in (project / "cmp" / name).read_text(), name
+    inside = run_cli("compare", str(runs["base"]), str(runs["same"]), "--out",
+                     str(runs["root"] / "cmp-inside"), cwd=runs["root"])
+    assert inside.returncode == 0, inside.stderr
+    doc = json.loads((runs["root"] / "cmp-inside" / "compare.json").read_text())
+    assert doc["candidate"]["run_dir"] == "../same"
