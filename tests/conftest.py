@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+pytest_plugins = ["pytester"]  # the pytest plugin's tests (tests/compare/test_ci_handover.py)
 
 
 def run_cli(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300,

@@ -6,6 +6,8 @@
 # not committed). The comparison, sweep table and decision record are written here.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+# the project is the repository: the records name paths inside it only, relative to them
+cd "$here/../.."
 work="${1:-$(mktemp -d)}"
 sweep="$work/sweep"
 

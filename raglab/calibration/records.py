@@ -70,6 +70,8 @@ class Agreement(_Open):
     kappa: Kappa | None = None
     ci_low: Kappa | None = None
     ci_high: Kappa | None = None
+    #: the one-sided 95% lower confidence bound of kappa (min_kappa compares it)
+    kappa_lcb: Kappa | None = None
     leniency: Number | None = None
     weighted_kappa: WeightedKappa | Kappa | None = None
 
@@ -78,6 +80,14 @@ class Labels(_Open):
     path: Annotated[str, Field(strict=True)] | None = None
     sha256: Annotated[str, Field(strict=True)] | None = None
     n: Annotated[int, Field(ge=0, strict=True)] | None = None
+
+
+class Provenance(_Open):
+    """The dataset the labels came from: its config name, case count and cases sha256."""
+
+    name: Annotated[str, Field(strict=True)] | None = None
+    n_cases: Annotated[int, Field(ge=0, strict=True)] | None = None
+    cases_sha256: Annotated[str, Field(strict=True)] | None = None
 
 
 class CalibrationRecord(_Open):
@@ -89,6 +99,7 @@ class CalibrationRecord(_Open):
     versions: dict[str, Annotated[str, Field(strict=True)]] = Field(default_factory=dict)
     repeats: Annotated[int, Field(ge=1, strict=True)] = 1
     labels: Labels = Field(default_factory=Labels)
+    dataset: Provenance | None = None
     claims: Agreement | None = None
     nuggets: Agreement | None = None
     self_consistency: dict[str, Any] = Field(default_factory=dict)
@@ -136,14 +147,14 @@ def read_records(cache_dir: str | Path) -> list[dict[str, Any]]:
 def record_of(doc: dict[str, Any], run_dir: str, mlflow_run_id: str | None) -> dict[str, Any]:
     """The stored record of a calibration (calibration.json without its items)."""
     def brief(s: dict[str, Any]) -> dict[str, Any]:
-        out = {k: s[k] for k in ("n", "kappa", "ci_low", "ci_high")}
+        out = {k: s.get(k) for k in ("n", "kappa", "ci_low", "ci_high", "kappa_lcb")}
         out["leniency"] = s["leniency"]["value"]
         if "weighted_kappa" in s:
             out["weighted_kappa"] = s["weighted_kappa"]
         return out
 
     return {"created": doc["created"], "grader": doc["grader"], "versions": doc["versions"],
-            "repeats": doc["repeats"], "labels": doc["labels"],
+            "repeats": doc["repeats"], "labels": doc["labels"], "dataset": doc.get("dataset"),
             "claims": brief(doc["claims"]), "nuggets": brief(doc["nuggets"]),
             "self_consistency": {k: v for k, v in doc["self_consistency"].items()},
             "run_dir": run_dir, "mlflow_run_id": mlflow_run_id}
@@ -156,6 +167,7 @@ def _entry(rec: dict[str, Any], family: str, version: str) -> dict[str, Any]:
     labels = rec.get("labels") or {}
     return {"version": version, "labels_kind": section[:-1], "kappa": s.get("kappa"),
             "ci_low": s.get("ci_low"), "ci_high": s.get("ci_high"), "n": s.get("n"),
+            "kappa_lcb": s.get("kappa_lcb"), "dataset": rec.get("dataset"),
             "labels": labels.get("path"), "labels_sha256": labels.get("sha256"),
             "created": rec.get("created"), "grader": rec.get("grader"),
             "run_dir": rec.get("run_dir"), "mlflow_run_id": rec.get("mlflow_run_id")}

@@ -14,7 +14,7 @@ from raglab.calibration.judge import judge_labels
 from raglab.calibration.labels import load_labels
 from raglab.calibration.records import EXPERIMENT, append_record, record_of
 from raglab.calibration.summary import markdown, summarise
-from raglab.data.dataset import file_sha256, load_cases, resolve_path
+from raglab.data.dataset import dataset_identity, file_sha256, load_cases, resolve_path
 from raglab.data.io import atomic_write_json, atomic_write_text
 from raglab.errors import ConfigError
 from raglab.graders.standalone import open_grading, prepare
@@ -37,7 +37,8 @@ def calibrate(cfg: Any, resolved: dict[str, Any], run_dir: Path, *, seed: int,
     if not cfg.dataset.labels:
         raise ConfigError("dataset.labels is not set (a labels file: docs/data.md)")
     labels_path = resolve_path(cfg.dataset.labels)
-    cases, _ = load_cases(resolve_path(cfg.dataset.cases))
+    cases_path = resolve_path(cfg.dataset.cases)
+    cases, _ = load_cases(cases_path)
     questions = {c.id: c.question for c in cases}
     labels = load_labels(labels_path, questions)
     prompts, versions = prepare(cfg)
@@ -66,6 +67,11 @@ def calibrate(cfg: Any, resolved: dict[str, Any], run_dir: Path, *, seed: int,
         "grader": cfg.grader.name, "versions": versions, "repeats": repeats,
         "labels": {"path": str(cfg.dataset.labels), "resolved": str(labels_path),
                    "sha256": file_sha256(labels_path), "n": len(labels)},
+        # the dataset the labels came from: a decision on another one is flagged
+        "dataset": {"name": dataset_identity(str(cfg.dataset.name), str(cfg.dataset.corpus),
+                                             str(cfg.dataset.cases))["name"],
+                    "n_cases": len(cases),
+                    "cases_sha256": file_sha256(cases_path)},
         "work": work.as_dict(), **({"model_usage": usage} if usage else {}), **result}
     run_dir.mkdir(parents=True, exist_ok=True)
     mlflow_id = _log(cfg, resolved, doc, run_dir) if tracked else None

@@ -54,6 +54,11 @@ def summarise(labels: list[LabelLine], judged: list[list[str | None]], *, repeat
         s = agreement_summary([code[it["human"]] for it, _ in ok],
                               [code[it["grader"]] for it, _ in ok], names, weighted=weighted,
                               lenient=lenient, seed=seed, n_resamples=n_resamples)
+        # the one-sided 95% lower bound: the 5th percentile of the same (seeded) bootstrap,
+        # the lower end of its two-sided 90% interval
+        s["kappa_lcb"] = agreement_summary(
+            [code[it["human"]] for it, _ in ok], [code[it["grader"]] for it, _ in ok], names,
+            seed=seed, n_resamples=n_resamples, level=0.90)["ci_low"]
         s["errors"] = len(rows) - len(ok)
         out[section] = s
         full = [v for _, v in ok if all(x is not None for x in v)]
@@ -121,6 +126,8 @@ def markdown(doc: dict[str, Any]) -> str:
     lab = doc["labels"]
     lines = [f"# Calibration of grader `{doc['grader']}`", "",
              f"- labels: `{lab['path']}` ({lab['n']} labels, sha256 `{lab['sha256'][:16]}`)",
+             *([f"- from dataset `{d['name']}` ({d['n_cases']} cases, cases sha256 "
+                f"`{str(d['cases_sha256'])[:16]}`)"] if (d := doc.get("dataset")) else []),
              f"- repeats: {doc['repeats']} (independent judgments per item: "
              f"{doc['self_consistency']['independent']})",
              f"- bootstrap: {doc['claims']['bootstrap']['resamples']} resamples, seed "
@@ -131,7 +138,9 @@ def markdown(doc: dict[str, Any]) -> str:
         s = doc[section]
         lines += [f"## {section.capitalize()}", "",
                   f"- n = {s['n']} (grader errors: {s['errors']})",
-                  f"- Cohen's kappa: {_f(s['kappa'])} {_ci(s['ci_low'], s['ci_high'])}"]
+                  f"- Cohen's kappa: {_f(s['kappa'])} {_ci(s['ci_low'], s['ci_high'])}; "
+                  f"one-sided 95% lower bound {_f(s.get('kappa_lcb'))} (what min_kappa "
+                  "compares)"]
         if "weighted_kappa" in s:
             lines.append(f"- quadratic-weighted kappa: {_est(s['weighted_kappa'])}")
         len_ = s["leniency"]

@@ -66,14 +66,22 @@ def _generation(rec: dict[str, Any], m: dict[str, Any], cfg: DiagnosisCfg) -> li
     return out
 
 
-def _wrong(rec: dict[str, Any], m: dict[str, Any], cfg: DiagnosisCfg) -> list[str]:
-    out = [(f"faithful to the context, but wrong against the reference "
-            f"({_f(m, 'correctness')}, {_f(m, 'vital_nugget_recall')})")]
+def _incomplete(rec: dict[str, Any], m: dict[str, Any], cfg: DiagnosisCfg) -> list[str]:
+    out = [(f"faithful, evidence in the context, but vital facts missing (vital nugget "
+            f"recall {_f(m, 'vital_nugget_recall')}): a cautious model or a truncated "
+            "context")]
     missing = [v.get("item") for v in rec.get("verdicts") or []
-               if v.get("family") == "nuggets" and v.get("vital") and v.get("label") == "NO"]
+               if v.get("family") == "nuggets" and v.get("vital")
+               and v.get("label") in ("NO", "PARTIAL")]
     if missing:
         out.append(f"vital nugget missing: {clip('; '.join(str(x) for x in missing), 200)}")
     return out
+
+
+def _wrong(rec: dict[str, Any], m: dict[str, Any], cfg: DiagnosisCfg) -> list[str]:
+    return [(f"faithful, complete and with the evidence in the context, but wrong against "
+             f"the reference (correctness {_f(m, 'correctness')}): check the corpus for "
+             "stale or conflicting documents")]
 
 
 _REASONS = {
@@ -83,6 +91,7 @@ _REASONS = {
     "false_refusal": lambda *_: ["false refusal: no answer to an answerable question"],
     "hallucinated_answer": lambda *_: ["false answer: answered an unanswerable question"],
     "generation": _generation,
+    "incomplete_answer": _incomplete,
     "stale_or_conflicting_corpus": _wrong,
     "access_control": lambda *_: [("acl leak: a document the user may not see was "
                                    "retrieved (severity one)")],

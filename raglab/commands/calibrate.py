@@ -15,13 +15,17 @@ HELP = """usage: raglab calibrate [overrides]
        raglab calibrate --versions [cache_dir=DIR]
 
 Runs the configured grader (grader=heuristic|claude|openai, through the same cached judgments and
-metric versions as `raglab run`) over the human labels of dataset.labels (the demo's by
-default) and reports, for claims and nuggets: Cohen's kappa (and quadratic-weighted kappa
-for nuggets), accuracy, per-label precision and recall, the confusion matrix and leniency,
-with seeded bootstrap 95% intervals. Writes calibration.json and calibration.md into its
-run directory (hydra.run.dir, default outputs/calibrate/DATE/TIME), stores a record keyed
-by each family's metric version in cache_dir (shown by `raglab run` next to the versions,
-by `raglab compare` and `raglab decide`, which a gate set's min_kappa gates on), and logs
+metric versions as `raglab run`) over the human labels of dataset.labels, which must be
+given: dataset.labels=FILE, or dataset=NAME for a dataset config with labels of its own
+(dataset=demo for the demo's); the calibration records that dataset's name, case count
+and cases sha256, and a decision on another dataset flags it. It reports, for claims and
+nuggets: Cohen's kappa (with its one-sided 95% lower bound, which min_kappa compares, and
+quadratic-weighted kappa for nuggets), accuracy, per-label precision and recall, the
+confusion matrix and leniency, with seeded bootstrap 95% intervals. Writes
+calibration.json and calibration.md into its run directory (hydra.run.dir, default
+outputs/calibrate/DATE/TIME), stores a record keyed by each family's metric version in
+cache_dir (shown by `raglab run` next to the versions, by `raglab compare` and `raglab
+decide`, which a gate set's min_kappa gates on), and logs
 to MLflow (experiment raglab-calibration; tracking=none skips it).
 
   repeats=N (or grader.repeats=N)  N independent judgments per label: self-consistency
@@ -72,6 +76,11 @@ def main(argv: list[str]) -> None:
         _state.update(parse_settings(own).model_dump())
     except UserError as e:
         fail(str(e), 2)
+    if not any(a.lstrip("+").startswith(("dataset.labels=", "dataset=")) for a in rest):
+        fail("calibrate needs the human labels to judge against: give dataset.labels=FILE "
+             "(with dataset.cases=FILE and dataset.corpus=FILE of the same dataset), or "
+             "dataset=NAME for a dataset config with labels of its own (dataset=demo: the "
+             "demo's)", 2)
     if not any(a.startswith("hydra.run.dir=") for a in rest):
         rest.insert(0, "hydra.run.dir=outputs/calibrate/${now:%Y-%m-%d}/${now:%H-%M-%S}")
     sys.argv = ["raglab calibrate", *rest]

@@ -27,6 +27,32 @@ def fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
+COMPARE_FILES = ("compare.md", "compare.html", "compare.json")
+
+
+def fresh_out(out: Path | None, default: Path) -> Path:
+    """The folder a comparison is written to, never replacing one already written: an
+    ``--out`` folder that holds a comparison is refused (exit 2); the default folder is
+    numbered instead (``compare-A-B-2``, ...)."""
+    from raglab.errors import UserError
+
+    def taken(d: Path) -> bool:
+        return any((d / n).exists() for n in COMPARE_FILES)
+
+    if out is not None:
+        out = out.resolve()
+        if taken(out):
+            raise UserError(f"--out {out}: already holds a comparison (compare.json); "
+                            "choose another folder or remove that one first")
+        return out
+    default = default.resolve()
+    folder, n = default, 1
+    while taken(folder):
+        n += 1
+        folder = default.with_name(f"{default.name}-{n}")
+    return folder
+
+
 def write_outputs(out: Path, files: dict[str, str]) -> list[Path]:
     """Each file under a temporary name, then renamed into place."""
     from raglab.data.io import atomic_write_text

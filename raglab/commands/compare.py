@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from raglab.commands.common import conf_dir, write_outputs
+from raglab.commands.common import conf_dir, fresh_out, write_outputs
 from raglab.commands.common import fail as _fail
 
 DESCRIPTION = """Paired, per-slice comparison of a candidate run with a baseline run (run
@@ -31,7 +31,8 @@ def _parser() -> argparse.ArgumentParser:
                     "its name (e.g. chunker.size=128,k=3) or its MLflow run id")
     ap.add_argument("--out", type=Path, metavar="DIR", help="output directory (default: "
                     "compare-BASE-CAND/ next to the candidate run; for a sweep "
-                    "SWEEP/compare-vs-JOB/)")
+                    "SWEEP/compare-vs-JOB/, numbered -2, -3, ... when it holds a comparison "
+                    "already); a DIR that holds one is refused, never replaced")
     add_pairing_options(
         ap, set_help="change one compare setting (alpha, confidence, n_bootstrap, seed, "
         "min_slice_n, max_flipped, flip_thresholds.METRIC)",
@@ -154,9 +155,10 @@ def run_pair(args, cfg) -> None:
                         allow_version_mismatch=args.allow_version_mismatch,
                         allow_incomplete=args.allow_incomplete)
     attach(comp, args.uri)  # each graded family's calibration (docs/calibration.md)
+    out = fresh_out(args.out, default_out(base, cand))  # never a silent replace
+    comp.paths = (out, Path.cwd())  # paths in the files: relative, inside the project only
     files = {"compare.md": render_md(comp), "compare.html": render_html(comp),
              "compare.json": json_text(comp.to_json(), indent=1)}
-    out = (args.out or default_out(base, cand)).resolve()
     paths = write_outputs(out, files)
     print(term_lines(render_terminal(comp)))  # slice values may hold escapes
     print(f"wrote {out}/compare.md, compare.html, compare.json")

@@ -39,7 +39,10 @@ def run_sweep(args, cfg) -> None:
                        allow_version_mismatch=args.allow_version_mismatch,
                        allow_incomplete=args.allow_incomplete)
     sc.warnings[:0] = notes
-    out = args.out.resolve() if args.out is not None else sweep_out_dir(ref, base)
+    from raglab.commands.common import fresh_out
+
+    out = fresh_out(args.out, sweep_out_dir(ref, base))  # never a silent replace
+    sc.paths = (out, Path.cwd())  # paths in the files: relative, inside the project only
     paths = write_sweep_files(sc, out)
     from raglab.text.escape import term_lines
 

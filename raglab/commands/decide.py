@@ -13,13 +13,16 @@ from raglab.commands.compare import add_pairing_options
 DESCRIPTION = """Compare a candidate run with a baseline run (run directories or MLflow run
 ids) and apply a predeclared gate set (conf/gates/NAME.yaml, or gates=PATH.yaml; change one
 field with gates.FIELD=VALUE, add one with +gates.FIELD=VALUE, e.g.
-+gates.min_kappa.faithfulness=0.6). Writes decision-DATE-NAME.md and .json into the study folder.
++gates.min_kappa.faithfulness=0.6). Writes decision-DATE-NAME.md, .json and .html into the
+study folder (a second decision of the day gets decision-DATE-NAME-2, ...) and lists every
+record in its decisions.md.
 Exit 0 GO, 1 NO-GO, 2 usage or input error, 3 metric versions differ."""
 
 EPILOG = """examples:
   raglab decide outputs/k3 outputs/k5 gates=default --study experiments/chunk_k
   raglab decide 0f3c...e1 9a1b...77 gates=ci/gates.yaml --uri sqlite:///mlflow.db
   raglab decide outputs/k3 outputs/k5 gates=default +gates.min_kappa.faithfulness=0.6
+  raglab decide runs/main runs/pr gates=default --junit junit.xml --comment comment.md
 the record shows each gated family's latest calibration (raglab calibrate) and whether a run
 was self-graded; min_kappa makes an uncalibrated or lower-kappa judge NO-GO.
 compare options (--set, --adjust, --allow-*) work as in `raglab compare`; the intervals'
@@ -35,6 +38,11 @@ def _parser() -> argparse.ArgumentParser:
                     help="study folder the decision record is written to (default: .)")
     ap.add_argument("--name", default=None, help="NAME in decision-DATE-NAME (default: the "
                     "gate set's name)")
+    ap.add_argument("--junit", type=Path, default=None, metavar="FILE",
+                    help="also write the checks as JUnit XML (one test case per check)")
+    ap.add_argument("--comment", type=Path, default=None, metavar="FILE",
+                    help="also write a pull-request comment body (a hidden marker naming "
+                    "the study first; cut to GitHub's 65,536 characters)")
     ap.add_argument("--question", default=None, metavar="TEXT", help="the question decided "
                     "(default: the first heading of the study's README.md)")
     add_pairing_options(
@@ -130,35 +138,81 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     same = same_run(base, cand)
     record = build_record(comp, gates, name_of_set, source, results, name=name, date=date,
                           question=question, base_dir=study,
+                          project=Path.cwd(), gate_overrides=gate_overrides,
+                          gate_shipped=_shipped(source),
                           extra_warnings=[same] if same else [])
-    stem = f"decision-{date}-{name}"
     try:
         study.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         from raglab.errors import storage_error
 
         raise storage_error(e, "the study folder (--study)", study) from None
+    from raglab.compare.record_html import markdown_html
+    from raglab.compare.study import INDEX, free_stem, index_text
+
+    stem = free_stem(study, date, name)  # a second decision of the day never replaces one
+    record["written_at"] = datetime.datetime.now(datetime.UTC).strftime(
+        "%Y-%m-%dT%H:%M:%S.%fZ")
+    md_text = render_record(record)
     paths = write_outputs(study.resolve(), {
         f"{stem}.json": json_text(record, indent=1, default=str),
-        f"{stem}.md": render_record(record)})
+        f"{stem}.md": md_text,
+        f"{stem}.html": markdown_html(f"Decision {record['decision']}: {name}", md_text)})
+    write_outputs(study.resolve(), {INDEX: index_text(study.resolve())})
     print(_terminal(record))
-    print(f"wrote {paths[1]} and {paths[0].name}")
+    print(f"wrote {paths[1]}, {paths[0].name} and {paths[2].name}; index {INDEX}")
+    hand_over(args, record, md_text, stem)
     if cand.mlflow_run_id and cand.tracking_uri:
-        import tempfile
-
-        from raglab.compare.record_html import markdown_html
         from raglab.tracking.results import log_decision
 
-        with tempfile.TemporaryDirectory() as tmp:  # the HTML rendering goes to MLflow only
-            html = Path(tmp) / f"{stem}.html"
-            html.write_text(markdown_html(f"Decision {record['decision']}: {name}",
-                                          render_record(record)), encoding="utf-8")
-            log_decision(cand.mlflow_run_id, cand.tracking_uri, record["decision"],
-                         record["gates"]["name"], [*paths, html],
-                         base.mlflow_run_id or str(base.run_dir))
+        log_decision(cand.mlflow_run_id, cand.tracking_uri, record["decision"],
+                     record["gates"]["name"], paths,
+                     base.mlflow_run_id or str(base.run_dir))
         print(f"MLflow run {cand.mlflow_run_id}: tags raglab.decision={record['decision']}, "
               f"raglab.decision.gates={record['gates']['name']}, artifacts decision/")
     return 0 if record["decision"] == GO else 1
+
+
+def hand_over(args, record: dict, md_text: str, stem: str) -> None:
+    """The verdict where the release happens: ``--junit``, ``--comment`` and, on GitHub
+    Actions (``GITHUB_STEP_SUMMARY`` set), the job summary and one ``::error`` per failed
+    check (docs/ci.md)."""
+    import os
+
+    from raglab.compare.ci import comment_body, error_annotations, junit_xml, summary_markdown
+    from raglab.data.io import atomic_write_text
+
+    outputs = []
+    if args.junit is not None:
+        outputs.append((args.junit, junit_xml(record), "--junit"))
+    if args.comment is not None:
+        outputs.append((args.comment, comment_body(record, md_text, args.study.as_posix()),
+                        "--comment"))
+    for path, text, what in outputs:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, text)
+        except OSError as e:
+            from raglab.errors import storage_error
+
+            raise storage_error(e, what, path) from None
+        print(f"wrote {path}")
+    summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if summary:
+        try:
+            with open(summary, "a", encoding="utf-8") as fh:  # appended: other steps' too
+                fh.write(summary_markdown(record, stem) + "\n")
+        except OSError as e:
+            from raglab.errors import storage_error
+
+            raise storage_error(e, "GITHUB_STEP_SUMMARY", Path(summary)) from None
+        for line in error_annotations(record):
+            print(line)
+
+
+def _shipped(source: str) -> bool:
+    """A gate set of raglab's own configs (``gates=NAME``), not a file of the project."""
+    return Path(source).resolve().is_relative_to(conf_dir().resolve())
 
 
 def same_run(base, cand) -> str | None:
@@ -183,6 +237,10 @@ def _terminal(record: dict) -> str:
         where = "overall" if not r["slice"] else f"{r['slice']['key']}={r['slice']['value']}"
         lines.append(f"  {r['status'].upper():4}  {r['gate']} [{where}]: {r['requirement']}"
                      f" -- {r['reason']}")
+    if record.get("turns_on"):
+        from raglab.compare.record import verdict_note
+
+        lines.append(f"  note: {verdict_note(record['turns_on'])}")
     lines.append(f"decision: {record['decision']}")
     from raglab.text.escape import term
 

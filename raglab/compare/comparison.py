@@ -45,6 +45,9 @@ class Comparison:
     slices: list[dict] = field(default_factory=list)     # [{key, value, n, small}]
     metrics: dict = field(default_factory=dict)          # name -> {family, direction, kind}
     grader_noise: dict = field(default_factory=dict)     # metric -> noise of its delta
+    #: (output folder, project folder): local paths in the outputs relative to the folder,
+    #: only inside the project (raglab.compare.paths); None: as given
+    paths: tuple | None = None
     #: family -> {baseline, candidate}: its grader version's latest calibration (compare.trust)
     calibration: dict = field(default_factory=dict)
     _index: dict | None = field(default=None, repr=False)
@@ -92,8 +95,12 @@ class Comparison:
 
     def to_json(self) -> dict:
         def run(src: RunSource) -> dict:
-            return {"label": src.label, "ref": src.ref, "run_dir": str(src.run_dir)
-                    if src.mlflow_run_id is None else None,
+            from raglab.compare.paths import shown
+
+            local = src.mlflow_run_id is None
+            return {"label": src.label,
+                    "ref": shown(src.ref, self.paths) if local else src.ref,
+                    "run_dir": shown(str(src.run_dir), self.paths) if local else None,
                     "mlflow_run_id": src.mlflow_run_id, "n_records": len(src.by_id()),
                     "self_graded": self_graded(src)}
 

@@ -242,8 +242,15 @@ def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
                                     adjusted.get(c))
         r = row or {}
         mde = _gate_mde(gate, r, gates.alpha)
-        under = None
-        if gate.rule == "non_inferior" and mde is not None:
+        under, why = None, None
+        if gate.rule == "bound" and status != NA:
+            why = _bound_sample(gate, r, gates.min_n)
+            under = why is not None
+            if under and status == PASS and gates.underpowered == "fail":
+                status, reason = FAIL, f"underpowered: {why} ({reason})"
+            elif under:
+                reason += f"; underpowered: {why}"
+        elif gate.rule == "non_inferior" and mde is not None:
             assert gate.margin is not None
             under = gate.margin < mde
             if under and status == PASS and gates.underpowered == "fail":
@@ -252,6 +259,9 @@ def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
                           f"effect {mde:.3g} ({reason})")
             elif under:
                 reason += f"; underpowered: margin {gate.margin:g} < MDE {mde:.3g}"
+            if under:
+                why = (f"its margin {gate.margin:g} is below the minimum detectable effect "
+                       f"{mde:.3g} (80% power)")
         results.append({
             "gate": gate.title(), "index": i, "metric": gate.metric, "rule": gate.rule,
             "slice": None if target is None else {"key": target[0], "value": target[1]},
@@ -259,10 +269,49 @@ def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
             **{k: r.get(k) for k in ("baseline", "candidate", "delta", "ci_low", "ci_high",
                                      "p_value", "p_adjusted", "n")},
             "p_one_sided": raw.get(c), "p_one_sided_adjusted": adjusted.get(c),
-            "mde": mde, "underpowered": under,
+            "mde": mde, "underpowered": under, "underpowered_why": why,
+            "changed": _changed(r),
             "status": status, "reason": reason,
         })
     return results
+
+
+#: fewer changed cases than this, and a decision "turns on a handful" (its verdict says so)
+HANDFUL = 5
+
+
+def _changed(row: Mapping[str, Any]) -> int | None:
+    """The paired cases whose value changed (wins + losses) of a check's row."""
+    if not row or row.get("wins") is None or row.get("losses") is None:
+        return None
+    return int(row["wins"]) + int(row["losses"])
+
+
+def _bound_sample(gate: Gate, row: Mapping[str, Any], min_n: int) -> str | None:
+    """Why a bound check's sample cannot carry it (None when it can): fewer paired cases
+    than ``min_n``, or a bounded change whose interval is wider than the bound's slack."""
+    n = int(row.get("n") or 0)
+    why = []
+    if n < min_n:
+        why.append(f"n {n} < min_n {min_n}")
+    slacks = [b for b in (gate.max_increase, gate.max_decrease) if b is not None]
+    lo, hi = row.get("ci_low"), row.get("ci_high")
+    if slacks and lo is not None and hi is not None and hi - lo > min(slacks):
+        why.append(f"interval [{lo:+.3g}, {hi:+.3g}] is wider than the bound's slack "
+                   f"{min(slacks):g}")
+    return "; ".join(why) or None
+
+
+def turns_on(results: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """A NO-GO whose every failed check rests on fewer than :data:`HANDFUL` changed cases:
+    ``{"changed": most changed cases of one failed check, "checks": [...]}``; else None."""
+    failed = [r for r in results if r["status"] == FAIL]
+    if not failed or decision_of(results) != NO_GO or any(
+            r.get("changed") is None or r["changed"] >= HANDFUL for r in failed):
+        return None
+    return {"changed": max(r["changed"] for r in failed),
+            "checks": [{"gate": r["gate"], "slice": r["slice"], "changed": r["changed"],
+                        "n": r["n"]} for r in failed]}
 
 
 def _gate_mde(gate: Gate, row: Mapping[str, Any], alpha: float) -> float | None:

@@ -38,16 +38,22 @@ interval at ``confidence``):
 Power: each ``non_inferior`` check states the minimum detectable effect of its slice (the
 margin its test shows with 80% power when the true difference is 0, from the observed
 variance of the paired differences); a margin below it is ``underpowered``, which warns
-(``underpowered: warn``, the default) or fails the check (``underpowered: fail``).
+(``underpowered: warn``, the default) or fails the check (``underpowered: fail``). A
+``bound`` check is ``underpowered`` when it rests on fewer than ``min_n`` paired cases
+(default 30), or when it bounds a change (``max_increase`` / ``max_decrease``) and the
+interval of that change is wider than the bound (its slack: a change of 0.05 cannot be
+told from one of 0.5 with an interval [+0, +1]).
 
 A gate whose metric applies to no case of either run (in a slice) is ``n/a`` and does not
 block, unless ``required: true``, which makes it fail.
 
 ``min_kappa: {FAMILY: KAPPA}`` (optional) asks how far the judge is trusted: a gated family
 (one that a gate of the set reads, and that applied) whose grader version has no calibration
-(``raglab calibrate``), or whose latest calibration's Cohen's kappa is below KAPPA, fails
-the decision. FAMILY is a family that human labels calibrate (claim labels: faithfulness,
-citations, correctness; nugget labels: nuggets).
+(``raglab calibrate``), or whose latest calibration's one-sided 95% lower confidence bound
+of Cohen's kappa is below KAPPA, fails the decision. A calibration whose labels came from
+another dataset than the candidate's (by the cases sha256) counts as uncalibrated unless
+``calibration_from: any``. FAMILY is a family that human labels calibrate (claim labels:
+faithfulness, citations, correctness; nugget labels: nuggets).
 """
 
 from __future__ import annotations
@@ -146,8 +152,14 @@ class GateSet(_C):
     gates: list[Gate] = Field(min_length=1)
     #: family -> the lowest Cohen's kappa of its grader version's latest calibration
     min_kappa: dict[str, float] = Field(default_factory=dict)
-    #: a non_inferior check whose margin is below its minimum detectable effect
+    #: an underpowered check (a non_inferior margin below its minimum detectable effect; a
+    #: bound on fewer than ``min_n`` paired cases or with an interval wider than its slack)
     underpowered: Literal["warn", "fail"] = "warn"
+    #: "same": a min_kappa calibration must come from the candidate's dataset (by its cases
+    #: sha256), else it counts as uncalibrated; "any": a calibration from any dataset
+    calibration_from: Literal["same", "any"] = "same"
+    #: the fewest paired cases a bound check trusts
+    min_n: int = Field(30, ge=1)
 
     @field_validator("min_kappa")
     @classmethod

@@ -5,8 +5,10 @@ gate results and the calibrations :mod:`raglab.compare.trust` looked up.
 
 A family's check, from the latest calibration of the candidate's grader version of that
 family: ``n/a`` when no gate of the set reads one of its metrics or none of those gates
-applied; ``fail`` when the version is uncalibrated or its kappa is below the minimum (the
-reason names the family and its kappa); else ``pass``.
+applied; ``fail`` when the version is uncalibrated, calibrated on another dataset's labels
+(unless ``calibration_from: any``), or the one-sided 95% lower confidence bound of its
+kappa is below the minimum (the reason names the family, its kappa and the bound); else
+``pass``.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ def calibration_checks(gates: GateSet, results: Sequence[Mapping[str, Any]],
             {"version": (versions or {}).get(fam), "calibrated": False}
         version = entry.get("version")
         kappa = entry.get("kappa") if entry.get("calibrated", True) else None
+        lcb = entry.get("kappa_lcb") if entry.get("calibrated", True) else None
+        foreign = entry.get("calibrated", True) and entry.get("dataset_match") in (
+            "other", "unknown") and gates.calibration_from != "any"
         if fam not in read:
             status, reason = NA, f"no gate of this set reads a {fam} metric"
         elif fam not in applied:
@@ -61,16 +66,32 @@ def calibration_checks(gates: GateSet, results: Sequence[Mapping[str, Any]],
         elif not entry.get("calibrated", True):
             status, reason = FAIL, (f"{fam}: grader version {version} is uncalibrated "
                                     "(run raglab calibrate with this grader)")
+        elif foreign:
+            from raglab.compare.trust import provenance_text
+
+            status, reason = FAIL, (
+                f"{fam}: grader version {version} was calibrated on labels of "
+                f"{provenance_text(entry)}, not of the candidate's dataset: treated as "
+                "uncalibrated (calibrate on this dataset's labels, or allow it with "
+                "calibration_from: any)")
         elif kappa is None:
             status, reason = FAIL, f"{fam}: {kappa_text(entry)}, below {least:g}"
-        elif kappa < least:
-            status, reason = FAIL, f"{fam}: {kappa_text(entry)} < {least:g}"
+        elif lcb is None:
+            status, reason = FAIL, (f"{fam}: {kappa_text(entry)} has no one-sided lower "
+                                    "bound (a calibration from before raglab recorded it: "
+                                    "run raglab calibrate again)")
+        elif lcb < least:
+            status, reason = FAIL, (f"{fam}: {kappa_text(entry)}, one-sided 95% lower bound "
+                                    f"{lcb:.3f} < {least:g}")
         else:
-            status, reason = PASS, f"{fam}: {kappa_text(entry)} >= {least:g}"
+            status, reason = PASS, (f"{fam}: {kappa_text(entry)}, one-sided 95% lower bound "
+                                    f"{lcb:.3f} >= {least:g}")
         out.append({"gate": f"{fam} judge kappa", "index": None, "metric": None,
                     "family": fam, "rule": MIN_KAPPA, "slice": None,
-                    "requirement": f"kappa >= {least:g}", **dict.fromkeys(_ROW_VALUES),
-                    "version": version, "kappa": kappa, "status": status, "reason": reason})
+                    "requirement": f"kappa's one-sided 95% lower confidence bound >= {least:g}",
+                    **dict.fromkeys(_ROW_VALUES), "version": version, "kappa": kappa,
+                    "kappa_lcb": lcb, "dataset_match": entry.get("dataset_match"),
+                    "status": status, "reason": reason})
     return out
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from raglab.compare.decide import _fmt, decision_of
+from raglab.compare.decide import _fmt, decision_of, turns_on
 from raglab.compare.gates import FAIL, NA, PASS, GateSet
 from raglab.compare.kappa import gated_families, judge_lines
 from raglab.metrics.diagnosis import CAUSES
@@ -23,33 +23,43 @@ def config_diff(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> li
             for k in sorted(set(fb) | set(fc)) if fb.get(k) != fc.get(k)]
 
 
-def relative_to(path: Any, base: Any) -> Any:
-    """A local path relative to the folder ``base`` (a record names the files of the
-    machine that wrote it relative to itself); ``pkg://`` and other URIs, None, and paths
-    when no ``base`` is given stay as they are."""
-    import os
+def _run_info(src: Any, base: Path, project: Path) -> dict[str, Any]:
+    from raglab.compare.paths import portable, scrub_paths
 
-    if path is None or base is None or "://" in str(path):
-        return path
-    p = Path(str(path))
-    if not p.is_absolute():
-        return str(path)
-    return os.path.relpath(p, Path(base).resolve())
-
-
-def _run_info(src: Any, base: Any = None) -> dict[str, Any]:
     m = src.metrics or {}
     dataset = m.get("dataset")
     if isinstance(dataset, dict):
-        dataset = {**dataset, **{k: relative_to(dataset[k], base)
+        dataset = {**dataset, **{k: portable(dataset[k], base, project)
                                  for k in ("corpus", "cases") if k in dataset}}
+    local = src.mlflow_run_id is None
     return {"label": src.label,
-            "ref": src.ref if src.mlflow_run_id else relative_to(src.ref, base),
-            "run_dir": None if src.mlflow_run_id else relative_to(str(src.run_dir), base),
+            "ref": portable(src.ref, base, project) if local else src.ref,
+            "run_dir": portable(str(src.run_dir), base, project) if local else None,
             "mlflow_run_id": src.mlflow_run_id, "dataset": dataset,
             "config_hash": m.get("config_hash"), "n_cases": m.get("n_cases"),
             "errors": m.get("errors"), "metric_versions": m.get("metric_versions") or {},
-            "self_graded": m.get("self_graded"), "config": src.config}
+            "self_graded": m.get("self_graded"),
+            "config": scrub_paths(src.config, base, project)}
+
+
+def gate_info(gate_name: str, gates: GateSet, source: str, overrides: Sequence[str],
+              base: Path, project: Path, shipped: bool = False) -> dict[str, Any]:
+    """The gate set as a reader can find it again: its config name, the sha256 of its file
+    and of the set as applied (after ``gates.FIELD=VALUE`` overrides), and its file's path
+    relative to the record only when that file is inside the project (a shipped set is
+    named, never pointed into the installed package)."""
+    import hashlib
+    import json
+
+    from raglab.compare.paths import file_sha256, portable
+
+    applied = json.dumps(gates.model_dump(), sort_keys=True, separators=(",", ":"))
+    return {"name": gate_name, "shipped": shipped,
+            "source": None if shipped else portable(source, base, project),
+            "file_sha256": file_sha256(source),
+            "sha256": hashlib.sha256(applied.encode()).hexdigest(),
+            "overrides": list(overrides), "confidence": gates.confidence,
+            "description": gates.description, "set": gates.model_dump()}
 
 
 def _cause_rank(cause: str) -> tuple[int, str]:
@@ -78,10 +88,16 @@ def _diagnoses(comp: Any, gates: GateSet) -> dict[str, Any]:
 
 def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
                  results: list[dict], *, name: str, date: str, question: str | None,
-                 extra_warnings: Sequence[str] = (), base_dir: Any = None) -> dict[str, Any]:
-    """The decision record (``decision-DATE-NAME.json``) of an evaluated comparison; with
-    ``base_dir`` (the folder it is written to) local paths are relative to it."""
-    b, c = _run_info(comp.baseline, base_dir), _run_info(comp.candidate, base_dir)
+                 extra_warnings: Sequence[str] = (), base_dir: Any = None,
+                 project: Any = None, gate_overrides: Sequence[str] = (),
+                 gate_shipped: bool = False) -> dict[str, Any]:
+    """The decision record (``decision-DATE-NAME.json``) of an evaluated comparison, written
+    to ``base_dir`` (default: the working directory) in the project folder ``project``
+    (default: the working directory): local paths are relative to the record, and only
+    those inside the project are named (:mod:`raglab.compare.paths`)."""
+    project = Path(project or Path.cwd()).resolve()
+    base = Path(base_dir or Path.cwd()).resolve()
+    b, c = _run_info(comp.baseline, base, project), _run_info(comp.candidate, base, project)
     warnings = list(comp.warnings) + list(extra_warnings)
     db, dc = b["dataset"] or {}, c["dataset"] or {}
     for what in ("cases_sha256", "corpus_sha256"):
@@ -101,17 +117,17 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
     for r in results:
         if r.get("underpowered"):
             where = _slice_label(r["slice"])
-            warnings.append(f"{r['gate']} [{where}] is underpowered: its margin is below the "
-                            f"minimum detectable effect {r['mde']:.3g} (80% power); a pass "
+            why = r.get("underpowered_why") or "its sample cannot carry it"
+            warnings.append(f"{r['gate']} [{where}] is underpowered: {why}; a pass "
                             "there is weak evidence" + (
                                 "" if gates.underpowered == "warn" else ", so it fails"))
     counts = {s: sum(1 for r in results if r["status"] == s) for s in (PASS, FAIL, NA)}
     cal = getattr(comp, "calibration", None) or {}
     return {
-        "decision": decision_of(results), "name": name, "date": date, "question": question,
-        "gates": {"name": gate_name, "source": relative_to(gate_source, base_dir),
-                  "confidence": gates.confidence,
-                  "description": gates.description, "set": gates.model_dump()},
+        "decision": decision_of(results), "turns_on": turns_on(results), "name": name,
+        "date": date, "question": question,
+        "gates": gate_info(gate_name, gates, gate_source, gate_overrides, base, project,
+                           gate_shipped),
         "baseline": b, "candidate": c,
         "config_diff": config_diff(b["config"], c["config"]),
         "metric_versions": comp.versions,
@@ -163,15 +179,41 @@ def _diag(d: Any) -> str:
     return str(d)
 
 
+def verdict_note(t: Mapping[str, Any]) -> str:
+    """The verdict's note on a NO-GO that turns on a handful of changed cases."""
+    checks = "; ".join(f"{c['gate']} [{_slice_label(c['slice'])}]: {c['changed']} of "
+                       f"{c['n']} paired cases changed" for c in t["checks"])
+    k = t["changed"]
+    return (f"This NO-GO turns on {k} changed case{'s' if k != 1 else ''} at most per failed "
+            f"check ({checks}): read those cases before acting on it.")
+
+
+def _where(run: Mapping[str, Any]) -> str:
+    if run.get("mlflow_run_id"):
+        return f"MLflow run {run['mlflow_run_id']}"
+    return run.get("run_dir") or "outside the project (not named by path)"
+
+
+def _gate_words(g: Mapping[str, Any]) -> str:
+    """``default`` (shipped with raglab, sha256 1a2b3c4d5e6f) or ``ci/gates.yaml`` ..."""
+    where = f"file {g['source']}" if g.get("source") else (
+        "shipped with raglab" if g.get("shipped") else "its file is outside the project")
+    sha = str(g.get("sha256") or "n/a")[:12]
+    over = f"; overrides {' '.join(g['overrides'])}" if g.get("overrides") else ""
+    return f"`{_md(g['name'])}` ({_md(where)}; sha256 {sha}{_md(over)})"
+
+
 def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
     """The decision record as Markdown (``decision-DATE-NAME.md``)."""
     b, c = rec["baseline"], rec["candidate"]
     lines = [f"# Decision: {rec['decision']} ({rec['name']}, {rec['date']})", ""]
     lines += [f"**Question.** {_md(rec['question'] or '(none given)')}", ""]
-    lines += [f"**Decision: {rec['decision']}.** Gate set `{rec['gates']['name']}` "
-              f"({rec['gates']['source']}), intervals at {rec['gates']['confidence']:.0%}: "
+    lines += [f"**Decision: {rec['decision']}.** Gate set {_gate_words(rec['gates'])}, "
+              f"intervals at {rec['gates']['confidence']:.0%}: "
               f"{rec['counts'][PASS]} checks passed, {rec['counts'][FAIL]} failed, "
               f"{rec['counts'][NA]} did not apply.", ""]
+    if rec.get("turns_on"):
+        lines[-1:-1] = [_md(verdict_note(rec["turns_on"]))]
     if rec["gates"]["description"]:
         lines += [rec["gates"]["description"], ""]
     if rec["warnings"]:
@@ -179,7 +221,7 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
     lines += ["## Runs", ""]
     lines += _table(["", "baseline", "candidate"], [
         ["run", b["label"], c["label"]],
-        ["where", b["mlflow_run_id"] or b["run_dir"], c["mlflow_run_id"] or c["run_dir"]],
+        ["where", _where(b), _where(c)],
         ["cases", b["n_cases"], c["n_cases"]], ["errors", b["errors"], c["errors"]],
         ["dataset", (b["dataset"] or {}).get("name"), (c["dataset"] or {}).get("name")],
         ["cases sha256", (b["dataset"] or {}).get("cases_sha256"),

@@ -255,8 +255,11 @@ def title(comp) -> str:
     return f"raglab compare: {comp.candidate.label} against {comp.baseline.label}"
 
 
-def _run_line(role: str, src) -> str:
-    where = f"MLflow run {src.mlflow_run_id}" if src.mlflow_run_id else str(src.run_dir)
+def _run_line(role: str, src, paths=None) -> str:
+    from raglab.compare.paths import shown
+
+    where = f"MLflow run {src.mlflow_run_id}" if src.mlflow_run_id else \
+        shown(str(src.run_dir), paths)
     return f"{role}: {src.label} ({where})"
 
 
@@ -267,8 +270,8 @@ def render_md(comp) -> str:
         lines.append(f"> **Warning:** {_md_escape(w)}")
     if comp.warnings:
         lines.append("")
-    lines += [f"- {_md_escape(_run_line('baseline', comp.baseline))}",
-              f"- {_md_escape(_run_line('candidate', comp.candidate))}", ""]
+    lines += [f"- {_md_escape(_run_line('baseline', comp.baseline, comp.paths))}",
+              f"- {_md_escape(_run_line('candidate', comp.candidate, comp.paths))}", ""]
     lines += [*method_lines(comp), ""]
     for name, header, rows in [*_sections(comp), *_flip_tables(comp), *_diag_tables(comp),
                                *_noise_tables(comp)]:

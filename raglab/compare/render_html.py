@@ -146,8 +146,8 @@ def render_html(comp) -> str:
     e = html.escape
     body = [f"<h1>{e(title(comp))}</h1>"]
     body += [f'<div class="warn"><b>Warning:</b> {e(w)}</div>' for w in comp.warnings]
-    body += [f"<p>{e(_run_line('baseline', comp.baseline))}<br>"
-             f"{e(_run_line('candidate', comp.candidate))}</p>"]
+    body += [f"<p>{e(_run_line('baseline', comp.baseline, comp.paths))}<br>"
+             f"{e(_run_line('candidate', comp.candidate, comp.paths))}</p>"]
     body += [f"<p>{e(x)}</p>" for x in method_lines(comp)]
     sections = _sections(comp)
     name, header, rows = sections[0]

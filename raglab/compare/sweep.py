@@ -38,6 +38,12 @@ class SweepComparison:
     always_failing: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     settings: dict = field(default_factory=dict)
+    paths: tuple | None = None  # as Comparison.paths
+
+    def shown_ref(self) -> str:
+        from raglab.compare.paths import shown
+
+        return shown(self.ref, self.paths) or self.ref
 
 
 def _name_jobs(sources: list[tuple[str, RunSource]], keys: list[str]) -> list[Job]:
@@ -204,10 +210,13 @@ def always_failing(jobs: list[Job], cfg: CompareCfg) -> list[dict]:
 
 
 def sweep_json(sc: SweepComparison) -> dict:
+    from raglab.compare.paths import shown
+
     return {
-        "sweep": sc.ref, "params": sc.params, "baseline": sc.baseline.name,
+        "sweep": sc.shown_ref(), "params": sc.params, "baseline": sc.baseline.name,
         "jobs": [{"name": j.name, "number": j.number, "params": j.params,
-                  "run_dir": str(j.source.run_dir) if j.source.mlflow_run_id is None else None,
+                  "run_dir": shown(str(j.source.run_dir), sc.paths)
+                  if j.source.mlflow_run_id is None else None,
                   "mlflow_run_id": j.source.mlflow_run_id} for j in sc.jobs],
         "settings": sc.settings, "warnings": sc.warnings, "tables": sc.cells,
         "always_failing": sc.always_failing,

@@ -88,7 +88,8 @@ def intro(sc) -> list[str]:
 
 
 def render_sweep_md(sc) -> str:
-    lines = [f"# raglab compare: sweep {_md_escape(sc.ref)} against {_md_escape(sc.baseline.name)}",
+    lines = [f"# raglab compare: sweep {_md_escape(sc.shown_ref())} against "
+             f"{_md_escape(sc.baseline.name)}",
              ""]
     lines += [f"> **Warning:** {_md_escape(w)}" for w in sc.warnings]
     if sc.warnings:
@@ -155,7 +156,8 @@ def heatmap(sc, metric: str) -> str | None:
 
 def render_sweep_html(sc) -> str:
     e = html.escape
-    body = [f"<h1>raglab compare: sweep {e(sc.ref)} against {e(sc.baseline.name)}</h1>"]
+    body = [f"<h1>raglab compare: sweep {e(sc.shown_ref())} against "
+            f"{e(sc.baseline.name)}</h1>"]
     body += [f'<div class="warn"><b>Warning:</b> {e(w)}</div>' for w in sc.warnings]
     body += [f"<p>{e(x)}</p>" for x in intro(sc)]
     body += ["<h2>Jobs</h2>", html_table(["job", "name"], [[j.number, j.name] for j in sc.jobs])]

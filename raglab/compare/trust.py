@@ -65,14 +65,54 @@ def calibrations(comp: Any, uri: str | None = None) -> dict[str, dict[str, Any]]
             cache[key] = latest(versions, cache_dir, _finder(src, uri))
         for fam in fams:
             entry = cache[key].get(fam)
-            found[fam][role] = {**entry, "calibrated": True} if entry is not None else \
-                {"version": versions.get(fam), "calibrated": False}
+            found[fam][role] = {**entry, "calibrated": True,
+                                "dataset_match": dataset_match(entry, src)} \
+                if entry is not None else {"version": versions.get(fam), "calibrated": False}
     return found
 
 
+def dataset_match(entry: dict[str, Any], src: Any) -> str:
+    """``same`` when a calibration's labels came from the run's dataset (the same cases
+    sha256), ``other`` when from another, ``unknown`` when the calibration does not say
+    (made before raglab recorded it) or the run does not."""
+    theirs = (entry.get("dataset") or {}).get("cases_sha256")
+    ours = ((src.metrics or {}).get("dataset") or {}).get("cases_sha256")
+    if not theirs or not ours:
+        return "unknown"
+    return "same" if theirs == ours else "other"
+
+
+def provenance_text(entry: dict[str, Any]) -> str:
+    """``dataset demo (228 cases, sha256 1a2b3c4d5e6f)`` or ``a dataset not recorded``."""
+    d = entry.get("dataset") or {}
+    if not d.get("cases_sha256"):
+        return "a dataset not recorded"
+    return (f"dataset {d.get('name')} ({d.get('n_cases')} cases, sha256 "
+            f"{str(d['cases_sha256'])[:12]})")
+
+
+def provenance_warnings(calibration: dict[str, dict[str, Any]], src: Any) -> list[str]:
+    """One warning per family whose candidate calibration came from another dataset (or
+    does not say which)."""
+    out = []
+    ours = ((src.metrics or {}).get("dataset") or {}).get("name") or "?"
+    for fam, roles in calibration.items():
+        entry = roles.get("candidate") or {}
+        match = entry.get("dataset_match")
+        if entry.get("calibrated") and match in ("other", "unknown"):
+            out.append(f"the {fam} calibration (grader version {entry.get('version')}) was made "
+                       f"on labels of {provenance_text(entry)}, "
+                       + ("not on the candidate's dataset " if match == "other" else
+                          "so it cannot be matched to the candidate's dataset ")
+                       + f"{ours}: its kappa says little about this judge here")
+    return out
+
+
 def attach(comp: Any, uri: str | None = None) -> Any:
-    """Fill ``comp.calibration`` (:func:`calibrations`); returns ``comp``."""
+    """Fill ``comp.calibration`` (:func:`calibrations`) and warn of a calibration made on
+    another dataset; returns ``comp``."""
     comp.calibration = calibrations(comp, uri)
+    comp.warnings.extend(provenance_warnings(comp.calibration, comp.candidate))
     return comp
 
 

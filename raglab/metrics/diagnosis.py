@@ -18,12 +18,17 @@ and ``F`` = ``final.evidence_recall``:
 6. ``generation``: the answer has unsupported or contradicted claims
    (``faithfulness < min_faithfulness`` or ``contradicted_claim_rate > max_contradicted``),
    or it contains one of the case's forbidden strings (``must_not_contain_rate`` is 1).
-7. ``stale_or_conflicting_corpus``: the answer is faithful (``faithfulness`` applies and
-   passes, no contradicted claim over the bound) and the gold evidence reached the context
-   (``F`` does not apply or ``F >= min_evidence_recall``), yet it is wrong against the
-   reference: ``correctness < min_correctness`` or
-   ``vital_nugget_recall < min_vital_nugget_recall``.
-8. ``access_control``: a document the user may not see was retrieved
+7. ``incomplete_answer``: the answer is faithful (``faithfulness`` applies and passes, no
+   contradicted claim over the bound) and the gold evidence reached the context (``F``
+   does not apply or ``F >= min_evidence_recall``), yet vital facts are missing:
+   ``vital_nugget_recall < min_vital_nugget_recall``. The evaluation guidance reads
+   faithful-but-incomplete as a cautious model or a truncated context, not as the corpus.
+8. ``stale_or_conflicting_corpus``: the answer is faithful, the evidence reached the
+   context and the answer is complete (``vital_nugget_recall`` does not apply or passes),
+   yet it is wrong against the reference: ``correctness < min_correctness``. Only when
+   everything is high except correctness against the reference should a team check the
+   corpus for stale or conflicting documents.
+9. ``access_control``: a document the user may not see was retrieved
    (``acl_leak_rate`` is 1). Always listed when it happens, whatever else failed; it is
    the primary cause only when nothing else failed.
 
@@ -44,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 CAUSES: tuple[str, ...] = (
     "error", "retrieval", "reranking_or_k", "false_refusal", "hallucinated_answer",
-    "generation", "stale_or_conflicting_corpus", "access_control",
+    "generation", "incomplete_answer", "stale_or_conflicting_corpus", "access_control",
 )
 
 
@@ -60,9 +65,11 @@ class DiagnosisCfg(BaseModel):
         "`generation`"))
     max_contradicted: float = Field(0.0, ge=0, le=1)
     min_correctness: float = Field(0.5, ge=0, le=1, description=(
-        "faithful but correctness or min_vital_nugget_recall under these: "
+        "faithful and complete, evidence in context, correctness under this: "
         "`stale_or_conflicting_corpus`"))
-    min_vital_nugget_recall: float = Field(1.0, ge=0, le=1)
+    min_vital_nugget_recall: float = Field(1.0, ge=0, le=1, description=(
+        "faithful, evidence in context, vital nugget recall under this: "
+        "`incomplete_answer`"))
 
 
 def _below(value: Any, bound: float) -> bool:
@@ -91,17 +98,17 @@ def diagnose(record: Mapping[str, Any], cfg: DiagnosisCfg) -> dict[str, Any] | N
     if unfaithful or m.get("must_not_contain_rate") == 1:
         found.add("generation")
     in_context = f is None or f >= thr
-    if faith is not None and not unfaithful and in_context and (
-            _below(m.get("correctness"), cfg.min_correctness)
-            or _below(m.get("vital_nugget_recall"), cfg.min_vital_nugget_recall)):
-        found.add("stale_or_conflicting_corpus")
+    if faith is not None and not unfaithful and in_context:
+        if _below(m.get("vital_nugget_recall"), cfg.min_vital_nugget_recall):
+            found.add("incomplete_answer")  # cautious model or truncated context
+        elif _below(m.get("correctness"), cfg.min_correctness):
+            found.add("stale_or_conflicting_corpus")  # complete, faithful, yet wrong
     if m.get("acl_leak_rate") == 1:
         found.add("access_control")
     if not found:
         return None
     causes = [c for c in CAUSES if c in found]
     return {"primary": causes[0], "causes": causes}
-
 
 
 def diagnosis_of(record: Mapping[str, Any], cfg: DiagnosisCfg | None = None

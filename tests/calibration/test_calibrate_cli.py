@@ -19,7 +19,8 @@ CLAIMS = ["SUPPORTED", "CONTRADICTED", "NOT_FOUND"]
 @pytest.mark.slow  # an end-to-end CLI run: CI's slow pass
 def test_offline_grader_on_demo_labels(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    p = run_cli("calibrate", f"cache_dir={tmp_path / 'cache'}", f"tracking.uri={uri}",
+    p = run_cli("calibrate", "dataset=demo", f"cache_dir={tmp_path / 'cache'}",
+                f"tracking.uri={uri}",
                 f"hydra.run.dir={tmp_path / 'cal'}", cwd=tmp_path)
     assert p.returncode == 0, p.stderr[-2000:]
     out = p.stdout
@@ -72,7 +73,8 @@ def test_offline_grader_on_demo_labels(tmp_path):
         == shown["faithfulness"]
 
     # repeats with the offline grader: one call per judgment, agreement 1.0
-    p2 = run_cli("calibrate", "repeats=3", f"cache_dir={tmp_path / 'cache2'}", "tracking=none",
+    p2 = run_cli("calibrate", "dataset=demo", "repeats=3", f"cache_dir={tmp_path / 'cache2'}",
+                 "tracking=none",
                  f"hydra.run.dir={tmp_path / 'cal2'}", cwd=tmp_path)
     assert p2.returncode == 0, p2.stderr[-2000:]
     doc2 = json.loads((tmp_path / "cal2" / "calibration.json").read_text())
@@ -158,3 +160,16 @@ def test_fail_on_quarantine(tmp_path, tiny):
     assert not (tmp_path / "r" / "metrics.json").exists()
     assert [q["case_id"] for q in map(json.loads, (tmp_path / "r" / "quarantine.jsonl")
                                       .read_text().splitlines())] == ["t-2"]
+
+
+def test_calibrate_without_labels_refuses_rather_than_taking_the_demos(tmp_path):
+    p = run_cli("calibrate", "tracking=none", f"cache_dir={tmp_path / 'cache'}", cwd=tmp_path,
+                timeout=60)
+    assert p.returncode == 2, p.stdout + p.stderr
+    (line,) = p.stderr.strip().splitlines()
+    assert "dataset.labels=FILE" in line and "dataset=demo" in line
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "outputs").exists()
+    # the cases of another dataset with the demo's labels left in place: refused too
+    p = run_cli("calibrate", "tracking=none", "dataset.cases=mine.jsonl", cwd=tmp_path,
+                timeout=60)
+    assert p.returncode == 2 and "dataset.labels=FILE" in p.stderr

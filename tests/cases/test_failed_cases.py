@@ -23,6 +23,8 @@ def _rec(**metrics):
     ({"must_not_contain_rate": 1.0}, "generation"),
     ({"faithfulness": 1.0, "contradicted_claim_rate": 0.0, "correctness": 0.2},
      "stale_or_conflicting_corpus"),
+    ({"faithfulness": 1.0, "contradicted_claim_rate": 0.0, "vital_nugget_recall": 0.5},
+     "incomplete_answer"),
     ({"acl_leak_rate": 1.0}, "access_control"),
 ])
 def test_a_case_fails_for_drafts_exactly_when_it_has_a_diagnosis(metrics, cause):

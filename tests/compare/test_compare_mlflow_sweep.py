@@ -105,7 +105,8 @@ def test_sweep_table(sweep):
     for x in fails:
         for job in data["jobs"]:
             recs = {json.loads(line)["case_id"]: json.loads(line)
-                    for line in Path(job["run_dir"], "records.jsonl").read_text().splitlines()}
+                    for line in Path(d / "by-number", job["run_dir"], "records.jsonl")
+                    .read_text().splitlines()}
             for m in x["metrics"]:
                 v = recs[x["case_id"]]["metrics"][m]
                 assert v is not None and (v < 1.0 if m != "false_refusal_rate" else v > 0)

@@ -36,11 +36,11 @@ def _record(study, name="default"):
 
 
 def test_a_leaking_candidate_is_no_go(runs, tmp_path):
-    study = tmp_path / "study"
+    study = runs["root"] / "study-leak"  # inside the project the runs are in
     study.mkdir()
     (study / "README.md").write_text("Intro line\n\n# Can we drop ACL enforcement?\n\nmore\n")
     proc = run_cli("decide", str(runs["base"]), str(runs["leaky"]), "gates=default",
-                   "--study", str(study), cwd=tmp_path)
+                   "--study", str(study), cwd=runs["root"])
     assert proc.returncode == 1, proc.stderr
     assert "decision: NO-GO" in proc.stdout
     rec, md = _record(study)

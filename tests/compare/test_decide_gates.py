@@ -284,3 +284,42 @@ def test_record_of_runs_without_diagnoses_or_flips_renders(tmp_path):
     comp.warnings.append("the runs were diagnosed under different thresholds (...)")
     rec = build_record(comp, g, "g", "g.yaml", res, name="g", date="d", question="q")
     assert sum("diagnos" in w for w in rec["warnings"]) == 1
+
+
+def test_a_bound_on_a_change_knows_its_sample():
+    fa = {"metric": "false_answer_rate", "rule": "bound", "max": 0.5, "max_increase": 0.05}
+    small = {**row("false_answer_rate", candidate=0.17, delta=0.17, ci=(0.0, 1.0), n=6),
+             "wins": 0, "ties": 5, "losses": 1}
+    (check,) = evaluate_gates([small], gates(fa))
+    assert check["status"] == FAIL and check["underpowered"] is True and check["n"] == 6
+    assert "n 6 < min_n 30" in check["underpowered_why"]
+    assert "interval [+0, +1] is wider than the bound's slack 0.05" in check["underpowered_why"]
+    assert check["changed"] == 1
+    from raglab.compare.decide import turns_on
+
+    assert turns_on([check]) == {"changed": 1, "checks": [
+        {"gate": "false_answer_rate bound", "slice": None, "changed": 1, "n": 6}]}
+    # enough cases and a narrow interval: not underpowered
+    big = row("false_answer_rate", candidate=0.2, delta=0.01, ci=(-0.01, 0.03), n=400)
+    (ok,) = evaluate_gates([big], gates(fa))
+    assert ok["status"] == PASS and ok["underpowered"] is False and ok["underpowered_why"] is None
+    # a ceiling alone (no change bounded) is judged by n only
+    acl = {"metric": "acl_leak_rate", "rule": "bound", "max": 0}
+    (few,) = evaluate_gates([row("acl_leak_rate", candidate=0.0, n=10)], gates(acl))
+    assert few["status"] == PASS and few["underpowered"] is True
+    strict = GateSet.model_validate({"gates": [acl], "underpowered": "fail", "min_n": 5})
+    assert evaluate_gates([row("acl_leak_rate", candidate=0.0, n=10)], strict)[0]["status"] \
+        == PASS
+    strict = GateSet.model_validate({"gates": [acl], "underpowered": "fail"})
+    assert evaluate_gates([row("acl_leak_rate", candidate=0.0, n=10)], strict)[0]["status"] \
+        == FAIL
+
+
+def test_a_no_go_on_many_changed_cases_does_not_turn_on_a_handful():
+    from raglab.compare.decide import turns_on
+
+    fa = {"metric": "false_answer_rate", "rule": "bound", "max": 0.5, "max_increase": 0.05}
+    r = {**row("false_answer_rate", candidate=0.3, delta=0.2, ci=(0.1, 0.3), n=100),
+         "wins": 0, "ties": 80, "losses": 20}
+    (check,) = evaluate_gates([r], gates(fa))
+    assert check["status"] == FAIL and turns_on([check]) is None

@@ -33,14 +33,15 @@ def runs(tmp_path_factory):
                        f"cache_dir={root / cache}", cwd=root)
         assert proc.returncode == 0, proc.stderr
         out[name] = root / name
-    proc = run_cli("calibrate", "tracking=none", f"cache_dir={root / 'cache'}",
+    proc = run_cli("calibrate", "dataset=demo", "tracking=none", f"cache_dir={root / 'cache'}",
                    f"hydra.run.dir={root / 'cal'}", cwd=root)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out["calibration"] = json.loads((root / "cal" / "calibration.json").read_text())
     return out
 
 
-def _gates(tmp_path, min_kappa: dict | None, name: str = "trust") -> str:
+def _gates(tmp_path, min_kappa: dict | None, name: str = "trust",
+           calibration_from: str | None = "any") -> str:
     # 3-4 paired cases cannot show non-inferiority at a margin of 0.05 (with no case
     # changed the score interval is +-z^2 / (n + z^2), +-0.56 at n = 3): margins of 0.7
     lines = ["gates:",
@@ -49,6 +50,8 @@ def _gates(tmp_path, min_kappa: dict | None, name: str = "trust") -> str:
              "  - {metric: acl_leak_rate, rule: bound, max: 0}"]
     if min_kappa is not None:
         lines.append("min_kappa: " + json.dumps(min_kappa))
+        if calibration_from:  # the demo's labels judge these runs of the tiny set
+            lines.append(f"calibration_from: {calibration_from}")
     path = tmp_path / f"{name}.yaml"
     path.write_text("\n".join(lines) + "\n")
     return str(path)
@@ -81,39 +84,43 @@ def test_calibrate_writes_what_decide_reads(runs):
 
 def test_kappa_above_the_minimum_is_go(runs, tmp_path):
     proc, rec, md = _decide(runs, tmp_path,
-                            _gates(tmp_path, {"faithfulness": 0.3, "nuggets": 0.45}))
+                            _gates(tmp_path, {"faithfulness": 0.25, "nuggets": 0.3}))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert rec["decision"] == "GO"
     faith, nug = _check(rec, "faithfulness"), _check(rec, "nuggets")
     assert faith["status"] == nug["status"] == "pass"
     assert faith["kappa"] == pytest.approx(0.347, abs=5e-4)
-    assert "faithfulness: kappa 0.347 [" in faith["reason"] and ">= 0.3" in faith["reason"]
+    assert "faithfulness: kappa 0.347 [" in faith["reason"]
+    assert "one-sided 95% lower bound 0.261 >= 0.25" in faith["reason"]
+    assert faith["kappa_lcb"] == pytest.approx(0.2606, abs=5e-4)
     sha = runs["calibration"]["labels"]["sha256"]
     cal = rec["calibration"]["faithfulness"]["candidate"]
     assert cal["calibrated"] and cal["n"] == 157 and cal["labels_sha256"] == sha
     assert cal["ci_low"] < cal["kappa"] < cal["ci_high"]
     assert set(rec["calibration"]) == {"faithfulness", "nuggets"}  # the gated families
-    assert rec["gates"]["set"]["min_kappa"] == {"faithfulness": 0.3, "nuggets": 0.45}
+    assert rec["gates"]["set"]["min_kappa"] == {"faithfulness": 0.25, "nuggets": 0.3}
     assert "## Judges" in md
     version = rec["candidate"]["metric_versions"]["faithfulness"]
     row = next(x for x in md.splitlines() if x.startswith(f"| faithfulness | {version} |"))
     assert f"| 0.347 [0.243, 0.455] | 157 claim | {sha} |" in row
-    assert row.endswith("| same | 0.3 | PASS |")
+    assert row.endswith("| same | 0.25 | PASS |")
     assert "PASS  faithfulness judge kappa" in proc.stdout
 
 
 def test_kappa_below_the_minimum_is_no_go_naming_family_and_kappa(runs, tmp_path):
+    # kappa 0.347 is above 0.3, its one-sided 95% lower bound 0.261 is not: NO-GO
     proc, rec, md = _decide(runs, tmp_path,
-                            _gates(tmp_path, {"faithfulness": 0.35, "nuggets": 0.45}))
+                            _gates(tmp_path, {"faithfulness": 0.3, "nuggets": 0.3}))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert rec["decision"] == "NO-GO" and "decision: NO-GO" in proc.stdout
     faith = _check(rec, "faithfulness")
     assert faith["status"] == "fail"
-    assert faith["reason"].startswith("faithfulness: kappa 0.347 [") and "< 0.35" in faith["reason"]
+    assert faith["reason"].startswith("faithfulness: kappa 0.347 [")
+    assert "one-sided 95% lower bound 0.261 < 0.3" in faith["reason"]
     assert _check(rec, "nuggets")["status"] == "pass"
     # every gate itself passed: the judge's kappa alone made it NO-GO
     assert {r["status"] for r in rec["results"] if r["rule"] != "min_kappa"} <= {"pass", "n/a"}
-    assert "FAIL  faithfulness judge kappa" in proc.stdout and "< 0.35" in proc.stdout
+    assert "FAIL  faithfulness judge kappa" in proc.stdout and "< 0.3" in proc.stdout
 
 
 def test_uncalibrated_grader_version_is_no_go(runs, tmp_path):
@@ -146,16 +153,18 @@ def test_min_kappa_of_a_family_no_gate_reads_does_not_apply(runs, tmp_path):
 
 def test_min_kappa_as_an_override_of_a_shipped_gate_set(runs, tmp_path):
     proc = run_cli("decide", str(runs["base"]), str(runs["same"]), "gates=default",
-                   "+gates.min_kappa.faithfulness=0.9", "--study", str(tmp_path / "s"),
+                   "+gates.min_kappa.faithfulness=0.9", "gates.calibration_from=any",
+                   "--study", str(tmp_path / "s"),
                    cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "faithfulness: kappa 0.347" in proc.stdout and "< 0.9" in proc.stdout
     gates = _gates(tmp_path, None)  # a gate set given by path takes it too
     proc = run_cli("decide", str(runs["base"]), str(runs["same"]), f"gates={gates}",
-                   "+gates.min_kappa.nuggets=0.4", "--study", str(tmp_path / "s"),
+                   "+gates.min_kappa.nuggets=0.3", "+gates.calibration_from=any",
+                   "--study", str(tmp_path / "s"),
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "nuggets: kappa 0.458" in proc.stdout and ">= 0.4" in proc.stdout
+    assert "nuggets: kappa 0.458" in proc.stdout and ">= 0.3" in proc.stdout
 
 
 @pytest.mark.parametrize("min_kappa, message", [
@@ -223,10 +232,11 @@ def test_compare_shows_every_graded_family_calibration(runs, tmp_path):
 @pytest.mark.slow  # an end-to-end run: in the slow suite
 def test_a_calibration_in_the_tracking_store_is_found_with_uri(runs, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    proc = run_cli("calibrate", f"tracking.uri={uri}", f"cache_dir={tmp_path / 'elsewhere'}",
+    proc = run_cli("calibrate", "dataset=demo", f"tracking.uri={uri}",
+                   f"cache_dir={tmp_path / 'elsewhere'}",
                    f"hydra.run.dir={tmp_path / 'cal'}", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    gates = _gates(tmp_path, {"faithfulness": 0.3})
+    gates = _gates(tmp_path, {"faithfulness": 0.25})
     # the runs' own cache_dir has no record: uncalibrated without the store, found with it
     proc, rec, _ = _decide(runs, tmp_path, gates, "bare_base", "bare_same")
     assert proc.returncode == 1 and _check(rec, "faithfulness")["status"] == "fail"
@@ -236,3 +246,28 @@ def test_a_calibration_in_the_tracking_store_is_found_with_uri(runs, tmp_path):
     assert cal["calibrated"] and cal["mlflow_run_id"] and cal["created"]
     assert cal["labels_sha256"] == runs["calibration"]["labels"]["sha256"] and cal["n"] == 157
     assert cal["kappa"] == pytest.approx(runs["calibration"]["claims"]["kappa"])
+
+
+def test_a_calibration_from_another_dataset_is_flagged_and_counts_as_uncalibrated(
+        runs, tmp_path):
+    """The demo's labels judged, runs of the tiny set decided: flagged in decide and
+    compare; min_kappa treats it as uncalibrated unless calibration_from: any."""
+    doc = runs["calibration"]
+    assert doc["dataset"]["name"] == "demo" and doc["dataset"]["n_cases"] == 228
+    assert len(doc["dataset"]["cases_sha256"]) == 64
+    gates = _gates(tmp_path, {"faithfulness": 0.1}, calibration_from=None)
+    proc, rec, md = _decide(runs, tmp_path, gates)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    check = _check(rec, "faithfulness")
+    assert check["status"] == "fail" and check["dataset_match"] == "other"
+    assert "calibrated on labels of dataset demo (228 cases, sha256 " in check["reason"]
+    assert "treated as uncalibrated" in check["reason"]
+    flag = [w for w in rec["warnings"] if "faithfulness calibration" in w]
+    assert flag and "not on the candidate's dataset custom" in flag[0]
+    assert rec["calibration"]["faithfulness"]["candidate"]["dataset"]["name"] == "demo"
+    out = tmp_path / "cmp"
+    proc = run_cli("compare", str(runs["base"]), str(runs["same"]), "--out", str(out),
+                   cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads((out / "compare.json").read_text())
+    assert any("not on the candidate's dataset custom" in w for w in doc["warnings"])

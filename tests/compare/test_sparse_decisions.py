@@ -73,3 +73,44 @@ def test_adjusted_p_is_never_below_the_raw_p(tmp_path):
     tested = [r for r in rows if r["p_value"] is not None and r["p_adjusted"] is not None]
     assert tested and any(r["aliases"] for r in tested)
     assert all(r["p_adjusted"] >= r["p_value"] for r in tested)
+
+
+def _abstention_run(root: Path, name: str, answered: set[int], n: int = 6) -> Path:
+    d = root / name
+    d.mkdir()
+    with open(d / "records.jsonl", "w", encoding="utf-8") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"case_id": f"u{i}", "tags": {"intent": "x"},
+                                 "gold": {"answerable": False}, "output": {"answer": "a"},
+                                 "metrics": {"false_answer_rate": 1.0 if i in answered
+                                             else 0.0}, "error": None}) + "\n")
+    mean = len(answered) / n
+    (d / "metrics.json").write_text(json.dumps({
+        "overall": {"false_answer_rate": mean}, "slices": {},
+        "metric_versions": {"abstention": "a1"}, "n_cases": n}))
+    return d
+
+
+def test_a_bound_gate_on_six_cases_is_underpowered_and_the_verdict_says_so(tmp_path):
+    """The issue's case: false_answer_rate bound, n = 6, one changed case, interval
+    [+0, +1]: NO-GO, underpowered, and the verdict line says it turns on one case."""
+    base = _abstention_run(tmp_path, "base", set())
+    cand = _abstention_run(tmp_path, "cand", {0})
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("gates:\n  - {metric: false_answer_rate, rule: bound, max: 0.5, "
+                     "max_increase: 0.05}\n")
+    proc = run_cli("decide", str(base), str(cand), f"gates={gates}", "--study",
+                   str(tmp_path / "study"), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "note: This NO-GO turns on 1 changed case" in proc.stdout
+    (record,) = (tmp_path / "study").glob("decision-*.json")
+    rec = json.loads(record.read_text())
+    (check,) = rec["results"]
+    assert check["n"] == 6 and check["changed"] == 1 and check["underpowered"] is True
+    assert check["status"] == "fail" and "underpowered" in check["reason"]
+    assert rec["turns_on"]["changed"] == 1
+    assert any("false_answer_rate bound [overall] is underpowered" in w for w in rec["warnings"])
+    md = record.with_suffix(".md").read_text()
+    verdict = md.split("**Decision: NO-GO.**", 1)[1].split("\n\n", 1)[0]
+    assert "This NO-GO turns on 1 changed case" in verdict
+    assert "false_answer_rate bound [overall]: 1 of 6 paired cases changed" in verdict

@@ -51,7 +51,7 @@ def test_passing_cases_have_no_diagnosis():
     ({"contradicted_claim_rate": 0.1, "faithfulness": 0.9}, "generation"),
     ({"must_not_contain_rate": 1.0}, "generation"),
     ({"correctness": 0.25}, "stale_or_conflicting_corpus"),
-    ({"vital_nugget_recall": 0.5}, "stale_or_conflicting_corpus"),
+    ({"vital_nugget_recall": 0.5}, "incomplete_answer"),
     ({"acl_leak_rate": 1.0}, "access_control"),
 ])
 def test_one_cause_each(metrics, expected):
@@ -122,8 +122,8 @@ def test_thresholds_are_boundaries():
 
 def test_causes_follow_the_documented_order():
     assert CAUSES == ("error", "retrieval", "reranking_or_k", "false_refusal",
-                      "hallucinated_answer", "generation", "stale_or_conflicting_corpus",
-                      "access_control")
+                      "hallucinated_answer", "generation", "incomplete_answer",
+                      "stale_or_conflicting_corpus", "access_control")
     r = rec(error="grader: x", candidate__evidence_recall=0.5, final__evidence_recall=0.0,
             faithfulness=0.1, acl_leak_rate=1.0, must_not_contain_rate=1.0)
     assert causes(r) == ("error", ["error", "retrieval", "reranking_or_k", "generation",
@@ -216,3 +216,32 @@ def test_every_run_record_has_a_diagnosis_and_metrics_json_counts(tmp_path, tiny
     assert m["metric_versions"]["diagnosis"] == expected
     assert "failed cases: " in proc.stdout
     assert "## Failure attribution" in (out / "report.md").read_text()
+
+
+def test_faithful_but_incomplete_is_an_incomplete_answer_not_the_corpus():
+    """The guidance: faithful, evidence in context, vital facts missing -> a cautious model
+    or a truncated context; faithful, complete, evidence in context, yet wrong against the
+    reference -> check the corpus for stale or conflicting documents."""
+    # faithful, all evidence in the context, one of two vital facts missing, wrong too
+    r = rec(faithfulness=1.0, vital_nugget_recall=0.5, correctness=0.2)
+    assert causes(r) == ("incomplete_answer", ["incomplete_answer"])
+    # a PARTIAL vital nugget (0.5 credit) under the default bound of 1: incomplete
+    assert causes(rec(vital_nugget_recall=0.75)) == ("incomplete_answer", ["incomplete_answer"])
+    # faithful, complete (every vital nugget present), evidence in context, yet wrong
+    r = rec(faithfulness=1.0, vital_nugget_recall=1.0, correctness=0.25)
+    assert causes(r) == ("stale_or_conflicting_corpus", ["stale_or_conflicting_corpus"])
+    # no vital nuggets in the reference (recall does not apply): complete by definition
+    r = rec(vital_nugget_recall=None, correctness=0.0)
+    assert causes(r) == ("stale_or_conflicting_corpus", ["stale_or_conflicting_corpus"])
+    # evidence that did not reach the context explains a missing fact: not incomplete_answer
+    r = rec(candidate__evidence_recall=1.0, final__evidence_recall=0.5, vital_nugget_recall=0.0)
+    assert causes(r) == ("reranking_or_k", ["reranking_or_k"])
+    # unfaithful and incomplete: generation only
+    assert causes(rec(faithfulness=0.5, vital_nugget_recall=0.0)) == \
+        ("generation", ["generation"])
+
+
+def test_the_diagnosis_version_changed_with_the_new_cause():
+    from raglab.metrics.versions import CODE_VERSIONS
+
+    assert CODE_VERSIONS["diagnosis"] == 2

@@ -1,0 +1,154 @@
+"""A decision where the release happens: a decision record (``decision-....json``) as
+JUnit XML (every check a test case; failed checks as failures with their reason), as the
+GitHub Actions job summary with one ``::error`` annotation per failed check, and as a
+pull-request comment body that starts with a hidden marker naming the study, so a workflow
+updates one comment per study. Pure functions of the record (and the study's name)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from raglab.compare.gates import FAIL, NA
+
+#: GitHub's limit on an issue or pull-request comment body, in characters
+COMMENT_LIMIT = 65_536
+_MARKER = "<!-- raglab-decision: {study} -->"
+
+
+def _where(r: Mapping[str, Any]) -> str:
+    s = r.get("slice")
+    return "overall" if not s else f"{s['key']}={s['value']}"
+
+
+def check_name(r: Mapping[str, Any]) -> str:
+    return f"{r['gate']} [{_where(r)}]"
+
+
+def junit_xml(rec: Mapping[str, Any]) -> str:
+    """One ``<testsuite>`` (the gate set) with one ``<testcase>`` per check: a failed check
+    is a ``<failure>`` whose message is its reason, a check that did not apply is
+    ``<skipped>``."""
+    import xml.etree.ElementTree as ET
+
+    results = rec["results"]
+    suite = ET.Element("testsuite", {
+        "name": f"raglab decide {rec['name']}", "tests": str(len(results)),
+        "failures": str(sum(r["status"] == FAIL for r in results)), "errors": "0",
+        "skipped": str(sum(r["status"] == NA for r in results)),
+        "timestamp": str(rec.get("written_at") or rec.get("date") or "")})
+    props = ET.SubElement(suite, "properties")
+    for key, value in (("decision", rec["decision"]), ("gates", rec["gates"]["name"]),
+                       ("gates_sha256", rec["gates"].get("sha256") or ""),
+                       ("baseline", rec["baseline"]["label"]),
+                       ("candidate", rec["candidate"]["label"])):
+        ET.SubElement(props, "property", {"name": key, "value": _xml_text(value)})
+    for r in results:
+        case = ET.SubElement(suite, "testcase", {
+            "classname": f"raglab.decide.{rec['gates']['name']}",
+            "name": _xml_text(check_name(r))})
+        detail = (f"requirement: {r['requirement']}\nreason: {r['reason']}\n"
+                  f"n: {r.get('n')}, delta: {r.get('delta')}, interval: "
+                  f"[{r.get('ci_low')}, {r.get('ci_high')}]")
+        if r["status"] == FAIL:
+            f = ET.SubElement(case, "failure", {"message": _xml_text(r["reason"]),
+                                                "type": "gate"})
+            f.text = _xml_text(detail)
+        elif r["status"] == NA:
+            ET.SubElement(case, "skipped", {"message": _xml_text(r["reason"])})
+        else:
+            ET.SubElement(case, "system-out").text = _xml_text(detail)
+    ET.indent(suite)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(
+        suite, encoding="unicode") + "\n"
+
+
+def _xml_text(value: Any) -> str:
+    """Text XML 1.0 can hold (control characters a tag value may carry are dropped)."""
+    return "".join(ch for ch in str(value)
+                   if ch in "\t\n\r" or (ord(ch) >= 0x20 and ord(ch) not in (0xFFFE, 0xFFFF)))
+
+
+def _md(text: Any) -> str:
+    from raglab.text.escape import md
+
+    return md(text)
+
+
+def summary_markdown(rec: Mapping[str, Any], record_name: str | None = None) -> str:
+    """The verdict, the failed checks with why, and the gate table's headline columns."""
+    from raglab.compare.record import verdict_note
+
+    counts = rec["counts"]
+    lines = [f"## raglab decide: {rec['decision']} ({_md(rec['name'])})", "",
+             f"**{rec['decision']}**: {_md(rec['baseline']['label'])} → "
+             f"{_md(rec['candidate']['label'])}, gate set `{_md(rec['gates']['name'])}`; "
+             f"{counts['pass']} checks passed, {counts['fail']} failed, {counts['n/a']} did "
+             "not apply."]
+    if rec.get("turns_on"):
+        lines += ["", _md(verdict_note(rec["turns_on"]))]
+    failed = [r for r in rec["results"] if r["status"] == FAIL]
+    if failed:
+        lines += ["", "Failed gates:", ""]
+        lines += [f"- **{_md(check_name(r))}**: {_md(r['reason'])}" for r in failed]
+    lines += ["", "| gate | slice | baseline | candidate | delta | interval | n | result |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in rec["results"]:
+        ci = ("n/a" if r.get("ci_low") is None or r.get("ci_high") is None
+              else f"[{r['ci_low']:+.3g}, {r['ci_high']:+.3g}]")
+        lines.append(f"| {_md(r['gate'])} | {_md(_where(r))} | {_num(r.get('baseline'))} | "
+                     f"{_num(r.get('candidate'))} | {_num(r.get('delta'), True)} | {ci} | "
+                     f"{r.get('n') if r.get('n') is not None else 'n/a'} | "
+                     f"{r['status'].upper()} |")
+    if rec.get("warnings"):
+        lines += ["", f"{len(rec['warnings'])} warning(s) in the record."]
+    if record_name:
+        lines += ["", f"Record: `{_md(record_name)}` (.md, .json, .html)."]
+    return "\n".join(lines) + "\n"
+
+
+def _num(x: Any, signed: bool = False) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:+.4g}" if signed else f"{x:.4g}"
+
+
+def error_annotations(rec: Mapping[str, Any]) -> list[str]:
+    """One GitHub ``::error`` workflow command per failed check."""
+    out = []
+    for r in rec["results"]:
+        if r["status"] == FAIL:
+            title = _escape_property(f"raglab decide: {check_name(r)}")
+            out.append(f"::error title={title}::{_escape_data(r['reason'])}")
+    return out
+
+
+def _escape_data(s: str) -> str:
+    return str(s).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(s: str) -> str:
+    return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def marker(study: str) -> str:
+    """The hidden first line of a study's comment (``--`` cannot end an HTML comment)."""
+    return _MARKER.format(study=str(study).replace("--", "- -").replace(">", "&gt;"))
+
+
+def comment_body(rec: Mapping[str, Any], record_md: str, study: str,
+                 limit: int = COMMENT_LIMIT) -> str:
+    """The pull-request comment: the marker, the summary, then the full record in a
+    collapsed section; cut to ``limit`` characters with a note saying so."""
+    head = marker(study) + "\n" + summary_markdown(rec)
+    body = (head + "\n<details><summary>The decision record</summary>\n\n" + record_md
+            + "\n\n</details>\n")
+    if len(body) <= limit:
+        return body
+    note = ("\n\n</details>\n\n*(cut to fit GitHub's 65,536-character comment limit: the "
+            "full record is in the job's artifacts)*\n")
+    keep = max(0, limit - len(note))
+    cut = body[:keep]
+    if "\n" in cut[len(head):]:
+        cut = cut[:cut.rindex("\n")]  # at a line end: no half table row
+    return cut + note
