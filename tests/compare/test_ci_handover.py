@@ -166,8 +166,14 @@ def test_the_pytest_plugin_passes_a_go_and_fails_a_no_go_naming_the_gates(
     pytester.makepyfile(test_release=PLUGIN_TEST.format(
         base=str(runs["base"]), same=str(runs["same"]), leaky=str(runs["leaky"]),
         gates=str(gates)))
-    result = pytester.runpytest_subprocess("-p", "raglab.pytest_plugin", "-q",
-                                           "-p", "no:cacheprovider")
+    # installed (pip install), the pytest11 entry point loads the plugin by itself, as in a
+    # team's project; from a source tree without the entry point, load it by name
+    from importlib.metadata import entry_points
+
+    installed = any(ep.value == "raglab.pytest_plugin"
+                    for ep in entry_points(group="pytest11"))
+    load = [] if installed else ["-p", "raglab.pytest_plugin"]
+    result = pytester.runpytest_subprocess(*load, "-q", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=1, failed=1)
     out = result.stdout.str()
     assert "AssertionError: raglab decide: NO-GO (base -> leaky, gates default); " \
