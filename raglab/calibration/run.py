@@ -92,6 +92,7 @@ def _log(cfg: Any, resolved: dict[str, Any], doc: dict[str, Any], run_dir: Path)
         s = doc[sec]
         metrics.update({f"{sec}.n": s["n"], f"{sec}.kappa": s["kappa"],
                         f"{sec}.kappa_ci_low": s["ci_low"], f"{sec}.kappa_ci_high": s["ci_high"],
+                        f"{sec}.kappa_lcb": s.get("kappa_lcb"),
                         f"{sec}.accuracy": s["accuracy"]["value"],
                         f"{sec}.leniency": s["leniency"]["value"]})
         if "weighted_kappa" in s:
@@ -103,6 +104,10 @@ def _log(cfg: Any, resolved: dict[str, Any], doc: dict[str, Any], run_dir: Path)
     tags.update({"raglab.grader": doc["grader"], "raglab.labels_sha256": doc["labels"]["sha256"],
                  "raglab.labels": doc["labels"]["path"], "raglab.run_dir": str(run_dir),
                  "raglab.repeats": str(doc["repeats"])})
+    ds = doc.get("dataset") or {}
+    # the labels' dataset (name, case count, sha256), read back by find_calibrations
+    tags.update({f"raglab.calibration.dataset.{k}": str(ds[k])
+                 for k in ("name", "n_cases", "cases_sha256") if ds.get(k) is not None})
     params = flatten_config({"grader": resolved.get("grader", {}),
                              "dataset": resolved.get("dataset", {})})
     with tempfile.TemporaryDirectory() as tmp:

@@ -122,10 +122,11 @@ def method_lines(comp) -> list[str]:
         f"({s.get('aliased_rows', 0)} such aliases). A row whose paired differences are all "
         f"zero cannot reject and has p adj. 1; better/worse marks a difference significant at "
         f"{s['alpha']:g} after adjustment. MDE: the smallest true difference the two-sided "
-        f"test detects with 80% power at {s['alpha']:g}: for pass/fail metrics (and shares "
-        f"where few cases changed) the exact power of McNemar's test at the discordance the "
-        f"difference needs (never below the observed), for graded metrics from the observed "
-        f"variance of the differences. Slices under {s['min_slice_n']} cases are marked small.",
+        f"test detects with 80% power at {s['alpha']:g}: for pass/fail metrics the exact power "
+        f"of McNemar's test at the discordance the difference needs (never below the "
+        f"observed; for shares where few cases changed, its normal approximation), for "
+        f"graded metrics from the observed variance of the differences. Slices under "
+        f"{s['min_slice_n']} cases are marked small.",
     ]
     if s.get("weighted"):
         lines.append(f"Weighted: every mean and statistic weighs the cases (effective sample "

@@ -16,7 +16,13 @@ from raglab.stats.resample import (
     signflip_sums,
     unit_bootstrap_interval,
 )
-from raglab.stats.score import mcnemar_mde, score_interval, score_pvalue, weighted_counts
+from raglab.stats.score import (
+    mcnemar_mde,
+    normal_mde,
+    score_interval,
+    score_pvalue,
+    weighted_counts,
+)
 from raglab.stats.studentized import (
     bootstrap_t_interval,
     bootstrap_t_pvalues,
@@ -327,8 +333,13 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
         if sel.any():
             gs, ls, nn = _score_counts(U[:, sel], W[:, sel], w is not None)
             low[sel], high[sel] = score_interval(gs, ls, nn, confidence)
-            mde[sel] = [np.nan if v is None else v
-                        for v in (_score_mde(a, b, c, alpha) for a, b, c in zip(gs, ls, nn))]
+            pf = np.array([methods[i] == "score" for i in np.flatnonzero(sel)])
+            planned = normal_mde(nn, np.minimum((gs + ls) / np.maximum(nn, 1e-300), 1.0),
+                                 alpha)
+            planned[pf] = [np.nan if v is None else v for v in
+                           (_score_mde(a, b, c, alpha)
+                            for a, b, c in zip(gs[pf], ls[pf], nn[pf]))]
+            mde[sel] = planned
         binary = np.array([kinds[j] == "binary" for j in cols]) & plain
         if binary.any():
             bcols = [j for j, is_b in zip(cols, binary) if is_b]

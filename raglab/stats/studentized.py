@@ -33,8 +33,14 @@ def studentized_replicates(U: np.ndarray, W: np.ndarray, n_resamples: int,
     """``(theta, se, t)``: the estimates, their standard errors and the ``(n_resamples,
     k)`` bootstrap-t replicates of each column."""
     n, k = U.shape
-    sums = bootstrap_means(np.hstack([U, W, U * U, U * W, W * W]), n_resamples, rng) * n
-    SU, SW, SUU, SUW, SWW = (sums[:, i * k:(i + 1) * k] for i in range(5))
+    if bool((W == 1.0).all()):     # unweighted cases: two products, the weights are counts
+        sums = bootstrap_means(np.hstack([U, U * U]), n_resamples, rng) * n
+        SU, SUU = sums[:, :k], sums[:, k:]
+        SW = SWW = np.full_like(SU, float(n))
+        SUW = SU
+    else:
+        sums = bootstrap_means(np.hstack([U, W, U * U, U * W, W * W]), n_resamples, rng) * n
+        SU, SW, SUU, SUW, SWW = (sums[:, i * k:(i + 1) * k] for i in range(5))
     theta, se = _se(U.sum(0), W.sum(0), (U * U).sum(0), (U * W).sum(0), (W * W).sum(0), n)
     th_b, se_b = _se(SU, SW, SUU, SUW, SWW, n)
     diff = th_b - theta

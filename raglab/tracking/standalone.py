@@ -82,12 +82,24 @@ def find_calibrations(uri: str, experiment: str, versions: Mapping[str, str],
             out[fam] = {section: {"n": int(m[f"{section}.n"]),
                                   "kappa": m.get(f"{section}.kappa"),
                                   "ci_low": m.get(f"{section}.kappa_ci_low"),
-                                  "ci_high": m.get(f"{section}.kappa_ci_high")},
+                                  "ci_high": m.get(f"{section}.kappa_ci_high"),
+                                  "kappa_lcb": m.get(f"{section}.kappa_lcb")},
                         "labels": {"path": tags.get("raglab.labels"),
                                    "sha256": tags.get("raglab.labels_sha256")},
+                        "dataset": _dataset(tags),
                         "grader": tags.get("raglab.grader"), "created": _iso(run.info.start_time),
                         "run_dir": tags.get("raglab.run_dir"), "mlflow_run_id": run.info.run_id}
     return out
+
+
+def _dataset(tags: Mapping[str, str]) -> dict[str, Any] | None:
+    """The labels' dataset a calibration run's tags name, or None (an older run)."""
+    pre = "raglab.calibration.dataset."
+    name, n, sha = (tags.get(pre + k) for k in ("name", "n_cases", "cases_sha256"))
+    if name is None and sha is None:
+        return None
+    return {"name": name, "n_cases": int(n) if n and n.isdigit() else None,
+            "cases_sha256": sha}
 
 
 def _iso(ms: int | None) -> str | None:

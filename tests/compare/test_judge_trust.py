@@ -63,8 +63,10 @@ def _decide(runs, tmp_path, gates: str, base="base", cand="same", *extra: str):
                    "--study", str(study), *extra, cwd=tmp_path)
     stem = f"decision-{date.today().isoformat()}-{'trust'}"
     if proc.returncode in (0, 1):
-        return (proc, json.loads((study / f"{stem}.json").read_text()),
-                (study / f"{stem}.md").read_text())
+        # a second decision of the day is numbered (-2, -3, ...): read the one just written
+        made = sorted(study.glob(f"{stem}*.json"), key=lambda p: p.stat().st_mtime_ns)
+        last = made[-1]
+        return (proc, json.loads(last.read_text()), last.with_suffix(".md").read_text())
     return proc, None, None
 
 
@@ -243,7 +245,7 @@ def test_a_calibration_in_the_tracking_store_is_found_with_uri(runs, tmp_path):
     proc, rec, md = _decide(runs, tmp_path, gates, "bare_base", "bare_same", "--uri", uri)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     cal = rec["calibration"]["faithfulness"]["candidate"]
-    assert cal["calibrated"] and cal["mlflow_run_id"] and cal["created"]
+    assert cal["calibrated"] and cal["mlflow_run_id"] and cal["created"], rec["calibration"]
     assert cal["labels_sha256"] == runs["calibration"]["labels"]["sha256"] and cal["n"] == 157
     assert cal["kappa"] == pytest.approx(runs["calibration"]["claims"]["kappa"])
 
@@ -263,11 +265,11 @@ def test_a_calibration_from_another_dataset_is_flagged_and_counts_as_uncalibrate
     assert "calibrated on labels of dataset demo (228 cases, sha256 " in check["reason"]
     assert "treated as uncalibrated" in check["reason"]
     flag = [w for w in rec["warnings"] if "faithfulness calibration" in w]
-    assert flag and "not on the candidate's dataset custom" in flag[0]
+    assert flag and "not on the candidate's dataset cases" in flag[0]
     assert rec["calibration"]["faithfulness"]["candidate"]["dataset"]["name"] == "demo"
     out = tmp_path / "cmp"
     proc = run_cli("compare", str(runs["base"]), str(runs["same"]), "--out", str(out),
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((out / "compare.json").read_text())
-    assert any("not on the candidate's dataset custom" in w for w in doc["warnings"])
+    assert any("not on the candidate's dataset cases" in w for w in doc["warnings"])

@@ -74,7 +74,7 @@ def test_compare_logs_the_confirmatory_rows_to_the_candidate_once(store):
     assert "compare/compare.html" in arts
     assert client.get_run(cand).data.tags["raglab.compared_with"] == base
     # the same comparison again: nothing added to any metric's history
-    res = run_cli("compare", base, cand, "--uri", uri, "--out", "cmp", cwd=d)
+    res = run_cli("compare", base, cand, "--uri", uri, "--out", "cmp2", cwd=d)
     assert res.returncode == 0, res.stderr
     for key in expected:
         assert len(client.get_metric_history(cand, key)) == 1, key
@@ -97,7 +97,7 @@ def test_a_sweep_comparison_logs_each_jobs_deltas_and_the_heat_map_to_the_parent
     arts = {a.path for a in client.list_artifacts(parent, "compare")}
     assert "compare/compare.html" in arts
     assert "data:image/png;base64" in (d / "sc" / "compare.html").read_text()  # the heat map
-    res = run_cli("compare", parent, "--baseline", "0", "--uri", uri, "--out", "sc", cwd=d)
+    res = run_cli("compare", parent, "--baseline", "0", "--uri", uri, "--out", "sc2", cwd=d)
     assert res.returncode == 0, res.stderr
     for key in expected:
         assert len(client.get_metric_history(parent, key)) == 1, key
@@ -114,7 +114,7 @@ def test_a_sweep_comparison_logs_each_jobs_deltas_and_the_heat_map_to_the_parent
     assert now == pytest.approx(again)
     assert client.get_run(parent).data.tags["raglab.sweep.baseline"] == "1"
     # and back (the later tests read the parent as the sweep left it)
-    res = run_cli("compare", parent, "--baseline", "0", "--uri", uri, "--out", "sc", cwd=d)
+    res = run_cli("compare", parent, "--baseline", "0", "--uri", uri, "--out", "sc3", cwd=d)
     assert res.returncode == 0, res.stderr
     assert {k: v for k, v in client.get_run(parent).data.metrics.items()
             if k.startswith("sweep.")} == pytest.approx(expected)
@@ -153,7 +153,9 @@ def test_decide_tags_the_candidate_and_logs_the_record(store):
     html = open(local, encoding="utf-8").read()
     assert f"<h1>Decision: {decision}" in html and "<table>" in html
     assert "<script" not in html
-    assert sorted(p.suffix for p in (d / "st").iterdir()) == [".json", ".md"]
+    # the record (.md, .json, .html) and the study's index of decisions (decisions.md)
+    assert sorted(p.suffix for p in (d / "st").iterdir()) == [".html", ".json", ".md", ".md"]
+    assert (d / "st" / "decisions.md").is_file()
 
 
 def test_the_sweep_says_whether_its_best_job_is_significantly_better(store):
