@@ -17,10 +17,11 @@ import os
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
+from raglab.components import NO_CONTEXT, BuildContext, System
 from raglab.data.schema import Strict
 from raglab.errors import ConfigError
 from raglab.secrets import clip
@@ -228,3 +229,60 @@ class SaidOnce:
                 return
             self._said = True
         print(f"raglab: note: {self.text}", file=sys.stderr, flush=True)
+
+
+class FrameworkSystem(System):
+    """What the adapters of a framework's pipeline share: the factory called once, its
+    result checked to be a pipeline (or a retriever: retrieval metrics only, said once), and
+    the output made from the answer's hits, its clock and the fields the contract does not
+    name (kept, and warned about once)."""
+
+    #: (the system's name, the framework's module, the extra that installs it)
+    framework: ClassVar[tuple[str, str, str]]
+    #: what the factory returns to score answers ("a retrieval chain")
+    answering: ClassVar[str]
+    cfg: FactoryCfg
+
+    def __init__(self, cfg: FactoryCfg, ctx: BuildContext = NO_CONTEXT):
+        require(*self.framework)
+        kinds, retriever, described = self.accepted()
+        self.cfg = cfg
+        self.ctx = ctx
+        built = call_factory("system", cfg.factory, factory_config(ctx.run), ctx.work)
+        if not isinstance(built, kinds):
+            raise ConfigError(f"config system.factory: {cfg.factory} returned a "
+                              f"{type(built).__name__}, not {described}")
+        self.pipeline: Any = built
+        self.retriever_only = isinstance(built, retriever)
+        self._retrieval_note = SaidOnce(
+            "the factory returned a retriever: retrieval metrics only (the generation "
+            f"metrics do not apply; return {self.answering} to score answers)")
+        from raglab.systems.outputs import AddedFieldsWarning
+
+        self._warn_added = AddedFieldsWarning()
+
+    @classmethod
+    def accepted(cls) -> tuple[tuple[type, ...], type, str]:
+        """(the types a factory may return, the retriever type among them, their names)."""
+        raise NotImplementedError
+
+    @classmethod
+    def preflight(cls, run_cfg: Any) -> None:
+        require(*cls.framework)
+
+    @classmethod
+    def identity(cls, run_cfg: Any) -> dict[str, str]:
+        return factory_identity(run_cfg.system.factory)
+
+    def finish(self, out: dict[str, Any], clock: StageClock, case_id: str) -> Any:
+        """The SystemOutput of ``out`` with the clock's latencies, usage and model."""
+        from raglab.systems.outputs import read_output
+
+        out["latency_ms"] = dict(clock.ms)
+        out["usage"] = dict(clock.usage)
+        if clock.model:
+            out["model"] = clock.model
+        added: list[str] = []
+        output = read_output(out, case_id, added=added)
+        self._warn_added(added)
+        return output

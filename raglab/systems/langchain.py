@@ -22,21 +22,9 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from raglab.components import NO_CONTEXT, BuildContext, System
-from raglab.errors import ConfigError
 from raglab.registry import register
 from raglab.systems.base import SystemRequest
-from raglab.systems.factory import (
-    FactoryCfg,
-    SaidOnce,
-    StageClock,
-    call_factory,
-    factory_config,
-    factory_identity,
-    make_hit,
-    require,
-)
-from raglab.systems.outputs import AddedFieldsWarning, read_output
+from raglab.systems.factory import FactoryCfg, FrameworkSystem, StageClock, make_hit
 
 
 class LangChainSystemCfg(FactoryCfg):
@@ -51,34 +39,19 @@ class LangChainSystemCfg(FactoryCfg):
 
 
 @register("system", "langchain", config=LangChainSystemCfg)
-class LangChainSystem(System):
+class LangChainSystem(FrameworkSystem):
     """The user's LangChain retriever or retrieval chain, built by their factory."""
 
-    def __init__(self, cfg: LangChainSystemCfg, ctx: BuildContext = NO_CONTEXT):
-        require("langchain", "langchain_core", "langchain")
+    framework = ("langchain", "langchain_core", "langchain")
+    answering = "a retrieval chain"
+    cfg: LangChainSystemCfg
+
+    @classmethod
+    def accepted(cls) -> tuple[tuple[type, ...], type, str]:
         from langchain_core.retrievers import BaseRetriever
         from langchain_core.runnables import Runnable
 
-        self.cfg = cfg
-        self.ctx = ctx
-        built = call_factory("system", cfg.factory, factory_config(ctx.run), ctx.work)
-        if not isinstance(built, (BaseRetriever, Runnable)):
-            raise ConfigError(f"config system.factory: {cfg.factory} returned a "
-                              f"{type(built).__name__}, not a LangChain retriever or runnable")
-        self.pipeline: Any = built
-        self.retriever_only = isinstance(built, BaseRetriever)
-        self._retrieval_note = SaidOnce(
-            "the factory returned a retriever: retrieval metrics only (the generation "
-            "metrics do not apply; return a retrieval chain to score answers)")
-        self._warn_added = AddedFieldsWarning()
-
-    @classmethod
-    def preflight(cls, run_cfg: Any) -> None:
-        require("langchain", "langchain_core", "langchain")
-
-    @classmethod
-    def identity(cls, run_cfg: Any) -> dict[str, str]:
-        return factory_identity(run_cfg.system.factory)
+        return (BaseRetriever, Runnable), BaseRetriever, "a LangChain retriever or runnable"
 
     def answer(self, req: SystemRequest) -> Any:
         clock = StageClock()
@@ -98,14 +71,7 @@ class LangChainSystem(System):
             retrieved = handler.retrieved if handler.retrieved else context
             out = {"case_id": req.case_id, "candidates": [self._hit(d) for d in retrieved],
                    "context": [self._hit(d) for d in context], "answer": answer}
-        out["latency_ms"] = dict(clock.ms)
-        out["usage"] = dict(clock.usage)
-        if clock.model:
-            out["model"] = clock.model
-        added: list[str] = []
-        output = read_output(out, req.case_id, added=added)
-        self._warn_added(added)
-        return output
+        return self.finish(out, clock, req.case_id)
 
     def _read(self, result: Any, retrieved: list) -> tuple[str | None, list]:
         """(answer, context Documents) of the runnable's output."""

@@ -16,21 +16,10 @@ from __future__ import annotations
 import threading
 from typing import Any, Literal
 
-from raglab.components import NO_CONTEXT, BuildContext, System
-from raglab.errors import ConfigError
+from raglab.components import NO_CONTEXT, BuildContext
 from raglab.registry import register
 from raglab.systems.base import SystemRequest
-from raglab.systems.factory import (
-    FactoryCfg,
-    SaidOnce,
-    StageClock,
-    call_factory,
-    factory_config,
-    factory_identity,
-    make_hit,
-    require,
-)
-from raglab.systems.outputs import AddedFieldsWarning, read_output
+from raglab.systems.factory import FactoryCfg, FrameworkSystem, StageClock, make_hit
 
 
 class LlamaIndexSystemCfg(FactoryCfg):
@@ -38,39 +27,27 @@ class LlamaIndexSystemCfg(FactoryCfg):
 
 
 @register("system", "llamaindex", config=LlamaIndexSystemCfg)
-class LlamaIndexSystem(System):
+class LlamaIndexSystem(FrameworkSystem):
     """The user's LlamaIndex query engine or retriever, built by their factory."""
 
+    framework = ("llamaindex", "llama_index.core", "llamaindex")
+    answering = "a query engine"
+    cfg: LlamaIndexSystemCfg
+
     def __init__(self, cfg: LlamaIndexSystemCfg, ctx: BuildContext = NO_CONTEXT):
-        require("llamaindex", "llama_index.core", "llamaindex")
+        super().__init__(cfg, ctx)
+        self._local = threading.local()  # the clock of the answer this thread is making
+        manager = getattr(self.pipeline, "callback_manager", None)
+        if manager is not None:
+            manager.add_handler(_handler(self._local))
+
+    @classmethod
+    def accepted(cls) -> tuple[tuple[type, ...], type, str]:
         from llama_index.core.base.base_query_engine import BaseQueryEngine
         from llama_index.core.base.base_retriever import BaseRetriever
 
-        self.cfg = cfg
-        self.ctx = ctx
-        built = call_factory("system", cfg.factory, factory_config(ctx.run), ctx.work)
-        if not isinstance(built, (BaseQueryEngine, BaseRetriever)):
-            raise ConfigError(f"config system.factory: {cfg.factory} returned a "
-                              f"{type(built).__name__}, not a LlamaIndex query engine or "
-                              "retriever")
-        self.pipeline: Any = built
-        self.retriever_only = isinstance(built, BaseRetriever)
-        self._local = threading.local()  # the clock of the answer this thread is making
-        manager = getattr(built, "callback_manager", None)
-        if manager is not None:
-            manager.add_handler(_handler(self._local))
-        self._retrieval_note = SaidOnce(
-            "the factory returned a retriever: retrieval metrics only (the generation "
-            "metrics do not apply; return a query engine to score answers)")
-        self._warn_added = AddedFieldsWarning()
-
-    @classmethod
-    def preflight(cls, run_cfg: Any) -> None:
-        require("llamaindex", "llama_index.core", "llamaindex")
-
-    @classmethod
-    def identity(cls, run_cfg: Any) -> dict[str, str]:
-        return factory_identity(run_cfg.system.factory)
+        return ((BaseQueryEngine, BaseRetriever), BaseRetriever,
+                "a LlamaIndex query engine or retriever")
 
     def answer(self, req: SystemRequest) -> Any:
         clock = self._local.clock = StageClock()
@@ -87,15 +64,8 @@ class LlamaIndexSystem(System):
         finally:
             self._local.clock = None
         hits = [self._hit(n) for n in nodes]
-        out: dict[str, Any] = {"case_id": req.case_id, "candidates": hits, "context": hits,
-                               "answer": answer, "latency_ms": dict(clock.ms),
-                               "usage": dict(clock.usage)}
-        if clock.model:
-            out["model"] = clock.model
-        added: list[str] = []
-        output = read_output(out, req.case_id, added=added)
-        self._warn_added(added)
-        return output
+        return self.finish({"case_id": req.case_id, "candidates": hits, "context": hits,
+                            "answer": answer}, clock, req.case_id)
 
     def _hit(self, scored: Any) -> dict[str, Any]:
         node = getattr(scored, "node", scored)
