@@ -308,7 +308,10 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
         p = signflip_pvalues_at(U, W, FU, FW, exact)
         low, high = np.full(len(cols), np.nan), np.full(len(cols), np.nan)
         bca = np.zeros(len(cols), dtype=bool)
-        mde = minimum_detectable_effect(U, W, alpha)
+        scored = np.array([mt.startswith("score") for mt in methods])
+        mde = np.full(len(cols), np.nan)  # score columns: planned from the null, below
+        if not scored.all():
+            mde[~scored] = minimum_detectable_effect(U[:, ~scored], W[:, ~scored], alpha)
         sel = np.array([mt == "signflip" for mt in methods])
         if sel.any():
             low[sel], high[sel] = signflip_interval(U[:, sel], W[:, sel], FU[:, sel],
@@ -329,7 +332,7 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
             th, se, t = studentized_replicates(U[:, sel], W[:, sel], n_resamples,
                                                np.random.default_rng([seed, n, 2]))
             low[sel], high[sel] = bootstrap_t_interval(th, se, t, confidence)
-        sel = np.array([mt.startswith("score") for mt in methods])
+        sel = scored
         if sel.any():
             gs, ls, nn = _score_counts(U[:, sel], W[:, sel], w is not None)
             low[sel], high[sel] = score_interval(gs, ls, nn, confidence)
