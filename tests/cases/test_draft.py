@@ -311,6 +311,7 @@ def test_dry_run_prints_requests_and_cost_and_sends_nothing(tmp_path):
     assert "dry run: nothing sent" in p.stdout
 
 
+@pytest.mark.slow
 def test_unplaceable_evidence_is_dropped_and_counted(tmp_path):
     with ANTHROPIC.server(handler=lambda body: fake_drafter(body, invent=True)) as srv:
         srv.push(rate_limited(0.05), server_error(), malformed())  # retried, not dropped
@@ -328,6 +329,7 @@ def test_unplaceable_evidence_is_dropped_and_counted(tmp_path):
     assert "sentence 999 was not shown" in p.stdout
 
 
+@pytest.mark.slow
 def test_duplicates_of_the_set_and_of_other_drafts_are_dropped(tmp_path):
     lookups = ["drafter.kinds.cross_section=0", "drafter.kinds.unanswerable=0",
                "drafter.kinds.acl_restricted=0", "drafter.kinds.withdrawn_policy=0",
@@ -402,6 +404,7 @@ def test_the_dropped_line_shows_escapes_escaped(tmp_path):
     assert "\\x1b]0;owned\\x07\\x1b[2J: " in p.stdout
 
 
+@pytest.mark.slow
 def test_a_question_that_copies_its_evidence_is_dropped(tmp_path):
     def copier(body):
         out = json.loads(fake_drafter(body))
@@ -425,6 +428,7 @@ def test_a_question_that_copies_its_evidence_is_dropped(tmp_path):
     assert _rows(tmp_path / "drafts.jsonl") == []
 
 
+@pytest.mark.slow
 def test_a_kind_the_corpus_cannot_give_is_reported_not_made_up(tmp_path):
     corpus = write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS[:2])  # no ACL, no twins
     cases = write_jsonl(tmp_path / "cases.jsonl", TINY_CASES[:2])

@@ -22,6 +22,7 @@ from tests.conftest import TINY_CASES, TINY_CORPUS, run_cli, write_jsonl
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # runs, decide and a pytest subprocess end to end
 def test_junit_summary_annotations_and_comment(runs, tmp_path):  # noqa: F811
     summary = tmp_path / "step-summary.md"
     summary.write_text("earlier step\n")
@@ -63,6 +64,7 @@ def test_junit_summary_annotations_and_comment(runs, tmp_path):  # noqa: F811
     assert "# Decision: NO-GO" in body and len(body) <= COMMENT_LIMIT
 
 
+@pytest.mark.slow  # runs, decide and a pytest subprocess end to end
 def test_without_github_variables_nothing_is_annotated(runs, tmp_path):  # noqa: F811
     env = {k: "" for k in ("GITHUB_STEP_SUMMARY",)}
     proc = run_cli("decide", str(runs["base"]), str(runs["leaky"]), "gates=default",
@@ -146,7 +148,6 @@ def test_the_example_workflow_runs_in_order_without_network(tmp_path):
 PLUGIN_TEST = '''
 from raglab.pytest_plugin import assert_go
 
-
 def test_release_go(raglab_decide):
     decision = raglab_decide({base!r}, {same!r}, {gates!r})
     assert decision.decision == "GO"
@@ -158,6 +159,7 @@ def test_release_no_go(raglab_decide):
 '''
 
 
+@pytest.mark.slow  # runs, decide and a pytest subprocess end to end
 def test_the_pytest_plugin_passes_a_go_and_fails_a_no_go_naming_the_gates(
         runs, tmp_path, pytester):  # noqa: F811
     gates = tmp_path / "g.yaml"

@@ -8,8 +8,12 @@ import tempfile
 from datetime import date
 from pathlib import Path
 
+import pytest
+
 from tests.compare.test_decide_cli import runs  # noqa: F401  (the module's fixture)
 from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow  # numbered records and folders, end to end over several CLI runs
 
 
 def _decide(runs, study, *extra):  # noqa: F811

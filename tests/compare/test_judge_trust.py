@@ -15,6 +15,8 @@ import pytest
 from raglab.data.dataset import resolve_path
 from tests.conftest import TINY_CASES, TINY_CORPUS, run_cli, write_jsonl
 
+pytestmark = pytest.mark.slow  # calibrate and four runs, end to end
+
 DEMO_LABELS = resolve_path("pkg://raglab/datasets/demo/labels.jsonl")
 
 
