@@ -26,8 +26,11 @@ def lock_path(drafts: Path) -> Path:
 
 
 class ReviewLock:
-    def __init__(self, drafts: Path):
+    """``what`` names the file in the message (the drafts file; a labelling file)."""
+
+    def __init__(self, drafts: Path, what: str = "drafts file"):
         self.drafts = drafts
+        self.what = what
         self.path = lock_path(drafts)
         self._lock = FileLock(self.path, what="the review lock", remove_on_release=True)
 
@@ -36,7 +39,7 @@ class ReviewLock:
             self._lock.acquire()
         except LockHeld as e:
             raise DraftsLocked(
-                f"{self.drafts}: another review session holds this drafts file ("
+                f"{self.drafts}: another review session holds this {self.what} ("
                 + (e.holder or "pid unknown") + "); finish it first (q saves and quits)"
             ) from None
         return self
