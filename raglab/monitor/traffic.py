@@ -213,7 +213,7 @@ def _read_traces(source: str, fmt: str, tracking_uri: str | None) -> Traffic:
             t.lines.append((line or len(t.lines) + 1, TrafficLine.model_validate(obj)))
         except ValidationError as e:
             problems.add(MALFORMED, source, line, rec["trace_id"], _problem(e, obj))
-    t.bad_by_kind = dict(problems.counts)
+    t.bad_by_kind = {k: n for k, n, _ in problems.ordered()}
     t.bad = [first for _, _, first in problems.ordered()]
     return t
 
