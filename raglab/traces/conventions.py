@@ -45,6 +45,18 @@ class View:
     output_tokens: float | None = None
 
 
+def kind_of(a: dict[str, Any]) -> str:
+    """The span's kind (RETRIEVER, RERANKER, LLM, EMBEDDING or OTHER) from its attributes."""
+    kind = a.get("openinference.span.kind")
+    if kind is not None:
+        return _OI_KINDS.get(str(kind).upper(), OTHER)
+    kind = a.get("mlflow.spanType")
+    if kind is not None:
+        return _MLFLOW_KINDS.get(str(kind).upper(), OTHER)
+    op = a.get("gen_ai.operation.name")
+    return OTHER if op is None else _GENAI_KINDS.get(str(op), OTHER)
+
+
 def view(span: Span) -> View:
     a = span.attrs
     kind = a.get("openinference.span.kind")
@@ -70,29 +82,30 @@ def _io(a: dict[str, Any], which: str) -> Any:
     return v
 
 
+_DOC_FIELDS = ("id", "content", "score", "metadata")
+
+
 def flat_documents(a: dict[str, Any], prefix: str) -> list[dict[str, Any]] | None:
-    """``PREFIX.N.document.FIELD`` attributes as a list of documents in N order (an
-    attribute ``PREFIX`` holding a list of documents is read too); None when absent."""
+    """``PREFIX.N.document.FIELD`` attributes (FIELD: id, content, score, metadata; N from
+    0 up, as OpenInference numbers them) as a list of documents in N order (an attribute
+    ``PREFIX`` holding a list of documents is read too); None when absent."""
     whole = a.get(prefix)
     if isinstance(whole, list):
-        return [_doc_fields(d) for d in whole if isinstance(d, dict)]
-    head = prefix + "."
-    docs: dict[int, dict[str, Any]] = {}
-    for k, v in a.items():
-        if not k.startswith(head):
-            continue
-        n, _, rest = k[len(head):].partition(".")
-        if not n.isdigit():
-            continue
-        name = rest.removeprefix("document.")
-        docs.setdefault(int(n), {})[name] = v
-    if not docs:
-        return None
-    return [_doc_fields(docs[n]) for n in sorted(docs)]
+        return [_doc_fields({k.removeprefix("document."): v for k, v in d.items()})
+                for d in whole if isinstance(d, dict)]
+    docs = []
+    n = 0
+    while True:
+        head = f"{prefix}.{n}.document."
+        doc = {f: a[head + f] for f in _DOC_FIELDS if head + f in a}
+        if not doc:
+            break
+        docs.append(_doc_fields(doc))
+        n += 1
+    return docs or None
 
 
 def _doc_fields(d: dict[str, Any]) -> dict[str, Any]:
-    d = {k.removeprefix("document."): v for k, v in d.items()}
     meta = d.get("metadata")
     if isinstance(meta, str):
         try:
@@ -121,13 +134,15 @@ def _openinference(a: dict[str, Any], kind: str) -> View:
 
 
 def flat_messages(a: dict[str, Any], prefix: str) -> list[str]:
-    head, found = prefix + ".", {}
-    for k, val in a.items():
-        if k.startswith(head) and k.endswith(".message.content") and isinstance(val, str):
-            n = k[len(head):].partition(".")[0]
-            if n.isdigit():
-                found[int(n)] = val
-    return [found[n] for n in sorted(found)]
+    """The text of ``PREFIX.N.message.content`` for N from 0 up (messages without text,
+    e.g. tool calls, give '')."""
+    out = []
+    n = 0
+    while f"{prefix}.{n}.message.role" in a or f"{prefix}.{n}.message.content" in a:
+        text = a.get(f"{prefix}.{n}.message.content")
+        out.append(text if isinstance(text, str) else "")
+        n += 1
+    return out
 
 
 # ---- OpenTelemetry GenAI -------------------------------------------------------------
@@ -142,7 +157,7 @@ def _genai(a: dict[str, Any], kind: str) -> View:
             except ValueError:
                 docs = None
         if isinstance(docs, list):
-            v.docs = [_doc_fields(d) for d in docs if isinstance(d, dict)]
+            v.docs = [_doc_fields(dict(d)) for d in docs if isinstance(d, dict)]
     elif kind == LLM:
         v.model = _str(a.get("gen_ai.response.model")) or _str(a.get("gen_ai.request.model"))
         v.input_tokens = _num(a.get("gen_ai.usage.input_tokens",

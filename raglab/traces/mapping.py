@@ -51,44 +51,53 @@ def to_record(trace: Trace, doc_id_key: str = "doc_id",
         if s.end_ns is None or s.start_ns is None:
             raise BadTrace(P.NO_END, f"span {s.name!r}")
     order = sorted(range(len(spans)), key=lambda i: (spans[i].start_ns or 0, i))
-    views = {i: C.view(spans[i]) for i in order}
+    kinds = [C.kind_of(s.attrs) for s in spans]
     index = {s.span_id: i for i, s in enumerate(spans)}
-    retrievers = [i for i in order if views[i].kind == C.RETRIEVER]
+    seen: dict[int, C.View] = {}
+
+    def views(i: int) -> C.View:  # (only the spans the mapping reads are looked into)
+        v = seen.get(i)
+        if v is None:
+            seen[i] = v = C.view(spans[i])
+        return v
+
+    retrievers = [i for i in order if kinds[i] == C.RETRIEVER]
     if not retrievers:
         raise BadTrace(P.NO_RETRIEVER)
-    rerankers = [i for i in order if views[i].kind == C.RERANKER]
-    models = [i for i in order if views[i].kind == C.LLM]
-    first_docs = views[retrievers[0]].docs or []
+    rerankers = [i for i in order if kinds[i] == C.RERANKER]
+    models = [i for i in order if kinds[i] == C.LLM]
+    first_docs = views(retrievers[0]).docs or []
     if rerankers:
-        context_docs = views[rerankers[-1]].docs or []
+        context_docs = views(rerankers[-1]).docs or []
     else:
         feeding = retrievers[-1]
         if models:
             started = spans[models[-1]].start_ns or 0
             before = [i for i in retrievers if (spans[i].end_ns or 0) <= started]
             feeding = before[-1] if before else feeding
-        context_docs = views[feeding].docs or []
-    rv = C.view(root) if root is not spans[order[0]] else views[order[0]]
+        context_docs = views(feeding).docs or []
+    rv = views(next(i for i in order if spans[i] is root))
     question = _field(rv.input, QUESTION_FIELDS)
     if not isinstance(question, str) or not question:
-        question = views[retrievers[0]].input
+        question = views(retrievers[0]).input
         if not isinstance(question, str) and models:
-            question = views[models[0]].input
+            question = views(models[0]).input
     answer = _field(rv.output, ANSWER_FIELDS)
     if not isinstance(answer, str):
-        answer = C.text_of(views[models[-1]].output) if models else None
+        answer = C.text_of(views(models[-1]).output) if models else None
+    model_views = [views(i) for i in models]
     record: dict[str, Any] = {
         "case_id": _attr(spans, root, case_id_attribute, trace.info.get("tags")),
         "trace_id": trace.trace_id,
         "candidates": [_hit(d, doc_id_key) for d in first_docs],
         "context": [_hit(d, doc_id_key) for d in context_docs],
         "answer": answer if isinstance(answer, str) else None,
-        "latency_ms": _latency(spans, views, index, root),
-        "usage": _usage(views, models),
+        "latency_ms": _latency(spans, kinds, index, root),
+        "usage": _usage(model_views),
         "question": question if isinstance(question, str) and question else None,
         "timestamp": datetime.fromtimestamp((root.start_ns or 0) / 1e9, UTC).isoformat(),
     }
-    model = next((views[i].model for i in reversed(models) if views[i].model), None)
+    model = next((v.model for v in reversed(model_views) if v.model), None)
     if model:
         record["model"] = model
     user = _attr(spans, root, "user.id", trace.info.get("user"))
@@ -144,48 +153,52 @@ def _attr(spans: list[Span], root: Span, key: str, fallback: Any = None) -> Any:
     return str(v) if v is not None and not isinstance(v, (dict, list)) and str(v) else None
 
 
+_KNOWN_META = ("source", "start_index", "score")
+
+
 def _hit(d: dict[str, Any], doc_id_key: str) -> dict[str, Any]:
     meta = d.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
+    if type(meta) is not dict:
+        meta = {}
     doc_id = meta.get(doc_id_key)
-    if not isinstance(doc_id, str) or not doc_id:
+    if type(doc_id) is not str or not doc_id:
         doc_id = meta.get("source")
-    if not isinstance(doc_id, str) or not doc_id:
-        doc_id = d.get("id")
-    if not isinstance(doc_id, str) or not doc_id:
-        raise BadTrace(P.NO_DOC_ID, f"no metadata {doc_id_key!r} (system.doc_id_key), no "
-                                    "'source' and no document id")
+        if type(doc_id) is not str or not doc_id:
+            doc_id = d.get("id")
+            if type(doc_id) is not str or not doc_id:
+                raise BadTrace(P.NO_DOC_ID, f"no metadata {doc_id_key!r} "
+                                            "(system.doc_id_key), no 'source' and no "
+                                            "document id")
     text = d.get("content")
-    hit: dict[str, Any] = {"doc_id": doc_id, "text": text if isinstance(text, str) else ""}
+    if type(text) is not str:
+        text = ""
+    hit: dict[str, Any] = {"doc_id": doc_id, "text": text}
     start = meta.get("start_index")
-    if isinstance(start, int) and not isinstance(start, bool) and start >= 0:
-        hit["start"], hit["end"] = start, start + len(hit["text"])
+    if type(start) is int and start >= 0:
+        hit["start"], hit["end"] = start, start + len(text)
     score = d.get("score", meta.get("score"))
-    score = C._num(score)
-    if score is not None:
+    if type(score) is not float:
+        score = C._num(score)
+    if score is not None and score == score and abs(score) != float("inf"):
         hit["score"] = score
-    rest = {k: v for k, v in meta.items() if k not in (doc_id_key, "source", "start_index",
-                                                       "score")}
-    if rest:
-        hit["metadata"] = rest
+    if meta:
+        rest = {k: v for k, v in meta.items() if k != doc_id_key and k not in _KNOWN_META}
+        if rest:
+            hit["metadata"] = rest
     return hit
 
 
-def _latency(spans: list[Span], views: dict[int, C.View], index: dict[str, int],
+def _latency(spans: list[Span], kinds: list[str], index: dict[str, int],
              root: Span) -> dict[str, float]:
     out: dict[str, float] = {}
-    for i, v in views.items():
-        stage = STAGES.get(v.kind)
+    for i, kind in enumerate(kinds):
+        stage = STAGES.get(kind)
         if stage is None:
             continue
         p = index.get(spans[i].parent_id)
-        nested = False
-        while p is not None:  # (no cycle: checked before)
-            if views[p].kind == v.kind:
-                nested = True
-                break
+        while p is not None and kinds[p] != kind:  # (no cycle: checked before)
             p = index.get(spans[p].parent_id)
-        if not nested:
+        if p is None:  # not inside a span of its own kind
             out[stage] = out.get(stage, 0.0) + _ms(spans[i])
     out["total"] = _ms(root)
     return out
@@ -195,11 +208,10 @@ def _ms(s: Span) -> float:
     return max(0, (s.end_ns or 0) - (s.start_ns or 0)) / 1e6
 
 
-def _usage(views: dict[int, C.View], models: list[int]) -> dict[str, float]:
+def _usage(model_views: list[C.View]) -> dict[str, float]:
     out: dict[str, float] = {}
-    for i in models:
-        for k, v in (("input_tokens", views[i].input_tokens),
-                     ("output_tokens", views[i].output_tokens)):
-            if v is not None:
-                out[k] = out.get(k, 0.0) + v
+    for v in model_views:
+        for k, n in (("input_tokens", v.input_tokens), ("output_tokens", v.output_tokens)):
+            if n is not None:
+                out[k] = out.get(k, 0.0) + n
     return out

@@ -42,15 +42,14 @@ _READ_BUFFER = 1 << 20
 
 
 def _hex(raw: Any) -> str:
-    """A trace or span id as lowercase hex ('' for none)."""
+    """A trace or span id as lowercase hex ('' for none): hex as OTLP/JSON writes it (32
+    or 16 characters), or base64 as protobuf's generic JSON mapping writes bytes (24 or 12
+    characters, told apart by the length alone)."""
     if not raw or not isinstance(raw, str):
         return ""
-    if len(raw) in (32, 16):
-        try:
-            int(raw, 16)
-            return raw.lower()
-        except ValueError:
-            pass
+    n = len(raw)
+    if n == 32 or n == 16:
+        return raw if raw.islower() or raw.isdigit() else raw.lower()
     try:
         return base64.b64decode(raw, validate=True).hex()
     except (binascii.Error, ValueError):
@@ -90,14 +89,17 @@ def value(v: Any) -> Any:
     return None
 
 
-def _attrs(items: Any) -> dict[str, Any]:
+def _attrs(items: Any, checked: bool = True) -> dict[str, Any]:
+    """OTLP ``key``/``value`` pairs as a dict; ``checked=False`` when the line they came
+    from is too short to hold a value over :data:`MAX_VALUE_CHARS` (no size check)."""
+    if not items:
+        return {}
+    if not checked:
+        return {a["key"]: v["stringValue"] if "stringValue" in v else value(v)
+                for a in items if (v := a["value"]) is not None}
     out: dict[str, Any] = {}
-    for a in items or ():
-        v = a["value"]
-        s = v.get("stringValue")  # (the usual case first)
-        if s is None or len(s) > MAX_VALUE_CHARS:
-            s = value(v)
-        out[a["key"]] = s
+    for a in items:
+        out[a["key"]] = value(a["value"])
     return out
 
 
@@ -154,7 +156,7 @@ class OtlpReader:
                 except ValueError as e:
                     self.problems.add(P.MALFORMED, self.source, lineno, None, str(e))
                     continue
-                self._add(req, lineno)
+                self._add(req, lineno, len(raw) > MAX_VALUE_CHARS)
                 yield from self._due(lineno)
         yield from self._close_all()
 
@@ -179,23 +181,26 @@ class OtlpReader:
         except ValueError:
             return None
 
-    def _add(self, req: Any, lineno: int) -> None:
+    def _add(self, req: Any, lineno: int, checked: bool = True) -> None:
         if not isinstance(req, dict) or not isinstance(req.get("resourceSpans", []), list):
             self.problems.add(P.MALFORMED, self.source, lineno, None,
                               "not an OTLP ExportTraceServiceRequest (no resourceSpans)")
             return
         try:
             for rs in req.get("resourceSpans") or ():
-                resource = _attrs((rs.get("resource") or {}).get("attributes"))
+                resource = _attrs((rs.get("resource") or {}).get("attributes"), checked)
                 for ss in rs.get("scopeSpans") or ():
                     for s in ss.get("spans") or ():
-                        self._span(s, resource, lineno)
+                        self._span(s, resource, lineno, checked)
         except (AttributeError, KeyError, TypeError) as e:
             self.problems.add(P.MALFORMED, self.source, lineno, None,
                               f"not an OTLP ExportTraceServiceRequest ({e!r})")
 
-    def _span(self, s: dict[str, Any], resource: dict[str, Any], lineno: int) -> None:
-        tid = _hex(s.get("traceId"))
+    def _span(self, s: dict[str, Any], resource: dict[str, Any], lineno: int,
+              checked: bool) -> None:
+        tid = s.get("traceId")
+        if type(tid) is not str or len(tid) != 32:  # (hex, as the Collector writes ids)
+            tid = _hex(tid)
         o = self._open.pop(tid, None)
         if o is None:
             o = _Open(Trace(tid, self.source, lineno), lineno)
@@ -208,7 +213,7 @@ class OtlpReader:
         if o.dropped is not None:
             return
         try:
-            attrs = _attrs(s.get("attributes"))
+            attrs = _attrs(s.get("attributes"), checked)
         except _TooLarge as e:
             o.dropped = P.TOO_LARGE
             o.message = (f"span {s.get('name')!r}: a value of {e.args[0]:,} characters "
@@ -217,8 +222,12 @@ class OtlpReader:
             return
         if resource and not o.trace.info:
             o.trace.info["resource"] = resource
-        parent = _hex(s.get("parentSpanId"))
-        o.trace.spans.append(Span(_hex(s.get("spanId")), parent, str(s.get("name") or ""),
+        parent, sid = s.get("parentSpanId") or "", s.get("spanId")
+        if parent and (type(parent) is not str or len(parent) != 16):
+            parent = _hex(parent)
+        if type(sid) is not str or len(sid) != 16:
+            sid = _hex(sid)
+        o.trace.spans.append(Span(sid, parent, str(s.get("name") or ""),
                                   _nanos(s.get("startTimeUnixNano")),
                                   _nanos(s.get("endTimeUnixNano")), attrs))
         if not parent and not o.rooted:
