@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from tests.benchmarks.common import load, python, timed_process, verdict
-from tests.traces.otlp_build import any_value, request, span
+from tests.traces.otlp_build import request, span
 
 TARGET_CPU = 2.0
 TARGET_MEMORY = 1.2
