@@ -3,6 +3,7 @@
     cli -> commands -> runner / calibration / monitor / cases (the commands' logic)
         -> compare (comparisons, sweeps, gates, decisions)
         -> systems / graders / tracking / report (a run's report) / calibration.records
+        -> traces (traces in) -> tracking.mlflow_traces (the MLflow trace source)
         -> config -> metrics -> data -> stats -> llm / registry -> components
         -> cache / text / report.format -> secrets -> errors
 

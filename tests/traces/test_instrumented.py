@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+import shutil
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli, write_jsonl
+from tests.conftest import REPO, run_cli, write_jsonl
 from tests.systems.test_pipelines import _demo
 from tests.traces.apps import write_apps
 
@@ -27,6 +29,36 @@ N_CASES = 12
 DATA = ["dataset.corpus=corpus.jsonl", "dataset.cases=cases.jsonl", "dataset.labels=null",
         "tracking=none", "grader=heuristic", "progress=off", "k=2"]
 TIMED = re.compile(r"^(latency_ms\.|cost_usd)")
+
+
+PAGE = REPO / "docs" / "traces.md"
+_BASH = re.compile(r"^```bash\n(?P<body>.*?)^```$", re.S | re.M)
+
+
+def page_commands(mlflow: bool) -> list[tuple[dict[str, str], list[str]]]:
+    """``(environment, raglab arguments)`` of each ``raglab`` command of docs/traces.md
+    that reads OTLP JSON (``mlflow=False``) or MLflow traces."""
+    out = []
+    for m in _BASH.finditer(PAGE.read_text(encoding="utf-8")):
+        for line in m.group("body").splitlines():
+            words = shlex.split(line, comments=True)
+            env = {}
+            while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
+                k, _, v = words.pop(0).partition("=")
+                env[k] = v
+            if words[:1] == ["raglab"] and ("mlflow://" in line) == mlflow:
+                out.append((env, words[1:]))
+    return out
+
+
+def _run_page(root: Path, mlflow: bool) -> None:
+    commands = page_commands(mlflow)
+    assert len(commands) >= 2
+    for i, (env, args) in enumerate(commands):
+        proc = run_cli(*args, "tracking=none", "grader=heuristic", "progress=off",
+                       f"hydra.run.dir={root / f'page-{i}'}", cwd=root, env=env)
+        assert proc.returncode == 0, (args, proc.stderr[-2000:])
+        assert "bad traces" not in proc.stdout and "trace(s)" not in proc.stderr
 
 
 def _records(run: Path) -> dict[str, dict]:
@@ -110,10 +142,17 @@ def test_monitor_reads_the_otlp_traces_as_the_equivalent_json_lines(otlp_run):
 
 
 @pytest.mark.slow
+def test_the_otlp_commands_of_the_page_run_as_written(otlp_run):
+    root, traces = otlp_run
+    shutil.copy(traces, root / "last-month.jsonl")
+    _run_page(root, mlflow=False)
+
+
+@pytest.mark.slow
 def test_mlflow_traces_replay_and_monitor_like_the_live_run(tmp_path):
     write_apps(tmp_path)
     _demo(tmp_path, N_CASES)
-    store = f"sqlite:///{tmp_path / 'app.db'}"
+    store = "sqlite:///app.db"  # as docs/traces.md has it, in the working directory
     live = run_cli("run", "system=langchain", "system.factory=mlflow_app:build",
                    "+system.options.corpus=corpus.jsonl", f"+system.options.store={store}",
                    "+system.options.experiment=my-app", *DATA,
@@ -128,7 +167,7 @@ def test_mlflow_traces_replay_and_monitor_like_the_live_run(tmp_path):
     # monitor: the traces against the same outputs as JSON Lines, window by window
     from raglab.monitor.traffic import read_traffic
 
-    traced = read_traffic("mlflow://my-app", tracking_uri=store)
+    traced = read_traffic("mlflow://my-app", tracking_uri=f"sqlite:///{tmp_path / 'app.db'}")
     assert len(traced.lines) == N_CASES and traced.n_bad == 0
     cases = {json.loads(x)["question"]: json.loads(x)["id"]
              for x in (tmp_path / "cases.jsonl").read_text().splitlines()}
@@ -147,3 +186,4 @@ def test_mlflow_traces_replay_and_monitor_like_the_live_run(tmp_path):
         assert doc["lines"] == N_CASES and doc["bad_lines"] == 0
         figures.append(doc["windows"])
     assert figures[0] == figures[1]
+    _run_page(tmp_path, mlflow=True)
