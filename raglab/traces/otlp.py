@@ -182,7 +182,7 @@ class OtlpReader:
             return None
 
     def _add(self, req: Any, lineno: int, checked: bool = True) -> None:
-        if not isinstance(req, dict) or not isinstance(req.get("resourceSpans", []), list):
+        if not isinstance(req, dict) or not isinstance(req.get("resourceSpans"), list):
             self.problems.add(P.MALFORMED, self.source, lineno, None,
                               "not an OTLP ExportTraceServiceRequest (no resourceSpans)")
             return

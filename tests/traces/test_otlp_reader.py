@@ -131,10 +131,26 @@ def test_monitor_shows_the_first_bad_trace_of_each_kind(tmp_path):
     assert doc["bad_lines"] == 4 and doc["bad_by_kind"][P.NO_ROOT] == 2
 
 
-@pytest.mark.parametrize("fmt, code", [("jsonl", 2), ("bogus", 2)])
-def test_monitor_format_option(tmp_path, fmt, code):
-    f = write_lines(tmp_path / "t.jsonl", [rag_trace(1, "q?", "a", DOCS)])
+@pytest.mark.parametrize("fmt, otlp", [("jsonl", True), ("otlp", False), ("bogus", True)])
+def test_monitor_format_option(tmp_path, fmt, otlp):
+    f = tmp_path / "t.jsonl"
+    if otlp:
+        write_lines(f, [rag_trace(1, "q?", "a", DOCS)])
+    else:
+        f.write_text(json.dumps({"question": "q?", "answer": "a", "timestamp":
+                                 "2025-01-01T00:00:00Z"}) + "\n")
     out = run_cli("monitor", str(f), "--format", fmt, "tracking=none", "grader=heuristic",
                   f"hydra.run.dir={tmp_path / 'mon'}", cwd=tmp_path)
-    assert out.returncode == code
+    assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
+    if fmt == "otlp":  # JSON Lines read as traces: every line malformed
+        assert "no usable traffic line (1 bad; first:" in out.stderr
+        assert f"{f}:1: malformed line (not an OTLP ExportTraceServiceRequest" in out.stderr
+
+
+def test_a_missing_mlflow_store_or_experiment_is_one_line(tmp_path):
+    out = run_cli("monitor", "mlflow://my-app", "tracking=none", cwd=tmp_path,
+                  env={"MLFLOW_TRACKING_URI": "sqlite:///app.db"})
+    assert out.returncode == 2 and not (tmp_path / "app.db").exists()
+    assert out.stderr == ("raglab: error: mlflow://my-app: no MLflow store at "
+                          "sqlite:///app.db (set tracking.uri or MLFLOW_TRACKING_URI)\n")
