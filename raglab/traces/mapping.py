@@ -6,7 +6,8 @@
 - answer: the root's output (its ``answer``, ``output``, ``result`` or ``response`` field
   when it is a JSON object), else the last model span's output;
 - question: the root's input (its ``input``, ``question`` or ``query`` field when it is a
-  JSON object), else the retriever's query, else the first model span's user message;
+  JSON object; MLflow: else the trace's request preview when it is whole JSON), else the
+  retriever's query, else the first model span's user message;
 - latency_ms: ``retrieve``, ``rerank``, ``generate``, ``embed`` (span durations by kind,
   a span inside one of its own kind not counted twice) and ``total`` (the root);
 - usage: input and output tokens summed over the model spans; model: the last model
@@ -78,11 +79,15 @@ def to_record(trace: Trace, doc_id_key: str = "doc_id",
         context_docs = views(feeding).docs or []
     rv = views(next(i for i in order if spans[i] is root))
     question = _field(rv.input, QUESTION_FIELDS)
+    if question is None:  # MLflow: the trace's request preview, when whole
+        question = _field(trace.info.get("request_preview"), QUESTION_FIELDS)
     if not isinstance(question, str) or not question:
         question = views(retrievers[0]).input
         if not isinstance(question, str) and models:
             question = views(models[0]).input
     answer = _field(rv.output, ANSWER_FIELDS)
+    if answer is None:
+        answer = _field(trace.info.get("response_preview"), ANSWER_FIELDS)
     if not isinstance(answer, str):
         answer = C.text_of(views(models[-1]).output) if models else None
     model_views = [views(i) for i in models]

@@ -94,6 +94,12 @@ def from_mlflow(t: dict[str, Any], source: str) -> Trace:
         info["user"] = meta["mlflow.trace.user"]
     if meta.get("mlflow.trace.session"):
         info["session"] = meta["mlflow.trace.session"]
+    for key in ("request_preview", "response_preview"):  # (whole JSON only: never cut)
+        if isinstance(t.get(key), str):
+            try:
+                info[key] = from_json(t[key])
+            except ValueError:
+                pass
     for a in t.get("assessments") or ():
         v = a.get("value")
         if isinstance(v, bool) or (isinstance(v, str) and v.lower() in ("up", "down")):

@@ -93,4 +93,6 @@ def _plain(t: Any) -> dict[str, Any]:
     return {"trace_id": info.trace_id, "spans": spans, "tags": dict(info.tags or {}),
             "metadata": dict(info.trace_metadata or {}), "request_time_ms": info.request_time,
             "client_request_id": getattr(info, "client_request_id", None),
+            "request_preview": getattr(info, "request_preview", None),
+            "response_preview": getattr(info, "response_preview", None),
             "assessments": assessments}
