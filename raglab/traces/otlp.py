@@ -161,19 +161,25 @@ class OtlpReader:
         yield from self._close_all()
 
     def _document(self) -> Any:
-        """The file's one JSON document, when it is not line-delimited (else None)."""
+        """The file's one JSON document, when it is not line-delimited (else None): neither
+        of its first two lines is JSON on its own (a JSON Lines file with a bad first line
+        is not read whole), and the whole file is."""
+        lines = []
         with open(self.path, "rb") as fh:
-            first = fh.readline(MAX_LINE_BYTES + 1)
-            while first and first.isspace():
-                first = fh.readline(MAX_LINE_BYTES + 1)
-            rest = fh.read(1)
-        if not rest:
+            while len(lines) < 2:
+                line = fh.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    break
+                if not line.isspace():
+                    lines.append(line)
+        if len(lines) < 2:
             return None
-        try:
-            from_json(first)
-            return None  # the first line is a whole document: JSON Lines
-        except ValueError:
-            pass
+        for line in lines:
+            try:
+                from_json(line)
+                return None  # a line that is a whole document: JSON Lines
+            except ValueError:
+                pass
         if self.path.stat().st_size > MAX_DOCUMENT_BYTES:
             return None  # read line by line: its lines are counted as malformed
         try:

@@ -154,3 +154,14 @@ def test_a_missing_mlflow_store_or_experiment_is_one_line(tmp_path):
     assert out.returncode == 2 and not (tmp_path / "app.db").exists()
     assert out.stderr == ("raglab: error: mlflow://my-app: no MLflow store at "
                           "sqlite:///app.db (set tracking.uri or MLFLOW_TRACKING_URI)\n")
+
+
+def test_a_torn_first_line_is_one_malformed_line_not_a_document(tmp_path):
+    f = write_lines(tmp_path / "t.jsonl", ['{"resourceSpans": [{"scopeSpans": [',
+                                           rag_trace(1, "q1?", "a", DOCS),
+                                           rag_trace(2, "q2?", "a", DOCS)])
+    assert detect(f) == "otlp"
+    recs, problems = _read(f)
+    assert [r["question"] for r in recs] == ["q1?", "q2?"]
+    assert problems.counts == {P.MALFORMED: 1} and f"{f}:1: malformed" in problems.first[
+        P.MALFORMED]
