@@ -164,7 +164,7 @@ class OtlpReader:
         """The file's one JSON document, when it is not line-delimited (else None): neither
         of its first two lines is JSON on its own (a JSON Lines file with a bad first line
         is not read whole), and the whole file is."""
-        lines = []
+        lines: list[bytes] = []
         with open(self.path, "rb") as fh:
             while len(lines) < 2:
                 line = fh.readline(MAX_LINE_BYTES + 1)
