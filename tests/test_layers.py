@@ -3,6 +3,7 @@
     cli -> commands -> runner / calibration / monitor / cases (the commands' logic)
         -> compare (comparisons, sweeps, gates, decisions)
         -> systems / graders / tracking / report (a run's report) / calibration.records
+        -> traces (traces in) -> tracking.mlflow_traces (the MLflow trace source)
         -> config -> metrics -> data -> stats -> llm / registry -> components
         -> cache / text / report.format -> secrets -> errors
 
@@ -35,6 +36,9 @@ LAYERS: dict[str, float] = {
     "raglab.compare": 8.5,
     "raglab.systems": 8, "raglab.graders": 8, "raglab.tracking": 8, "raglab.report": 8,
     "raglab.calibration.records": 8,
+    # traces in (raglab.traces) sit below the systems and the monitor that read them; the
+    # MLflow trace source below them (the one part of tracking they use)
+    "raglab.traces": 7.9, "raglab.tracking.mlflow_traces": 7.5,
     "raglab.config": 7,  # config sections of metrics (and of stats) may live beside them
     "raglab.metrics": 6,
     "raglab.data": 4,

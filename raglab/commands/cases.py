@@ -105,7 +105,7 @@ def _from_traffic(argv: list[str]) -> None:
     print(f"{len(drafts)} draft(s) from {picked} picked line(s) of {len(traffic.lines)} "
           f"written to {args.out}; each marked needs_labels")
     if traffic.bad:
-        print(f"bad traffic lines: {len(traffic.bad)} (first: {traffic.bad[0]})")
+        print(f"bad traffic lines: {traffic.n_bad} (first: {traffic.bad[0]})")
 
 
 def _add(argv: list[str]) -> None:

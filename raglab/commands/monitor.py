@@ -9,11 +9,14 @@ from typing import Any, cast
 
 from raglab.commands.common import conf_dir, fail
 
-HELP = """usage: raglab monitor TRAFFIC [--baseline BASELINE] [overrides]
+HELP = """usage: raglab monitor TRAFFIC [--baseline BASELINE] [--format F] [overrides]
 
 TRAFFIC and BASELINE: JSON Lines of production traffic (one system output per line plus
-question, timestamp (ISO 8601) and optional user, filters, feedback) or run directories.
-No labels needed. Per window (monitor.window, e.g. 1h, 1d): faithfulness,
+question, timestamp (ISO 8601) and optional user, filters, feedback), run directories, or
+traces: OTLP JSON (the OpenTelemetry Collector's file exporter; OpenInference or GenAI
+attributes) or mlflow://EXPERIMENT (in the store MLFLOW_TRACKING_URI, else tracking.uri,
+names). --format otlp|mlflow|jsonl (default: told from the content). No labels needed.
+Per window (monitor.window, e.g. 1h, 1d): faithfulness,
 contradicted_claim_rate, relevance and reference_free_context_precision (the share of
 context passages supporting a claim of the answer, judged by the grader) on a deterministic
 sample (monitor.sample_rate, default 0.05) judged by the configured grader, and top-1
@@ -26,12 +29,14 @@ too few judged lines (monitor.min_judged) or scored lines (monitor.min_lines) fo
 listed as UNTESTED (alerts.json: status untested), not passed. Writes
 monitor.json and alerts.json into its run directory (hydra.run.dir, default
 outputs/monitor/DATE/TIME); logs a time series to MLflow (experiment monitor.experiment,
-steps = windows; tracking=none skips it). Bad traffic lines are counted, not fatal.
+steps = windows; tracking=none skips it). Bad traffic lines are counted, not fatal (bad
+traces by kind, the first of each shown).
 
 Exit 0 no alert (untested windows included); 1 an alert fired; 2 usage or unreadable input.
 """
 
 _state: dict = {}
+FORMATS = ("auto", "otlp", "mlflow", "jsonl")
 
 
 def main(argv: list[str]) -> None:
@@ -45,12 +50,17 @@ def main(argv: list[str]) -> None:
 
     rest: list[str] = []
     traffic = baseline = None
+    fmt = "auto"
     it = iter(argv)
     for a in it:
         if a == "--baseline" or a.startswith("--baseline="):
             baseline = a.split("=", 1)[1] if "=" in a else next(it, None)
             if not baseline:
                 fail("--baseline needs a traffic file or run directory", 2)
+        elif a == "--format" or a.startswith("--format="):
+            fmt = (a.split("=", 1)[1] if "=" in a else next(it, None)) or ""
+            if fmt not in FORMATS:
+                fail(f"--format must be one of {', '.join(FORMATS)} (got {fmt!r})", 2)
         elif traffic is None and "=" not in a and not a.startswith("-"):
             traffic = a
         elif a.startswith("monitor=") or a.startswith("+monitor="):
@@ -59,7 +69,7 @@ def main(argv: list[str]) -> None:
             rest.append(a)
     if traffic is None:
         fail("monitor needs a TRAFFIC file or run directory (raglab monitor --help)", 2)
-    _state.update(traffic=traffic, baseline=baseline)
+    _state.update(traffic=traffic, baseline=baseline, format=fmt)
     if not any(a.startswith("+monitor=") for a in rest):
         rest.insert(0, "+monitor=default")
     if not any(a.startswith("hydra.run.dir=") for a in rest):
@@ -115,14 +125,24 @@ def monitor(cfg, mon, resolved: dict, run_dir: Path) -> int:
     from raglab.monitor.run import run_monitor
     from raglab.monitor.windows import JUDGED, real_alerts
 
-    doc = run_monitor(cfg, mon, _state["traffic"], _state.get("baseline"), run_dir)
+    doc = run_monitor(cfg, mon, _state["traffic"], _state.get("baseline"), run_dir,
+                      _state.get("format", "auto"))
     windows, entries = doc["windows"], doc["alerts"]
     alerts = real_alerts(entries)
     untested = [a for a in entries if a not in alerts]
     print(f"raglab monitor: {doc['traffic']}: {doc['lines']} lines in {len(windows)} "
           f"window(s) of {mon.window}, {sum(w['sampled'] for w in windows)} sampled "
           f"(sample_rate {mon.sample_rate:g}), grader {cfg.grader.name}")
-    if doc["bad_lines"]:
+    if doc["bad_by_kind"]:
+        from raglab.text.escape import term
+
+        kinds = doc["bad_by_kind"]
+        print(f"bad traces: {doc['bad_lines']} (not used)"
+              + (f", {kinds['no content']} without content" if "no content" in kinds else "")
+              + ": " + ", ".join(f"{k} {n}" for k, n in kinds.items()))
+        for first in doc["bad"]:
+            print(f"  first: {term(first)}")
+    elif doc["bad_lines"]:
         from raglab.text.escape import term
 
         print(f"bad traffic lines: {doc['bad_lines']} (not used; first: "

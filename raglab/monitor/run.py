@@ -24,14 +24,16 @@ from raglab.systems.base import WorkCounter
 
 
 def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
-                baseline_path: str | None, run_dir: Path) -> dict[str, Any]:
+                baseline_path: str | None, run_dir: Path, fmt: str = "auto") -> dict[str, Any]:
     """Read, sample, judge, window, alert; writes monitor.json and alerts.json and logs
-    to MLflow; returns monitor.json's content (plus ``mlflow_run_id``)."""
-    traffic = read_traffic(traffic_path)
-    baseline = read_traffic(baseline_path) if baseline_path else None
+    to MLflow; returns monitor.json's content (plus ``mlflow_run_id``). ``fmt``: the
+    traffic's format (``auto``: told from the content)."""
+    uri = getattr(cfg.tracking, "uri", None)
+    traffic = read_traffic(traffic_path, fmt, uri)
+    baseline = read_traffic(baseline_path, "auto", uri) if baseline_path else None
     if not traffic.lines:
         first = f"; first: {traffic.bad[0]}" if traffic.bad else ""
-        raise ConfigError(f"{traffic.source}: no usable traffic line ({len(traffic.bad)} "
+        raise ConfigError(f"{traffic.source}: no usable traffic line ({traffic.n_bad} "
                           f"bad{first})")
     prompts, versions = prepare(cfg)
     tracked = registry.entry("tracking", cfg.tracking.name).factory.tracks
@@ -73,9 +75,10 @@ def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
         w.pop("_scores", None)
     doc = {"traffic": traffic.source, "baseline": baseline.source if baseline else None,
            "monitor": mon.model_dump(), "grader": cfg.grader.name, "versions": versions,
-           "lines": len(traffic.lines), "bad_lines": len(traffic.bad), "bad": traffic.bad[:50],
+           "lines": len(traffic.lines), "bad_lines": traffic.n_bad, "bad": traffic.bad[:50],
+           "bad_by_kind": traffic.bad_by_kind,
            "baseline_lines": len(baseline.lines) if baseline else None,
-           "baseline_bad_lines": len(baseline.bad) if baseline else None,
+           "baseline_bad_lines": baseline.n_bad if baseline else None,
            "baseline_contradicted": base_contra[0] if base_contra else None,
            "baseline_judged": base_contra[1] if base_contra else None,
            "n_alerts": len(fired), "n_untested": len(alerts) - len(fired),

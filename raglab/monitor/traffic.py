@@ -125,9 +125,17 @@ class TrafficLine(BaseModel):
 @dataclass
 class Traffic:
     source: str
-    kind: Literal["file", "run"]
+    kind: Literal["file", "run", "traces"]
     lines: list[tuple[int, TrafficLine]] = field(default_factory=list)
-    bad: list[str] = field(default_factory=list)
+    bad: list[str] = field(default_factory=list)  # traces: the first bad one of each kind
+    bad_by_kind: dict[str, int] = field(default_factory=dict)  # traces only
+
+    @property
+    def n_bad(self) -> int:
+        """Bad lines (traces: bad traces; a trace without content is not bad)."""
+        if self.kind == "traces":
+            return sum(n for k, n in self.bad_by_kind.items() if k != "no content")
+        return len(self.bad)
 
 
 def sampled(line: TrafficLine, rate: float) -> bool:
@@ -151,9 +159,17 @@ def _problem(e: ValidationError, obj: dict) -> str:
     return f"field '{p.loc}': {msg}" if p.loc else msg
 
 
-def read_traffic(path: str | Path) -> Traffic:
-    """A traffic JSON Lines file, or a run directory (its records, timestamped with the
-    records file's modification time; questions from the cases file its config names)."""
+def read_traffic(path: str | Path, fmt: str = "auto",
+                 tracking_uri: str | None = None) -> Traffic:
+    """A traffic JSON Lines file, a run directory (its records, timestamped with the
+    records file's modification time; questions from the cases file its config names), or
+    traces (OTLP JSON, ``mlflow://EXPERIMENT``: :mod:`raglab.traces`; ``fmt`` ``auto``
+    tells them from the content)."""
+    from raglab.traces.source import detect
+
+    if fmt == "mlflow" or str(path).startswith("mlflow://") or (
+            fmt != "jsonl" and Path(path).is_file() and detect(path, fmt) == "otlp"):
+        return _read_traces(str(path), fmt, tracking_uri)
     p = Path(path)
     if p.is_dir():
         return _read_run_dir(p)
@@ -180,6 +196,25 @@ def read_traffic(path: str | Path) -> Traffic:
                 who = obj.get("id") or obj.get("case_id")
                 where = f"{p}:{lineno}" + (f" line {who}" if who else "")
                 t.bad.append(f"{where}: {_problem(e, obj)}")
+    return t
+
+
+def _read_traces(source: str, fmt: str, tracking_uri: str | None) -> Traffic:
+    from raglab.traces.problems import MALFORMED, Problems
+    from raglab.traces.source import records
+
+    if not source.startswith("mlflow://") and not Path(source).is_file():
+        raise UserError("traffic file not found", file=source)
+    problems = Problems()
+    t = Traffic(source, "traces")
+    for line, rec in records(source, problems, fmt, tracking_uri=tracking_uri):
+        obj = {**rec, "id": rec["trace_id"]}
+        try:
+            t.lines.append((line or len(t.lines) + 1, TrafficLine.model_validate(obj)))
+        except ValidationError as e:
+            problems.add(MALFORMED, source, line, rec["trace_id"], _problem(e, obj))
+    t.bad_by_kind = {k: n for k, n, _ in problems.ordered()}
+    t.bad = [first for _, _, first in problems.ordered()]
     return t
 
 

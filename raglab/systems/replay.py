@@ -25,7 +25,7 @@ import os
 from collections.abc import Iterator
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 from pydantic_core import from_json
 
 from raglab.components import NO_CONTEXT, BuildContext, System
@@ -48,6 +48,12 @@ _READ_BUFFER = 1 << 20
 class ReplaySystemCfg(Strict):
     name: Literal["replay"]
     path: str
+    # traces (OTLP JSON, mlflow://EXPERIMENT: docs/traces.md); unused for JSON Lines
+    case_id_attribute: str = Field("raglab.case_id", min_length=1, description=(
+        "traces: the attribute naming a trace's case (else its question pairs it)"))
+    doc_id_key: str = Field("doc_id", min_length=1, description=(
+        "traces: the document metadata key holding the corpus id (then 'source', then the "
+        "document's own id)"))
 
 
 class ReplayedValueError(ValueError):
@@ -60,16 +66,22 @@ class ReplaySystem(System):
 
     @classmethod
     def preflight(cls, run_cfg: Any) -> None:
-        check_readable_file(resolve_path(run_cfg.system.path), "replay file")
+        if not run_cfg.system.path.startswith(_MLFLOW):
+            check_readable_file(resolve_path(run_cfg.system.path), "replay file")
 
     @classmethod
     def identity(cls, run_cfg: Any) -> dict[str, str]:
         from raglab.data.dataset import file_sha256
 
+        if run_cfg.system.path.startswith(_MLFLOW):
+            return {"replay_source": run_cfg.system.path}
         return {"replay_sha256": file_sha256(resolve_path(run_cfg.system.path))}
 
     def __init__(self, cfg: ReplaySystemCfg, ctx: BuildContext = NO_CONTEXT):
         self.cfg, self.ctx = cfg, ctx
+        if cfg.path.startswith(_MLFLOW) or _is_traces(resolve_path(cfg.path)):
+            self._from_traces(cfg, ctx)  # raglab.traces reads and pairs them
+            return
         dataset = ctx.dataset
         p = check_readable_file(resolve_path(cfg.path), "replay file")
         self.path = str(p)
@@ -123,6 +135,28 @@ class ReplaySystem(System):
                 "kept in the record (on hits: in 'metadata'; on the output: in 'extra'): "
                 + ", ".join(sorted(self.added)))
 
+    def _from_traces(self, cfg: ReplaySystemCfg, ctx: BuildContext) -> None:
+        from raglab.traces.match import pair
+        from raglab.traces.problems import Problems
+        from raglab.traces.source import records
+
+        src = cfg.path if cfg.path.startswith(_MLFLOW) else str(resolve_path(cfg.path))
+        self.path, self.index, self.slow, self.bad, self.added = src, {}, set(), {}, set()
+        self._fh = self._stat = None
+        problems = Problems()
+        run = getattr(ctx, "run", None)
+        uri = getattr(getattr(run, "tracking", None), "uri", None)
+        dataset = ctx.dataset
+        cases = None if dataset is None else dataset.cases
+        got = pair(records(src, problems, doc_id_key=cfg.doc_id_key,
+                           case_id_attribute=cfg.case_id_attribute, tracking_uri=uri),
+                   cases, problems, src)
+        self.outputs = got.outputs
+        self.warnings = got.warnings(src, problems)
+        if not self.outputs:
+            raise UserError("no trace paired with a case (" + (
+                "; ".join(self.warnings) or "no trace") + ")", file=src)
+
     def _parse(self, raw: bytes, lineno: int) -> tuple[SystemOutput | _Bad, bool]:
         """The line's output, or _Bad (a value that fails its case), and whether the line
         took the fast way (pydantic's JSON reader, no field of its own)."""
@@ -169,6 +203,16 @@ class ReplaySystem(System):
         if out is None:
             raise LookupError(f"no output for this case in {self.path}")
         return ValidatedOutput(out)
+
+
+_MLFLOW = "mlflow://"
+
+
+def _is_traces(path: Any) -> bool:
+    """A trace file (OTLP JSON: raglab.traces), told from its content."""
+    from raglab.traces.source import is_trace_source
+
+    return is_trace_source(path)
 
 
 def _file_state(fh: Any) -> tuple[int, int]:

@@ -29,6 +29,8 @@ BENCHMARKS = {
     "memory": ("bench_memory", "9. peak memory of resume, compare, cases from-run vs the run"),
     "traces": ("bench_traces", "10. each case an MLflow trace: CPU per case, 200 ms grader, "
                "traces=failed at 20,000 cases"),
+    "traces_in": ("bench_traces_in", "11. traces in: 100,000 OTLP JSON traces read vs "
+                  "json.loads; peak memory at 20 and 200 MB"),
     "retrieval": ("bench_retrieval", "in-process scoring vs pytrec_eval, 10,000 x 100"),
     "stats": ("bench_stats", "paired statistics tables"),
     "regimes": ("bench_regimes", "paired statistics where few cases change: coverage, "
