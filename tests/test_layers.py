@@ -35,6 +35,7 @@ LAYERS: dict[str, float] = {
     "raglab.compare": 8.5,
     "raglab.systems": 8, "raglab.graders": 8, "raglab.tracking": 8, "raglab.report": 8,
     "raglab.calibration.records": 8,
+    "raglab.labels": 8,  # labels stored with a run and their estimates (compare reads them)
     "raglab.config": 7,  # config sections of metrics (and of stats) may live beside them
     "raglab.metrics": 6,
     "raglab.data": 4,
