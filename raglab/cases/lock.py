@@ -29,8 +29,11 @@ def lock_path(drafts: Path) -> Path:
 
 
 class ReviewLock:
-    def __init__(self, drafts: Path):
+    """``what`` names the file in the message (the drafts file; a labelling file)."""
+
+    def __init__(self, drafts: Path, what: str = "drafts file"):
         self.drafts = drafts
+        self.what = what
         self.path = lock_path(drafts)
         self._fd: int | None = None
 
@@ -46,7 +49,7 @@ class ReviewLock:
                 holder = _holder(fd)
                 os.close(fd)
                 raise DraftsLocked(
-                    f"{self.drafts}: another review session holds this drafts file ("
+                    f"{self.drafts}: another review session holds this {self.what} ("
                     + (holder or "pid unknown") + "); finish it first (q saves and quits)"
                 ) from None
             try:

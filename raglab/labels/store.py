@@ -31,6 +31,7 @@ from typing import Any
 
 from raglab.data.io import atomic_write_json, iter_json_lines, read_run_metrics, write_jsonl
 from raglab.errors import UserError
+from raglab.metrics.aggregate import slice_keys
 from raglab.metrics.catalog import MetricSpec, spec_of
 
 LABELS_DIR = "labels"
@@ -95,6 +96,7 @@ class CaseState:
     tags: dict[str, Any]
     answer_sha256: str | None      # None: no output (the system failed on the case)
     metrics: dict[str, Any]        # the record's per-case metric values
+    slices: dict[str, str]         # tag key -> value, as metrics.json slices the run
 
 
 def labels_dir(run_dir: str | Path) -> Path:
@@ -246,7 +248,27 @@ def _stored(obj: dict[str, Any], file: str, line: int) -> StoredLabel:
 
 def store_labels(run_dir: str | Path, new: list[StoredLabel]) -> tuple[int, int]:
     """Add ``new`` labels to the run's store (a label of the same key replaces the old one),
-    rewriting ``labels.jsonl`` atomically; ``(added, replaced)``."""
+    rewriting ``labels.jsonl`` atomically, under a lock (two writers never lose each
+    other's labels); ``(added, replaced)``."""
+    import fcntl
+    import os
+
+    from raglab.errors import storage_error
+
+    folder = labels_dir(run_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / ".labels.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as e:
+        raise storage_error(e, "the labels", folder) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return _store(run_dir, new)
+    finally:
+        os.close(fd)
+
+
+def _store(run_dir: str | Path, new: list[StoredLabel]) -> tuple[int, int]:
     existing = read_stored(run_dir)
     index = {lab.key: i for i, lab in enumerate(existing)}
     added = replaced = 0
@@ -284,7 +306,11 @@ def run_cases(run_dir: str | Path) -> dict[str, CaseState]:
         tags, metrics = rec.get("tags"), rec.get("metrics")
         tags = tags if isinstance(tags, dict) else {}
         metrics = metrics if isinstance(metrics, dict) else {}
-        out[cid] = CaseState(cid, tags, answer_sha256(rec.get("output")), metrics)
+        try:
+            slices = slice_keys(rec)
+        except (KeyError, TypeError, AttributeError):  # a record without its gold summary
+            slices = {str(k): str(v) for k, v in tags.items()}
+        out[cid] = CaseState(cid, tags, answer_sha256(rec.get("output")), metrics, slices)
     return out
 
 
