@@ -171,10 +171,15 @@ def _sample(runs: list[Path], args: argparse.Namespace) -> None:
         out = args.out or labels_dir(run) / DEFAULT_FILE
         refuse_inputs(out, _inputs(run), f"--out {out}", "name another labelling file")
         labelled = {lab.key: lab.label for lab in stored}
-        if out.exists():
-            check_writable_output(out)
-            unsaved = [(line, row.get("case_id")) for line, row in
-                       iter_json_lines(out, "labelling file") if row.get("label") is not None
+        if out.exists() and check_writable_output(out).stat().st_size:
+            old_rows = list(iter_json_lines(out, "labelling file"))
+            foreign = next((line for line, row in old_rows
+                            if not {"case_id", "metric", "answer_sha256"} <= set(row)), None)
+            if foreign is not None:
+                raise UserError(f"--out {out}: line {foreign} is not a labelling row; the "
+                                "file would be overwritten: name another file")
+            unsaved = [(line, row.get("case_id")) for line, row in old_rows
+                       if row.get("label") is not None
                        and (row.get("case_id"), row.get("metric"), row.get("answer_sha256"),
                             row.get("metric_version")) not in labelled]
             if unsaved:
@@ -290,7 +295,7 @@ def _print_estimates(section: dict[str, Any] | None) -> None:
             print(f"{metric}: no human-scale estimate ({entry.get('why')}); {counts}")
             continue
         print(f"{metric}: judge {fmt(est['judge_mean'])}, human scale {fmt(est['estimate'])} "
-              f"[{fmt(est['ci_low'])}, {fmt(est['ci_high'])}] ({counts}; as many as "
+              f"[{fmt(est['ci_low'])}, {fmt(est['ci_high'])}] ({counts}; worth "
               f"{fmt(est['n_effective'])} labels alone; "
               f"{sum(len(v) for v in (entry.get('slices') or {}).values())} slice(s))")
 

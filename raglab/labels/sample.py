@@ -37,6 +37,8 @@ def allocate(population: Mapping[str, int], n: int) -> dict[str, int]:
     total = sum(population.values())
     if n >= total:
         return dict(population)
+    if len(population) == 1:  # not stratified
+        return {h: n for h in population}
     floor = {h: min(MIN_PER_STRATUM, size) for h, size in population.items()}
     if n < sum(floor.values()):
         raise UserError(f"--n {n} is too small for {len(population)} strata: a stratified "

@@ -86,7 +86,8 @@ class Session:
         out = ["\033[2J\033[H"] if self.fancy else []
 
         def wrap(label: str, text: Any, indent: int | None = None) -> list[str]:
-            return textwrap.wrap(f"{label}{term(text)}", width, break_on_hyphens=False,
+            flat = " ".join(str(text).split()) if text is not None else text
+            return textwrap.wrap(f"{label}{term(flat)}", width, break_on_hyphens=False,
                                  subsequent_indent=" " * (len(label) if indent is None
                                                           else indent)) or [label]
 
