@@ -144,26 +144,28 @@ def test_a_filled_file_gives_human_scale_estimates_and_stale_labels_are_left_out
     assert usable_labels(a, "faithfulness").values[changed] == 0.5
 
 
-@pytest.mark.parametrize("row,line,message", [
-    ({"label": "maybe"}, 2, "label 'maybe' is not 1/0"),
-    ({"case_id": "no-such-case"}, 2, "no such case in the run"),
-    ({"metric": "final.mrr"}, 2, "metric 'final.mrr' is not judged by a grader"),
-    ({"label": 2}, 2, "label 2 is outside [0, 1]"),
-])
-def test_a_bad_filled_file_is_one_line_naming_file_line_and_case(runs, tmp_path, row, line,
-                                                                   message):
+BAD_ROWS = [
+    ({"label": "maybe"}, "label 'maybe' is not 1/0"),
+    ({"case_id": "no-such-case"}, "no such case in the run"),
+    ({"metric": "final.mrr"}, "metric 'final.mrr' is not judged by a grader"),
+    ({"label": 2}, "label 2 is outside [0, 1]"),
+]
+
+
+def test_a_bad_filled_file_is_one_line_naming_file_line_and_case(runs, tmp_path):
     a, _ = runs
     p = run_cli("label", str(a), "--n", "10", "--metrics", "correctness", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
-    rows = _fill(_rows(a / "labels" / "to-label.jsonl"))
-    bad = tmp_path / "bad.jsonl"
-    rows[1].update(row)
-    bad.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    p = run_cli("label", str(a), "--from", str(bad), cwd=tmp_path)
-    assert p.returncode == 2
-    assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
-    assert f"{bad}:{line} case {rows[1]['case_id']}: {message}" in p.stderr
-    assert not (a / "labels" / "labels.jsonl").exists()  # nothing stored
+    for i, (row, message) in enumerate(BAD_ROWS):
+        rows = _fill(_rows(a / "labels" / "to-label.jsonl"))
+        bad = tmp_path / f"bad{i}.jsonl"
+        rows[i + 1].update(row)
+        bad.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        p = run_cli("label", str(a), "--from", str(bad), cwd=tmp_path)
+        assert p.returncode == 2, message
+        assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+        assert f"{bad}:{i + 2} case {rows[i + 1]['case_id']}: {message}" in p.stderr
+        assert not (a / "labels" / "labels.jsonl").exists()  # nothing stored
 
 
 def test_labels_outside_the_sample_and_bad_outputs_are_refused(runs, tmp_path):
