@@ -129,14 +129,9 @@ def _inputs(run: Path) -> list[tuple[Path, str]]:
 
 
 def _sample(runs: list[Path], args: argparse.Namespace) -> None:
-    from raglab.data.io import (
-        check_writable_output,
-        iter_json_lines,
-        read_run_metrics,
-        refuse_inputs,
-        write_jsonl,
-    )
-    from raglab.errors import UserError
+    from raglab.cases.lock import ReviewLock
+    from raglab.data.io import read_run_metrics, write_jsonl
+    from raglab.errors import UserError, storage_error
     from raglab.labels.sample import draw, inclusion_probabilities
     from raglab.labels.sheet import sheet_rows
     from raglab.labels.store import labels_dir, read_sample, read_stored, run_cases, write_sample
@@ -153,8 +148,10 @@ def _sample(runs: list[Path], args: argparse.Namespace) -> None:
             raise UserError(f"{runs[0]} and {runs[1]} hold different cases ({len(only)} in "
                             f"one only, e.g. {only[0]}): a paired sample needs the same cases")
     design = draw({cid: c.tags for cid, c in cases[0].items()}, args.n, args.seed, args.by)
-    for run, run_case in zip(runs, cases, strict=True):
+    plans = []  # every run checked before anything is written
+    for run in runs:
         stored = read_stored(run)
+        run_metrics = list(metrics)
         before = read_sample(run)
         if before is not None and stored:
             old, extra = before
@@ -167,41 +164,54 @@ def _sample(runs: list[Path], args: argparse.Namespace) -> None:
                        else "")
                     + f"; labels of another sample would not be a random sample: draw with "
                     f"--seed {old.seed}" + (f" --by {old.by}" if old.by else ""))
-            metrics = list(dict.fromkeys([*extra.get("metrics", []), *metrics]))
+            run_metrics = list(dict.fromkeys([*extra.get("metrics", []), *metrics]))
         out = args.out or labels_dir(run) / DEFAULT_FILE
-        refuse_inputs(out, _inputs(run), f"--out {out}", "name another labelling file")
         labelled = {lab.key: lab.label for lab in stored}
-        if out.exists() and check_writable_output(out).stat().st_size:
-            old_rows = list(iter_json_lines(out, "labelling file"))
-            foreign = next((line for line, row in old_rows
-                            if not {"case_id", "metric", "answer_sha256"} <= set(row)), None)
-            if foreign is not None:
-                raise UserError(f"--out {out}: line {foreign} is not a labelling row; the "
-                                "file would be overwritten: name another file")
-            unsaved = [(line, row.get("case_id")) for line, row in old_rows
-                       if row.get("label") is not None
-                       and (row.get("case_id"), row.get("metric"), row.get("answer_sha256"),
-                            row.get("metric_version")) not in labelled]
-            if unsaved:
-                raise UserError(f"{out}: holds {len(unsaved)} label(s) not read back yet "
-                                f"(first: line {unsaved[0][0]}, case {unsaved[0][1]}); read "
-                                f"them first with raglab label {run} --from {out}, or name "
-                                "another --out")
+        _check_out(run, out, labelled)
+        plans.append((run, out, run_metrics, labelled))
+    for (run, out, run_metrics, labelled), run_case in zip(plans, cases, strict=True):
         versions = read_run_metrics(run).get("metric_versions") or {}
-        with _held(run):
-            rows = sheet_rows(run, design, metrics, versions,
-                              {k: v for k, v in labelled.items()})
-            write_sample(run, design, {"n": args.n, "metrics": metrics,
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise storage_error(e, "the labelling file", out) from None
+        with _held(run), ReviewLock(out, "labelling file"):
+            rows = sheet_rows(run, design, run_metrics, versions, labelled)
+            write_sample(run, design, {"n": args.n, "metrics": run_metrics,
                                        "inclusion_probability": inclusion_probabilities(design)})
             write_jsonl(out, rows)
-        n_drawn = len(design.sampled_ids())
         todo = sum(1 for r in rows if r["label"] is None)
         by = "" if design.by is None else ", by " + ", ".join(
             f"{h} {len(ids)}/{design.population[h]}" for h, ids in design.sampled.items())
-        print(f"{run}: sampled {n_drawn} of {len(run_case)} cases (seed {design.seed}{by}); "
-              f"{len(rows)} row(s) in {out}, {todo} to label")
+        print(f"{run}: sampled {len(design.sampled_ids())} of {len(run_case)} cases (seed "
+              f"{design.seed}{by}); {len(rows)} row(s) in {out}, {todo} to label")
     print("label them in the terminal with raglab label RUN --review, or fill the label "
           "column and read the file back with raglab label RUN --from FILE")
+
+
+def _check_out(run: Path, out: Path, labelled: dict) -> None:
+    """Refuse a labelling file that is one of the run's files, not a regular file, not a
+    labelling file, or holds labels not read back yet (it is rewritten)."""
+    from raglab.data.io import check_writable_output, iter_json_lines, refuse_inputs
+    from raglab.errors import UserError
+
+    refuse_inputs(out, _inputs(run), f"--out {out}", "name another labelling file")
+    if not out.exists() or not check_writable_output(out).stat().st_size:
+        return
+    old_rows = list(iter_json_lines(out, "labelling file"))
+    foreign = next((line for line, row in old_rows
+                    if not {"case_id", "metric", "answer_sha256"} <= set(row)), None)
+    if foreign is not None:
+        raise UserError(f"--out {out}: line {foreign} is not a labelling row; the file would "
+                        "be overwritten: name another file")
+    unsaved = [(line, row.get("case_id")) for line, row in old_rows
+               if row.get("label") is not None
+               and (row.get("case_id"), row.get("metric"), row.get("answer_sha256"),
+                    row.get("metric_version")) not in labelled]
+    if unsaved:
+        raise UserError(f"{out}: holds {len(unsaved)} label(s) not read back yet (first: line "
+                        f"{unsaved[0][0]}, case {unsaved[0][1]}); read them first with raglab "
+                        f"label {run} --from {out}, or name another --out")
 
 
 def _from(run: Path, path: Path) -> None:
