@@ -9,6 +9,9 @@ Keys (MLflow names made legal by :func:`raglab.tracking.keys.metric_key`):
   against its baseline, each headline metric overall (the confirmatory family);
 - on a sweep's parent, ``sweep.<job>.<metric>.delta``, ``.ci_low``, ``.ci_high`` for each job
   against the baseline job (``<job>`` is the job's number; the baseline job's own are 0);
+- ``ppi.<metric>.estimate``, ``.ci_low``, ``.ci_high``, ``.judge_mean``, ``.n_labelled``,
+  ``.n_effective``, ``.lam`` on a run whose answers people labelled (``raglab label``), and
+  ``slice/TAG_KEY/TAG_VALUE/ppi.<metric>.<figure>`` per slice; tag ``raglab.labels``;
 - tags ``raglab.compared_with`` (the baseline), ``raglab.sweep.baseline`` (the baseline
   job's number), ``raglab.decision`` (GO or NO-GO) and ``raglab.decision.gates``.
 
