@@ -1,0 +1,41 @@
+"""The worked example of docs/labels.md runs exactly as written (the demo, twice, then
+raglab label), in a fresh directory; the terminal sessions get no input (they quit)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PAGE = REPO / "docs" / "labels.md"
+
+
+def _example_blocks() -> list[str]:
+    text = PAGE.read_text(encoding="utf-8")
+    section = text.split("\n## A worked example on the demo\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^```bash\n(.*?)^```$", section, re.S | re.M)
+
+
+@pytest.mark.slow
+def test_the_worked_example_runs_as_written(tmp_path):
+    blocks = _example_blocks()
+    assert len(blocks) >= 3
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
+    env["PYTHONPATH"] = str(REPO)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    for block in blocks:
+        p = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=900,
+                           stdin=subprocess.DEVNULL)
+        assert p.returncode == 0, f"{block}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}"
+    section = json.loads((tmp_path / "runs/base/metrics.json").read_text())["ppi"]
+    assert section["sample"]["seed"] == 7
+    assert section["metrics"]["faithfulness"]["labels"]["usable"] == 1
+    assert section["metrics"]["correctness"]["labels"]["usable"] == 1
