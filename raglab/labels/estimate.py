@@ -12,7 +12,7 @@ each stratum inside the slice.
 
 Shape (``metrics.json["ppi"]``)::
 
-    {"alpha": 0.05, "estimator": "ppi++", "min_slice_labels": 10,
+    {"alpha": 0.05, "estimator": "ppi++", "interval": "hall", "min_slice_labels": 10,
      "sample": {"seed": 0, "by": null, "n_sampled": 60, "case_set_sha256": "...",
                 "inclusion_probability": {"all": 0.26}},
      "metrics": {METRIC: {"metric_version": "...",
@@ -92,7 +92,8 @@ def ppi_section(run_dir: Path, alpha: float = ALPHA) -> dict[str, Any] | None:
     design, extra = sample
     cases = run_cases(run_dir)
     out: dict[str, Any] = {
-        "alpha": alpha, "estimator": "ppi++", "min_slice_labels": MIN_SLICE_LABELS,
+        "alpha": alpha, "estimator": "ppi++", "interval": "hall",
+        "min_slice_labels": MIN_SLICE_LABELS,
         "sample": {"seed": design.seed, "by": design.by,
                    "n_sampled": len(design.sampled_ids()),
                    "case_set_sha256": design.case_set_sha256,

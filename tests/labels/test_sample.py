@@ -44,3 +44,11 @@ def test_a_stratified_sample_is_proportional_with_a_floor():
         draw(TAGS, 20, seed=1, by="intent")
     with pytest.raises(UserError, match="no case has the tag"):
         draw(TAGS, 20, seed=1, by="nope")
+
+
+def test_the_floor_is_the_fewest_labels_an_estimate_rests_on():
+    from raglab.labels.estimate import MIN_SLICE_LABELS
+    from raglab.labels.sample import MIN_PER_STRATUM
+    from raglab.stats.ppi import MIN_LABELS
+
+    assert MIN_PER_STRATUM == MIN_SLICE_LABELS == MIN_LABELS
