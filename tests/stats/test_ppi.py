@@ -258,3 +258,79 @@ def test_unknown_interval_refused():
     y, f, u = _data(22, 30, 100, "share")
     with pytest.raises(ValueError, match="interval must be one of"):
         ppi_mean(y, f, np.concatenate([f, u]), interval="wald")
+
+
+# ---- planning --------------------------------------------------------------------------------
+from raglab.stats.ppi import labels_needed, plan_from_moments, planned_se  # noqa: E402
+
+
+def test_plan_with_an_uninformative_judge_is_the_labels_alone():
+    from scipy.stats import t as student_t
+
+    plan = plan_from_moments(0.21, 0.1275, 0.0, 500, 0.1)
+    want = next(n for n in range(MIN_LABELS, 501)
+                if 2 * student_t.ppf(0.975, n - 1) * math.sqrt(0.21 / n) <= 0.1)
+    assert plan.labels_needed == want == 326    # (2 t / w)^2 var = 325.1
+    assert plan.lam == 0.0 and plan.n_effective == pytest.approx(want)
+
+
+def test_plan_by_hand():
+    # var 0.25 each, cov 0.2 (rho 0.8), N 400, n 100: lam = 0.2 / (1 + 100/300) / 0.25 = 0.6
+    se, lam = planned_se(0.25, 0.25, 0.2, 100, 400)
+    assert lam == pytest.approx(0.6)
+    assert se ** 2 == pytest.approx(0.36 * 0.25 / 300 + (0.25 - 0.24 + 0.09) / 100)
+    # the optimum: var / n (1 - rho^2 M / N)
+    assert se ** 2 == pytest.approx(0.25 / 100 * (1 - 0.64 * 300 / 400))
+
+
+def test_a_better_judge_needs_fewer_labels():
+    weak = plan_from_moments(0.2, 0.2, 0.05, 400, 0.12)
+    strong = plan_from_moments(0.2, 0.2, 0.18, 400, 0.12)
+    assert strong.labels_needed < weak.labels_needed
+    assert strong.n_effective > strong.labels_needed
+
+
+def test_unreachable_width_says_so():
+    plan = plan_from_moments(0.25, 0.25, 0.0, 200, 0.01)
+    assert plan.labels_needed is None and plan.more is None
+    assert plan.planned_width > 0.01   # the width with every case labelled
+
+
+def test_labels_needed_from_a_first_batch():
+    y, f, u = _data(30, 40, 360, "share")
+    plan = labels_needed(y, f, np.concatenate([f, u]), width=0.06)
+    assert plan.n_labelled == 40 and plan.n_all == 400
+    assert plan.labels_needed is not None and plan.more == plan.labels_needed - 40
+    assert plan.var_human == pytest.approx(y.var(ddof=1))
+    now = ppi_mean(y, f, np.concatenate([f, u]))
+    assert plan.width_now == pytest.approx(now.ci_high - now.ci_low, rel=0.15)
+    with pytest.raises(TooFewLabels):
+        labels_needed(y[:5], f[:5], np.concatenate([f, u]), width=0.06)
+    with pytest.raises(ValueError, match="width"):
+        labels_needed(y, f, np.concatenate([f, u]), width=0.0)
+
+
+def test_planned_labels_reach_the_width():
+    """Label as many cases as the plan (from the true moments) says: the intervals are
+    about the target width."""
+    rng = np.random.default_rng(31)
+    N, target = 400, 0.05
+
+    def run():   # a [0, 1] metric and a judge biased by +0.15 (see test_ppi_simulations)
+        y = rng.beta(3, 2, N)
+        s = rng.uniform(0, 0.75, N)
+        return y, (1 - s) * y + s
+
+    big = np.random.default_rng(32)
+    y = big.beta(3, 2, 200_000)
+    s = big.uniform(0, 0.75, y.size)
+    f = (1 - s) * y + s
+    plan = plan_from_moments(y.var(), f.var(), float(np.cov(y, f)[0, 1]), N, target)
+    assert plan.labels_needed is not None and 30 < plan.labels_needed < N
+    widths = []
+    for _ in range(200):
+        y, f = run()
+        idx = rng.choice(N, plan.labels_needed, replace=False)
+        e = ppi_mean(y[idx], f[idx], f)
+        widths.append(e.ci_high - e.ci_low)
+    assert np.mean(widths) == pytest.approx(target, rel=0.05)
