@@ -4,6 +4,7 @@ estimates on the human scale (the manual: docs/labels.md)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -247,6 +248,7 @@ def _review(run: Path, out: Path | None) -> None:
         raise UserError(f"{path}: no labelling file; draw the sample first with raglab label "
                         f"{run} --n N --metrics M")
     with ReviewLock(path, "labelling file"):
+        _warn_changed(run, path)
         session = review(run, path)
         # every label of the file in the store (a Ctrl-C between the two writes of a key)
         labelled = [StoredLabel(r["case_id"], r["metric"], value, r["answer_sha256"],
@@ -257,6 +259,22 @@ def _review(run: Path, out: Path | None) -> None:
         store(run, labelled)
     print(session.summary())
     update_estimates(run)
+
+
+def _warn_changed(run: Path, path: Path) -> None:
+    """Say so when rows of the labelling file are of answers the run no longer has (their
+    labels would be stored, and never used)."""
+    from raglab.data.io import iter_json_lines
+    from raglab.labels.store import run_cases
+
+    cases = run_cases(run)
+    changed = sum(1 for _, row in iter_json_lines(path, "labelling file")
+                  if row.get("label") is None and row.get("case_id") in cases
+                  and cases[row["case_id"]].answer_sha256 != row.get("answer_sha256"))
+    if changed:
+        print(f"raglab: warning: {changed} row(s) of {path} are of answers the run no longer "
+              f"has (their labels would be stale); write the file again: raglab label {run} "
+              "--n N --metrics M with the sample's seed", file=sys.stderr)
 
 
 def update_estimates(run: Path) -> None:
@@ -332,9 +350,55 @@ def _log(run: Path, section: dict[str, Any] | None, files: list[Path]) -> None:
 
 
 def _plan(run: Path, args: argparse.Namespace) -> None:
+    """The labels each metric needs for an interval ``--width`` wide, from the judge's
+    agreement with the labels so far (raglab.stats.ppi.labels_needed)."""
     from raglab.errors import UserError
+    from raglab.labels.store import run_cases, usable_labels
+    from raglab.report.format import fmt
+    from raglab.stats.ppi import labels_needed
 
-    raise UserError("--plan is not available yet")
+    if args.width is None or not args.width > 0:
+        raise UserError("--plan needs --width W, the full width of the interval wanted "
+                        "(e.g. --width 0.1)")
+    cases = run_cases(run)
+    for metric in _metrics(args.metrics, run):
+        labels = usable_labels(run, metric)
+        if labels is None:
+            raise UserError(f"{run}: no labels of {metric} yet; label a first batch (raglab "
+                            f"label {run} --n 30 --metrics {metric}), then plan")
+        judge = {c: float(s.metrics[metric]) for c, s in cases.items()
+                 if isinstance(s.metrics.get(metric), int | float)}
+        ids = [c for c in labels.values if c in judge]
+        try:
+            plan = labels_needed([labels.values[c] for c in ids], [judge[c] for c in ids],
+                                 list(judge.values()), width=args.width)
+        except ValueError as e:  # too few labels so far (TooFewLabels), a bad width
+            raise UserError(f"{metric}: {' '.join(str(e).split())}; label a first batch, "
+                            "then plan") from None
+        design = " (planned as a simple random sample)" if labels.design.by else ""
+        so_far = (f"{plan.n_labelled} usable so far, an interval about "
+                  f"{fmt(plan.width_now)} wide now")
+        if plan.labels_needed is None:
+            print(f"{metric}: an interval {fmt(args.width)} wide is out of reach: all "
+                  f"{plan.n_all} cases labelled would give about {fmt(plan.planned_width)}"
+                  f" ({so_far}){design}")
+            continue
+        print(f"{metric}: {plan.labels_needed} labels for an interval {fmt(args.width)} wide "
+              f"({plan.more} more; {so_far}; lambda {fmt(plan.lam)}, worth "
+              f"{fmt(plan.n_effective)} labels alone){design}")
+        if plan.more:
+            print(f"  draw them with the same seed: raglab label {run} --n "
+                  f"{_cases_for(labels, plan.labels_needed)} --metrics {metric} --seed "
+                  f"{labels.design.seed}" + (f" --by {labels.design.by}"
+                                             if labels.design.by else ""))
+
+
+def _cases_for(labels: Any, needed: int) -> int:
+    """The sample size that gives about ``needed`` labels of the metric (it does not apply
+    to every sampled case)."""
+    sampled = len(labels.design.sampled_ids())
+    applies = len(labels.values) + labels.stale + labels.missing
+    return max(sampled, math.ceil(needed * sampled / applies)) if applies else needed
 
 
 if __name__ == "__main__":

@@ -113,6 +113,17 @@ def test_a_filled_file_gives_human_scale_estimates_and_stale_labels_are_left_out
     assert (got["ci_low"], got["ci_high"]) == pytest.approx((want.ci_low, want.ci_high))
     assert got["judge_mean"] == pytest.approx(m["overall"]["faithfulness"])
     assert got["n_all"] == len(judge) and got["stratified"] is False
+    # --plan: raglab.stats.ppi.labels_needed on the same values
+    from raglab.stats.ppi import labels_needed
+
+    plan = labels_needed([labels.values[c] for c in ids], [judge[c] for c in ids],
+                         list(judge.values()), width=0.3)
+    p = run_cli("label", str(a), "--plan", "--metrics", "faithfulness", "--width", "0.3",
+                cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (f"faithfulness: {plan.labels_needed} labels for an interval 0.3 wide"
+            if plan.labels_needed else "faithfulness: an interval 0.3 wide is out of reach") \
+        in p.stdout
     report = (a / "report.md").read_text()
     assert "## Human scale (prediction-powered estimates)" in report
     assert "Human scale" in (a / "report.html").read_text()

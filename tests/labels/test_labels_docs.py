@@ -1,5 +1,6 @@
 """The worked example of docs/labels.md runs exactly as written (the demo, twice, then
-raglab label), in a fresh directory; the terminal sessions get no input (they quit)."""
+raglab label), in a fresh directory; the person at the terminal sessions answers yes
+to the first 40 rows (keys read from a pipe), then the input ends (a quit)."""
 
 from __future__ import annotations
 
@@ -26,16 +27,18 @@ def _example_blocks() -> list[str]:
 @pytest.mark.slow
 def test_the_worked_example_runs_as_written(tmp_path):
     blocks = _example_blocks()
-    assert len(blocks) >= 3
+    assert len(blocks) == 4 and "--plan" in blocks[-1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     env["PYTHONPATH"] = str(REPO)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     for block in blocks:
         p = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=900,
-                           stdin=subprocess.DEVNULL)
+                           input="y\n" * 40)
         assert p.returncode == 0, f"{block}\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}"
     section = json.loads((tmp_path / "runs/base/metrics.json").read_text())["ppi"]
     assert section["sample"]["seed"] == 7
-    assert section["metrics"]["faithfulness"]["labels"]["usable"] == 1
-    assert section["metrics"]["correctness"]["labels"]["usable"] == 1
+    faith = section["metrics"]["faithfulness"]
+    assert faith["labels"]["usable"] >= 10 and faith["overall"]["n_labelled"] >= 10
+    assert section["metrics"]["correctness"]["labels"]["usable"] >= 10
+    assert "labels for an interval 0.1 wide" in p.stdout  # the last block: --plan
