@@ -31,7 +31,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from raglab.labels.store import CaseState, LabelSet, read_sample, read_stored, run_cases
+from raglab.labels.store import (
+    CaseState,
+    LabelSet,
+    case_set_sha256,
+    read_sample,
+    read_stored,
+    run_cases,
+)
 from raglab.labels.store import usable_labels as _usable
 
 ALPHA = 0.05
@@ -99,9 +106,18 @@ def ppi_section(run_dir: Path, alpha: float = ALPHA) -> dict[str, Any] | None:
                    "case_set_sha256": design.case_set_sha256,
                    "inclusion_probability": extra.get("inclusion_probability")},
         "metrics": {}}
+    changed = case_set_sha256(list(cases)) != design.case_set_sha256
     for metric in metrics:
         labels = _usable(run_dir, metric)
         if labels is None:
+            continue
+        if changed:  # cases the sample could not draw would enter the estimate
+            out["metrics"][metric] = {
+                "metric_version": labels.metric_version,
+                "labels": {"usable": len(labels.values), "stale": labels.stale,
+                           "missing": labels.missing},
+                "overall": None, "slices": {},
+                "why": "the run's cases changed since the sample was drawn; draw it again"}
             continue
         out["metrics"][metric] = _metric(labels, cases, alpha)
     return out

@@ -4,6 +4,8 @@ estimate is missing."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from raglab.labels.estimate import MIN_SLICE_LABELS, ppi_section
@@ -90,3 +92,15 @@ def test_too_few_labels_say_why(tmp_path):
     assert entry["overall"] is None and "1 usable label(s)" in entry["why"]
     assert entry["labels"] == {"usable": 1, "stale": 0, "missing": 29}
     assert entry["slices"] == {}
+
+
+def test_no_estimate_once_the_runs_cases_changed(tmp_path):
+    run, recs = _run(tmp_path)
+    design = draw({c: r["tags"] for c, r in recs.items()}, 30, seed=2, by=None)
+    write_sample(run, design, {})
+    _label_all(run, recs, design, _human)
+    extra = record("z-new", "a case the sample could not draw")
+    with open(run / "records.jsonl", "a") as fh:
+        fh.write(json.dumps(extra) + "\n")
+    entry = ppi_section(run)["metrics"]["faithfulness"]
+    assert entry["overall"] is None and "cases changed" in entry["why"]
