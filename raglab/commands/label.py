@@ -17,6 +17,7 @@ HELP = """usage: raglab label RUN [RUN2] --n N --metrics M[,M...] [--seed S] [--
        raglab label RUN --review [--out FILE]
        raglab label RUN --from FILE
        raglab label RUN --plan --metrics M --width W
+       raglab label RUN --update
 
 Draw a random sample of a run's cases for people to label, label them in the terminal or
 in a file, and correct the judge's metrics by prediction-powered inference (PPI++).
@@ -33,9 +34,10 @@ in a file, and correct the judge's metrics by prediction-powered inference (PPI+
                        yes/partial/no)
   --plan               labels needed for an interval of total width W on metric M, given
                        the judge's agreement with the labels so far
+  --update             the estimates again from the stored labels (after an MLflow outage)
 
-After --review and --from, the run's metrics.json (its "ppi" section), its report and its
-MLflow run gain each labelled metric's human-scale estimate and interval beside the judge's
+After --review, --from and --update, the run's metrics.json (its "ppi" section), its report
+and its MLflow run gain each labelled metric's human-scale estimate and interval beside the judge's
 mean. Labels are stored in RUN/labels/labels.jsonl, keyed by case, answer hash and metric
 version: a label of another answer or judge version is never used.
 """
@@ -57,16 +59,18 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--review", action="store_true")
     ap.add_argument("--from", dest="from_file", type=Path)
     ap.add_argument("--plan", action="store_true")
+    ap.add_argument("--update", action="store_true")
     ap.add_argument("--width", type=float)
     args = ap.parse_args(argv)
     from raglab.errors import UserError
 
     modes = [m for m, on in (("--n", args.n is not None), ("--review", args.review),
-                             ("--from", args.from_file is not None), ("--plan", args.plan))
-             if on]
+                             ("--from", args.from_file is not None), ("--plan", args.plan),
+                             ("--update", args.update)) if on]
     try:
         if len(modes) != 1:
-            raise UserError("give one of --n, --review, --from or --plan (raglab label --help)")
+            raise UserError("give one of --n, --review, --from, --plan or --update (raglab "
+                            "label --help)")
         if len(args.runs) > 2 or (len(args.runs) == 2 and modes[0] != "--n"):
             raise UserError(f"{modes[0]} takes one run directory" if modes[0] != "--n"
                             else "at most two run directories")
@@ -77,6 +81,8 @@ def main(argv: list[str]) -> None:
             _review(runs[0], args.out)
         elif args.from_file is not None:
             _from(runs[0], args.from_file)
+        elif args.update:
+            update_estimates(runs[0])
         else:
             _plan(runs[0], args)
     except UserError as e:
@@ -345,7 +351,7 @@ def _log(run: Path, section: dict[str, Any] | None, files: list[Path]) -> None:
     except Exception as e:  # noqa: BLE001 - the store failed: one line, the files stand
         fail(f"MLflow run {tracked['run_id']} not updated ({type(e).__name__}: "
              f"{clip_line(e, 300)}); metrics.json and the report are; run raglab label "
-             f"{run} --from {run / 'labels' / 'labels.jsonl'} again once the store is back")
+             f"{run} --update once the store is back")
     print(f"MLflow run {tracked['run_id']}: {n} figure(s) logged")
 
 

@@ -250,7 +250,14 @@ def test_the_estimates_reach_the_runs_mlflow_run(tmp_path):
     assert p.returncode == 0, p.stderr
     todo = run / "labels" / "to-label.jsonl"
     todo.write_text("".join(json.dumps(r) + "\n" for r in _fill(_rows(todo))))
+    store = tmp_path / "mlflow.db"
+    store.rename(tmp_path / "away.db")  # the tracking store is down
     p = run_cli("label", str(run), "--from", str(todo), cwd=tmp_path)
+    assert p.returncode == 1 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert f"raglab label {run} --update once the store is back" in p.stderr
+    assert "ppi" in json.loads((run / "metrics.json").read_text())  # the files are written
+    (tmp_path / "away.db").rename(store)
+    p = run_cli("label", str(run), "--update", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     tracked = json.loads((run / "run.json").read_text())["mlflow"]
     assert f"MLflow run {tracked['run_id']}:" in p.stdout
