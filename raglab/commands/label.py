@@ -262,9 +262,10 @@ def _review(run: Path, out: Path | None) -> None:
                     for r in session.rows if r.get("label") is not None
                     and (value := label_value(r["label"], labelled_spec(r["metric"])))
                     is not None]
-        store(run, labelled)
+        added, replaced = store(run, labelled)
     print(session.summary())
-    update_estimates(run)
+    if session.stored or added or replaced:
+        update_estimates(run)
 
 
 def _warn_changed(run: Path, path: Path) -> None:

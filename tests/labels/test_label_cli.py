@@ -127,9 +127,6 @@ def test_a_filled_file_gives_human_scale_estimates_and_stale_labels_are_left_out
     report = (a / "report.md").read_text()
     assert "## Human scale (prediction-powered estimates)" in report
     assert "Human scale" in (a / "report.html").read_text()
-    # the same file again: nothing new, the same figures
-    p = run_cli("label", str(a), "--from", str(filled), cwd=tmp_path)
-    assert p.returncode == 0 and "(0 new, 0 changed" in p.stdout
     # an answer changes (the case was run again): its labels are stale, never used
     changed = next(r["case_id"] for r in rows if r["metric"] == "faithfulness")
     lines = _rows(a / "records.jsonl")
@@ -139,6 +136,7 @@ def test_a_filled_file_gives_human_scale_estimates_and_stale_labels_are_left_out
     (a / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     p = run_cli("label", str(a), "--from", str(filled), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
+    assert "(0 new, 0 changed" in p.stdout  # the same file again: nothing new
     faith = json.loads((a / "metrics.json").read_text())["ppi"]["metrics"]["faithfulness"]
     assert faith["labels"] == {"usable": n_faith - 1, "stale": 1, "missing": 0}
     assert faith["overall"]["n_labelled"] == n_faith - 1
@@ -220,6 +218,8 @@ def test_labels_outside_the_sample_and_bad_outputs_are_refused(runs, tmp_path):
     assert todo.read_bytes() == before
     # once read back, the sample may grow with the same seed (a different one is refused)
     assert run_cli("label", str(a), "--from", str(todo), cwd=tmp_path).returncode == 0
+    p = run_cli("label", str(a), "--review", cwd=tmp_path)
+    assert p.returncode == 0 and "nothing to label" in p.stdout
     p = run_cli("label", str(a), "--n", "8", "--metrics", "correctness", "--seed", "9",
                 cwd=tmp_path)
     assert p.returncode == 2 and "draw with --seed 2" in p.stderr
