@@ -218,31 +218,12 @@ def open_on_jobs(uri: str, experiment_id: str, url: str, metric: str | None,
     return f"{url}&{COMPARE_MODE_PARAM}=CHART"
 
 
-#: the figures of a prediction-powered estimate logged to the run (``ppi.<metric>.<figure>``,
-#: and ``slice/TAG_KEY/TAG_VALUE/ppi.<metric>.<figure>`` per slice)
-PPI_FIGURES = ("estimate", "ci_low", "ci_high", "judge_mean", "n_labelled", "n_effective",
-               "lam")
-
-
 def ppi_values(section: Mapping) -> dict[str, float]:
-    """The MLflow metrics of ``metrics.json``'s ``ppi`` section."""
-    from raglab.tracking.keys import slice_metric_key
+    """The MLflow metrics of ``metrics.json``'s ``ppi`` section
+    (:func:`raglab.tracking.keys.ppi_metrics`)."""
+    from raglab.tracking.keys import ppi_metrics
 
-    out: dict[str, float] = {}
-
-    def add(keys: Mapping[str, str], est: Mapping | None) -> None:
-        for figure, key in keys.items():
-            v = (est or {}).get(figure)
-            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
-                out[key] = float(v)
-
-    for metric, entry in (section.get("metrics") or {}).items():
-        add({f: f"ppi.{metric_key(metric)}.{f}" for f in PPI_FIGURES}, entry.get("overall"))
-        for key, values in (entry.get("slices") or {}).items():
-            for value, est in values.items():
-                add({f: slice_metric_key(key, value, f"ppi.{metric}.{f}")
-                     for f in PPI_FIGURES}, est)
-    return out
+    return ppi_metrics(section)
 
 
 def log_ppi(run_id: str, uri: str, section: Mapping, files: list[Path]) -> int:

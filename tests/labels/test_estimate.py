@@ -104,3 +104,22 @@ def test_no_estimate_once_the_runs_cases_changed(tmp_path):
         fh.write(json.dumps(extra) + "\n")
     entry = ppi_section(run)["metrics"]["faithfulness"]
     assert entry["overall"] is None and "cases changed" in entry["why"]
+
+
+def test_the_ppi_figures_are_mlflow_metrics_of_the_run(tmp_path):
+    """What ``raglab label`` logs to the run's MLflow run, and what ``raglab log`` of a
+    labelled run directory logs with its other metrics."""
+    from raglab.tracking.keys import metrics_from_summary
+
+    run, recs = _run(tmp_path)
+    design = draw({c: r["tags"] for c, r in recs.items()}, 30, seed=2, by=None)
+    write_sample(run, design, {})
+    _label_all(run, recs, design, _human)
+    section = ppi_section(run)
+    logged = metrics_from_summary({"overall": {"faithfulness": 0.8}, "ppi": section})
+    overall = section["metrics"]["faithfulness"]["overall"]
+    assert logged["ppi.faithfulness.estimate"] == overall["estimate"]
+    assert logged["ppi.faithfulness.n_labelled"] == 30
+    assert logged["slice/intent/billing/ppi.faithfulness.ci_low"] == \
+        section["metrics"]["faithfulness"]["slices"]["intent"]["billing"]["ci_low"]
+    assert logged["faithfulness"] == 0.8
