@@ -42,6 +42,17 @@ from raglab.errors import UserError
 ESTIMATOR, INTERVAL = "ppi++", "hall"
 
 
+def labels_home(src: Any) -> Path:
+    """Where a run's labels are: its directory; for an MLflow run (downloaded without
+    them), the directory it was run in when that is still there."""
+    from raglab.labels.store import LABELS_DIR
+
+    if src.mlflow_run_id is not None and src.origin_dir is not None \
+            and (Path(src.origin_dir) / LABELS_DIR).is_dir():
+        return Path(src.origin_dir)
+    return Path(src.run_dir)
+
+
 def _labelled_metrics(run_dir: Path) -> set[str]:
     from raglab.labels.store import read_stored
 
@@ -137,7 +148,7 @@ def human_scale(table: Any, alpha: float) -> dict[str, Any] | None:
     from raglab.stats.ppi import MIN_LABELS
 
     runs = {"baseline": table.baseline, "candidate": table.candidate}
-    local = {role: src.run_dir for role, src in runs.items()}
+    local = {role: labels_home(src) for role, src in runs.items()}
     metrics = sorted((_labelled_metrics(local["baseline"])
                       | _labelled_metrics(local["candidate"])) & set(table.names))
     if not metrics:

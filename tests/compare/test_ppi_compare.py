@@ -242,3 +242,22 @@ def test_bound_on_the_candidates_human_scale_mean(tmp_path):
     assert evaluate_gates(comp.rows, judge, ppi=comp.ppi)[0]["status"] == "pass"
     assert np.isclose(human["candidate"],
                       comp.ppi["metrics"]["faithfulness"]["overall"]["candidate"]["estimate"])
+
+
+def test_an_mlflow_run_reads_its_labels_where_it_was_run(tmp_path):
+    """An MLflow run is downloaded without its labels: they are read from the directory
+    it was run in (its raglab.run_dir), when that is still there."""
+    import dataclasses
+    import shutil
+
+    from raglab.compare.human import labels_home
+
+    base, cand, _ = labelled_pair(tmp_path)
+    download = tmp_path / "download"
+    shutil.copytree(cand, download, ignore=shutil.ignore_patterns("labels"))
+    src = dataclasses.replace(load_run(str(download), None), mlflow_run_id="a" * 32,
+                              origin_dir=cand)
+    assert labels_home(src) == cand
+    assert labels_home(dataclasses.replace(src, origin_dir=None)) == download
+    comp = compare_runs(load_run(str(base), None), src, CompareCfg())
+    assert comp.ppi["metrics"]["faithfulness"]["overall"]["delta"]["n_labelled"] == 40
