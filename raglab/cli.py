@@ -26,6 +26,9 @@ commands:
   monitor TRAFFIC [--baseline B] [overrides]
                          reference-free metrics of production traffic per time window,
                          drift and contradiction alerts (exit 1 when one fired)
+  label RUN [RUN2] --n N --metrics M | RUN --review | RUN --from FILE | RUN --plan
+                         people label a random sample of a run's answers; the judged
+                         metrics gain human-scale (prediction-powered) estimates
   cases from-run|from-traffic|draft|review|add
                          failing cases, traffic and the corpus as drafts; review drafts; add
                          labelled cases to the set
@@ -47,6 +50,7 @@ COMMANDS = {
     "calibrate": "raglab.commands.calibrate",
     "monitor": "raglab.commands.monitor",
     "cases": "raglab.commands.cases",
+    "label": "raglab.commands.label",
 }
 
 

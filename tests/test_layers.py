@@ -39,6 +39,8 @@ LAYERS: dict[str, float] = {
     # traces in (raglab.traces) sit below the systems and the monitor that read them; the
     # MLflow trace source below them (the one part of tracking they use)
     "raglab.traces": 7.9, "raglab.tracking.mlflow_traces": 7.5,
+    "raglab.labels": 8,  # labels stored with a run and their estimates (compare reads them)
+    "raglab.labels.session": 9,  # the terminal labelling flow, in the manner of cases review
     "raglab.config": 7,  # config sections of metrics (and of stats) may live beside them
     "raglab.metrics": 6,
     "raglab.data": 4,
@@ -49,8 +51,8 @@ LAYERS: dict[str, float] = {
     "raglab.secrets": 0.5,  # below the cache, which scrubs what it stores
     "raglab.errors": 0, "raglab": 0,
 }
-#: sideways edges within a layer (none today)
-ALLOWED_SIDEWAYS: set[tuple[str, str]] = set()
+#: sideways edges within a layer: the labelling flow reuses cases review's keys and lock
+ALLOWED_SIDEWAYS: set[tuple[str, str]] = {("raglab.labels.session", "raglab.cases")}
 
 
 def unit_of(module: str) -> str | None:

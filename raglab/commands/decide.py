@@ -128,8 +128,11 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
                         allow_version_mismatch=args.allow_version_mismatch,
                         allow_incomplete=args.allow_incomplete)
     attach(comp, args.uri)  # each graded family's calibration (docs/calibration.md)
+    from raglab.compare.decide import check_ppi_gates
+
+    check_ppi_gates(comp, gates, source)  # estimator: ppi without usable labels: one line
     results = evaluate_gates(comp.rows, gates, run_means(base.metrics, cand.metrics),
-                             not_worse_tests(comp, gates))
+                             not_worse_tests(comp, gates), ppi=comp.ppi)
     results += calibration_checks(gates, results, comp.calibration,
                                   comp.versions.get("candidate"))
     date = datetime.date.today().isoformat()

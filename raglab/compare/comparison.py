@@ -50,6 +50,8 @@ class Comparison:
     paths: tuple | None = None
     #: family -> {baseline, candidate}: its grader version's latest calibration (compare.trust)
     calibration: dict = field(default_factory=dict)
+    #: the prediction-powered differences of labelled metrics (raglab.compare.human), or None
+    ppi: dict | None = None
     _index: dict | None = field(default=None, repr=False)
     table: PairedTable | None = field(default=None, repr=False)   # the paired data
 
@@ -108,7 +110,8 @@ class Comparison:
                 "settings": self.settings, "warnings": self.warnings,
                 "versions": self.versions, "metrics": self.metrics, "slices": self.slices,
                 "rows": self.rows, "flipped": self.flipped, "diagnoses": self.diagnoses,
-                "grader_noise": self.grader_noise, "calibration": self.calibration}
+                "grader_noise": self.grader_noise, "calibration": self.calibration,
+                "ppi": self.ppi}
 
 
 # ---- the comparison -------------------------------------------------------------------------
@@ -199,6 +202,9 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
     from raglab.compare.noise import grader_noise
 
     comp.grader_noise = grader_noise(baseline, candidate, ids, rows, cfg.confidence)
+    from raglab.compare.human import human_scale
+
+    comp.ppi = human_scale(t, round(1.0 - cfg.confidence, 12))
     return comp
 
 

@@ -68,6 +68,11 @@ def _fmt(x: Any) -> str:
 
 def requirement(gate: Gate, alpha: float) -> str:
     """The rule of a gate in words (the decision record's gate table)."""
+    words = _requirement(gate, alpha)
+    return words + " on the human scale (PPI++)" if gate.estimator == "ppi" else words
+
+
+def _requirement(gate: Gate, alpha: float) -> str:
     if gate.rule == "non_inferior":
         return (f"CI low > -{gate.margin:g}" if gate.direction == "higher"
                 else f"CI high < {gate.margin:g}")
@@ -207,14 +212,17 @@ def _from_row(gate: Gate, row: Mapping[str, Any] | None) -> float | None:
 
 def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
                    means: Mapping[tuple[str, Any], tuple[Any, Any]] | None = None,
-                   one_sided: Mapping[tuple[int, Any], float | None] | None = None
-                   ) -> list[dict[str, Any]]:
+                   one_sided: Mapping[tuple[int, Any], float | None] | None = None,
+                   ppi: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """One result per gate and slice checked (module docstring), in the gate set's order.
     ``means`` (:func:`run_means`) tells a metric that applies in one run only (a fail) from
     one that applies in neither (n/a) where no case is paired. ``one_sided``
     (:func:`not_worse_tests`): each not_worse check's raw one-sided p-value; without it a
     margin-0 check reads half its row's two-sided p-value. The not_worse p-values are
-    adjusted together (Holm): the gate set's family of tests for harm."""
+    adjusted together (Holm): the gate set's family of tests for harm. ``ppi``: the
+    comparison's human-scale section (raglab.compare.human), read by ``estimator: ppi``
+    gates in place of the judge's rows."""
+    from raglab.compare.human import ppi_row
     from raglab.stats import adjust_pvalues
 
     index = _index(rows)
@@ -223,7 +231,10 @@ def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
     checks = []
     for i, gate in enumerate(gates.gates):
         for target in _targets(gate, gates, rows):
-            checks.append((i, gate, target, index.get((gate.metric, target))))
+            row = index.get((gate.metric, target))
+            if gate.estimator == "ppi" and row is not None:
+                row = ppi_row(ppi, row, gates.alpha)
+            checks.append((i, gate, target, row))
     raw: dict[int, float | None] = {}
     for c, (i, gate, target, row) in enumerate(checks):
         if gate.rule == "not_worse":
@@ -271,7 +282,8 @@ def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
             "p_one_sided": raw.get(c), "p_one_sided_adjusted": adjusted.get(c),
             "mde": mde, "underpowered": under, "underpowered_why": why,
             "changed": _changed(r),
-            "status": status, "reason": reason,
+            "status": status, "reason": reason, "estimator": gate.estimator,
+            "human_scale": r.get("human_scale"),
         })
     return results
 
@@ -336,3 +348,24 @@ def decision_of(results: Sequence[Mapping[str, Any]]) -> str:
     statuses = {r["status"] for r in results}
     passed = any(r["status"] == PASS and r.get("rule") != MIN_KAPPA for r in results)
     return GO if FAIL not in statuses and passed else NO_GO
+
+
+
+def check_ppi_gates(comp: Any, gates: GateSet, source: str) -> None:
+    """UserError (one line naming the gate file and gate) when a gate with ``estimator:
+    ppi`` cannot be decided on the human scale in a slice the comparison has
+    (:func:`raglab.compare.human.refusal`)."""
+    from raglab.compare.human import refusal
+    from raglab.errors import UserError
+
+    have = {None} | {(str(s["key"]), str(s["value"])) for s in comp.slices}
+    for i, gate in enumerate(gates.gates):
+        if gate.estimator != "ppi":
+            continue
+        for target in _targets(gate, gates, comp.rows):
+            if target not in have or comp.row(gate.metric, target) is None:
+                continue    # the judge's check is n/a there too
+            why = refusal(comp.ppi, gate.metric, target,
+                          f"gates[{i}] ({'overall' if target is None else '='.join(target)})")
+            if why:
+                raise UserError(why, file=source)

@@ -47,6 +47,13 @@ told from one of 0.5 with an interval [+0, +1]).
 A gate whose metric applies to no case of either run (in a slice) is ``n/a`` and does not
 block, unless ``required: true``, which makes it fail.
 
+``estimator: ppi`` (rules ``non_inferior`` and ``bound``, on a metric people can label)
+judges the gate on the human scale: the prediction-powered difference from the labels
+stored in both runs (raglab.compare.human) replaces the judge's row, and a ``max`` /
+``min`` bound reads the candidate's human-scale mean. ``raglab decide`` refuses (one line,
+exit 2) when those labels are missing, stale, made under another metric version, not
+finished, or too few in a checked slice.
+
 ``min_kappa: {FAMILY: KAPPA}`` (optional) asks how far the judge is trusted: a gated family
 (one that a gate of the set reads, and that applied) whose grader version has no calibration
 (``raglab calibrate``), or whose latest calibration's one-sided 95% lower confidence bound
@@ -106,6 +113,10 @@ class Gate(_C):
     slices: Literal["overall", "critical"] = "overall"
     required: bool = False
     label: str | None = None
+    #: "judge": the judge's paired difference (the comparison's row); "ppi": the
+    #: prediction-powered difference on the human scale from labels in both runs
+    #: (raglab.compare.human; non_inferior and bound rules)
+    estimator: Literal["judge", "ppi"] = "judge"
 
     @field_validator("metric")
     @classmethod
@@ -133,6 +144,16 @@ class Gate(_C):
             raise ValueError(f"{given[0]} applies to rule bound only, not {self.rule}")
         if self.rule in ("non_inferior", "not_worse") and spec.direction == "none":
             raise ValueError(f"{self.metric} has no better direction; use rule bound")
+        if self.estimator == "ppi":
+            if self.rule == "not_worse":
+                raise ValueError("estimator: ppi applies to rules non_inferior and bound "
+                                 "(its interval), not not_worse")
+            from raglab.labels.store import labelled_spec
+
+            try:
+                labelled_spec(self.metric)
+            except UserError as e:
+                raise ValueError(f"estimator: ppi: {e.message}") from None
         return self
 
     @property

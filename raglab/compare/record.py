@@ -137,7 +137,59 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
         "self_graded": {"baseline": b["self_graded"], "candidate": c["self_graded"]},
         # the latest calibration of each gated family's grader version (compare.trust)
         "calibration": {f: dict(cal.get(f) or {}) for f in gated_families(gates)},
+        # estimator: ppi gates: the labels each run holds and what they gave
+        "human_scale": _human_scale(comp, gates),
     }
+
+
+def _human_scale(comp: Any, gates: GateSet) -> dict[str, Any] | None:
+    """The human-scale section of the metrics gated with ``estimator: ppi``: the estimator,
+    each run's labels (usable, stale, missing, metric version) and the overall entry."""
+    section = getattr(comp, "ppi", None) or {}
+    metrics = sorted({g.metric for g in gates.gates if g.estimator == "ppi"})
+    if not metrics:
+        return None
+    return {"estimator": section.get("estimator"), "interval": section.get("interval"),
+            "alpha": section.get("alpha"), "min_labels": section.get("min_labels"),
+            "metrics": {m: {"labels": ((section.get("metrics") or {}).get(m) or {}).get(
+                "labels"), "overall": ((section.get("metrics") or {}).get(m) or {}).get(
+                "overall")} for m in metrics}}
+
+
+def human_scale_lines(rec: Mapping[str, Any]) -> list[str]:
+    """The record's Markdown on the checks decided on the human scale."""
+    checks = [r for r in rec["results"] if r.get("estimator") == "ppi"]
+    if not checks:
+        return []
+    hs = rec.get("human_scale") or {}
+    lines = ["## Human scale", "",
+             f"Checks marked PPI++ were decided on the prediction-powered difference "
+             f"({hs.get('estimator')}, power-tuned; interval {hs.get('interval')}): the "
+             "judge's difference over every paired case, corrected by the mean of (human - "
+             "lambda x judge) differences over the cases labelled in both runs.", ""]
+    rows = []
+    for r in checks:
+        h = r.get("human_scale") or {}
+        if "labelled_pairs" not in h:
+            rows.append([r["gate"], _slice_label(r["slice"]), "n/a", "n/a", "", "", "",
+                         h.get("why", "")])
+            continue
+        judge = "n/a" if h.get("judge_delta") is None else f"{h['judge_delta']:+.4g}"
+        rows.append([r["gate"], _slice_label(r["slice"]), judge,
+                     f"{r['delta']:+.4g} {_ci(r)}", h["labelled_pairs"], f"{h['lam']:.3g}",
+                     f"{h['n_effective']:.1f} ({h['gained']:+.1f})", ""])
+    lines += _table(["gate", "slice", "judge's delta", "human-scale delta", "labelled pairs",
+                     "lambda", "effective labels (gained)", "why not"], rows)
+    for metric, m in (hs.get("metrics") or {}).items():
+        for role in ("baseline", "candidate"):
+            s = (m.get("labels") or {}).get(role) or {}
+            if "usable" in s:
+                lines.append("")
+                lines.append(f"- {_md(metric)}, {role}: {s['usable']} usable labels "
+                             f"(metric version {_md(s['metric_version'])}; stale "
+                             f"{s['stale_answer']}, other version {s['stale_version']}, "
+                             f"missing {s['missing']})")
+    return lines + [""]
 
 
 def _md(text: Any) -> str:
@@ -245,6 +297,7 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
                            else r["p_adjusted"]),
                       _fmt(r["n"]), _fmt(r.get("mde")), r["status"].upper(), r["reason"]]
                      for r in rec["results"]])
+    lines += ["", *human_scale_lines(rec)]
     lines += ["", *judge_lines(rec)]
     lines += ["", "## Metric versions", ""]
     vb = (rec["metric_versions"] or {}).get("baseline") or b["metric_versions"]

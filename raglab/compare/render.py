@@ -274,8 +274,11 @@ def render_md(comp) -> str:
     lines += [f"- {_md_escape(_run_line('baseline', comp.baseline, comp.paths))}",
               f"- {_md_escape(_run_line('candidate', comp.candidate, comp.paths))}", ""]
     lines += [*method_lines(comp), ""]
-    for name, header, rows in [*_sections(comp), *_flip_tables(comp), *_diag_tables(comp),
-                               *_noise_tables(comp)]:
+    from raglab.compare.human import ppi_tables
+
+    sections = _sections(comp)
+    for name, header, rows in [*sections[:1], *ppi_tables(comp), *sections[1:],
+                               *_flip_tables(comp), *_diag_tables(comp), *_noise_tables(comp)]:
         lines += [f"## {_md_escape(name)}", ""]
         lines += _table(header, rows) if rows else ["(none)"]
         lines.append("")
@@ -308,6 +311,9 @@ def render_terminal(comp) -> str:
         if x and x["noise_share"] is not None:
             lines.append(f"  grader noise in {m}: s.e. {x['noise_se']:.4f}, "
                          f"{x['noise_share']:.0%} of the interval's")
+    from raglab.compare.human import ppi_lines
+
+    lines += ppi_lines(comp)
     lines += _calibration_lines(comp)
     return "\n".join(lines)
 

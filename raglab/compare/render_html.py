@@ -152,6 +152,10 @@ def render_html(comp) -> str:
     sections = _sections(comp)
     name, header, rows = sections[0]
     body += [f"<h2>{e(name)}</h2>", html_table(header, rows, "headline")]
+    from raglab.compare.human import ppi_tables
+
+    for name, header, rows in ppi_tables(comp):
+        body += [f"<h2>{e(name)}</h2>", html_table(header, rows, "metrics")]
     recall = plot_recall(comp)
     if recall:
         body += ["<h2>Evidence recall by cutoff</h2>", img(recall, "recall at every cutoff")]

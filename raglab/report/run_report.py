@@ -24,6 +24,7 @@ from raglab.data.io import (
 )
 from raglab.errors import UserError
 from raglab.metrics.catalog import STAGES, spec_of
+from raglab.report import human_scale
 from raglab.report.format import fmt, num
 from raglab.report.summary import (
     _md,
@@ -126,6 +127,7 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
         if head else ["(no headline metric in this run)"]
     lines += [""]
     lines += _diagnosis_lines(m.get("diagnoses"))
+    lines += human_scale.markdown(m.get("ppi"), _table, _md_escape)
     if plots:
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
     versions = m.get("metric_versions") or {}
@@ -376,6 +378,22 @@ def write_run_report(run_dir: Path, name: str | None = None,
     html = write_report_html(run_dir, run_title(run_dir, cfg, name), metrics, cfg, diffs,
                              plots_drawn)
     return [report, html, *plots_drawn]
+
+
+def rewrite_report_text(run_dir: Path, name: str | None = None,
+                        diffs: list | None = None) -> list[Path]:
+    """report.md and report.html written again around the plots already drawn, for a
+    metrics.json whose figures the plots show did not change (``raglab label`` adds its
+    ``ppi`` section)."""
+    from raglab.report.report_html import write_report_html
+
+    run_dir = Path(run_dir)
+    metrics, cfg = _load(run_dir)
+    plots = [p for p in (run_dir / "recall_at_k.png", run_dir / "slices.png") if p.is_file()]
+    report = run_dir / "report.md"
+    _write_atomic(report, _markdown(run_dir, metrics, cfg, plots, name, diffs))
+    return [report, write_report_html(run_dir, run_title(run_dir, cfg, name), metrics, cfg,
+                                      diffs, plots)]
 
 
 def ensure_run_report(run_dir: Path) -> list[Path]:

@@ -62,6 +62,7 @@ __all__ = [
     "metric_key", "slice_metric_key", "parse_slice_key", "escape_segment",
     "unescape_segment", "is_legal_key", "is_secret_key", "flatten_config",
     "metrics_from_summary",
+    "ppi_metrics",
 ]
 
 
@@ -221,6 +222,32 @@ def _number(value: Any) -> float | None:
     return f if not math.isnan(f) else None
 
 
+#: the figures of a prediction-powered estimate logged to MLflow (``ppi.<metric>.<figure>``,
+#: and ``slice/TAG_KEY/TAG_VALUE/ppi.<metric>.<figure>`` per slice)
+PPI_FIGURES = ("estimate", "ci_low", "ci_high", "judge_mean", "n_labelled", "n_effective",
+               "lam")
+
+
+def ppi_metrics(section: Mapping[str, Any]) -> dict[str, float]:
+    """The MLflow metrics of ``metrics.json``'s ``ppi`` section (``raglab label``): each
+    labelled metric's human-scale figures overall and per slice (finite numbers only)."""
+    out: dict[str, float] = {}
+
+    def add(keys: Mapping[str, str], est: Mapping[str, Any] | None) -> None:
+        for figure, key in keys.items():
+            v = _number((est or {}).get(figure))
+            if v is not None:
+                out[key] = v
+
+    for metric, entry in (section.get("metrics") or {}).items():
+        add({f: f"ppi.{metric_key(metric)}.{f}" for f in PPI_FIGURES}, entry.get("overall"))
+        for key, values in (entry.get("slices") or {}).items():
+            for value, est in (values or {}).items():
+                add({f: slice_metric_key(key, value, f"ppi.{metric}.{f}")
+                     for f in PPI_FIGURES}, est)
+    return out
+
+
 def metrics_from_summary(summary: Mapping[str, Any],
                          slice_names: set[str] | None = None) -> dict[str, float]:
     """The MLflow metrics ``{key: value}`` of a metrics.json object (nulls and NaN dropped).
@@ -264,6 +291,8 @@ def metrics_from_summary(summary: Mapping[str, Any],
             for cause, n in (counts or {}).items():
                 put(slice_metric_key(tag_key, tag_value, f"diagnosis.{cause}"), n,
                     f"diagnosis.{cause} of slice {tag_key}={tag_value}")
+    for key, value in ppi_metrics(summary.get("ppi") or {}).items():
+        put(key, value, key)
     for name in ("n_cases", "n_quarantined", "errors"):
         put(name, summary.get(name), name)
     for name, value in (summary.get("work") or {}).items():

@@ -9,6 +9,9 @@ Keys (MLflow names made legal by :func:`raglab.tracking.keys.metric_key`):
   against its baseline, each headline metric overall (the confirmatory family);
 - on a sweep's parent, ``sweep.<job>.<metric>.delta``, ``.ci_low``, ``.ci_high`` for each job
   against the baseline job (``<job>`` is the job's number; the baseline job's own are 0);
+- ``ppi.<metric>.estimate``, ``.ci_low``, ``.ci_high``, ``.judge_mean``, ``.n_labelled``,
+  ``.n_effective``, ``.lam`` on a run whose answers people labelled (``raglab label``), and
+  ``slice/TAG_KEY/TAG_VALUE/ppi.<metric>.<figure>`` per slice; tag ``raglab.labels``;
 - tags ``raglab.compared_with`` (the baseline), ``raglab.sweep.baseline`` (the baseline
   job's number), ``raglab.decision`` (GO or NO-GO) and ``raglab.decision.gates``.
 
@@ -213,3 +216,26 @@ def open_on_jobs(uri: str, experiment_id: str, url: str, metric: str | None,
                      orderByAsc=not higher_is_better)
     set_view(client, experiment_id, view_id, saved["name"], state)
     return f"{url}&{COMPARE_MODE_PARAM}=CHART"
+
+
+def ppi_values(section: Mapping) -> dict[str, float]:
+    """The MLflow metrics of ``metrics.json``'s ``ppi`` section
+    (:func:`raglab.tracking.keys.ppi_metrics`)."""
+    from raglab.tracking.keys import ppi_metrics
+
+    return ppi_metrics(section)
+
+
+def log_ppi(run_id: str, uri: str, section: Mapping, files: list[Path]) -> int:
+    """The run's prediction-powered estimates (``metrics.json``'s ``ppi`` section) as
+    metrics of its MLflow run, and its rewritten ``metrics.json`` and report as artifacts
+    (replacing the ones logged when it ran); the number of figures logged."""
+    from raglab.tracking.store_setup import existing_client
+
+    client = existing_client(uri)
+    n = _log_changed(client, run_id, ppi_values(section),
+                     {"raglab.labels": ",".join(sorted(section.get("metrics") or {}))})
+    for path in files:
+        client.log_artifact(run_id, str(path),
+                            artifact_path=None if path.name == "metrics.json" else "report")
+    return n
