@@ -23,7 +23,8 @@ Shape (``compare.json["ppi"]``; the rows keep their contract)::
      "metrics": {METRIC: {"labels": {"baseline": LABELS, "candidate": LABELS},
                           "overall": ENTRY, "slices": [{"slice": {"key", "value"}, **ENTRY}]}}}
     LABELS = {"usable", "stale_answer", "stale_version", "missing", "metric_version",
-              "by"} or null (no labels), or {"error": "..."} (a bad labels file)
+              "by", "labels_sha256"} or null (no labels), or {"error": "..."} (a bad
+              labels file)
     ENTRY = {"delta": ESTIMATE or null, "baseline": ESTIMATE or null,
              "candidate": ESTIMATE or null, "why": null or "...", "labelled_pairs": N}
     ESTIMATE = the fields of raglab.stats.ppi.PPIEstimate, plus "stratified"
@@ -78,10 +79,14 @@ def _label_state(run_dir: Path, metric: str) -> tuple[Any, dict[str, Any] | None
     other = {lab.case_id for lab in stored
              if lab.metric_version != version and lab.case_id in sampled}
     other -= set(labels.values)
+    from raglab.compare.paths import file_sha256
+    from raglab.labels.store import LABELS_FILE, labels_dir
+
     return labels, {"usable": len(labels.values), "stale_version": len(other),
                     "stale_answer": max(labels.stale - len(other), 0),
                     "missing": labels.missing, "metric_version": version,
-                    "by": labels.design.by}
+                    "by": labels.design.by,
+                    "labels_sha256": file_sha256(labels_dir(run_dir) / LABELS_FILE)}
 
 
 def _as_dict(est: Any, stratified: bool) -> dict[str, Any]:

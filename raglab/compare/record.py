@@ -185,10 +185,11 @@ def human_scale_lines(rec: Mapping[str, Any]) -> list[str]:
             s = (m.get("labels") or {}).get(role) or {}
             if "usable" in s:
                 lines.append("")
+                sha = str(s.get("labels_sha256") or "n/a")[:12]
                 lines.append(f"- {_md(metric)}, {role}: {s['usable']} usable labels "
-                             f"(metric version {_md(s['metric_version'])}; stale "
-                             f"{s['stale_answer']}, other version {s['stale_version']}, "
-                             f"missing {s['missing']})")
+                             f"(metric version {_md(s['metric_version'])}; labels file "
+                             f"sha256 {sha}; stale {s['stale_answer']}, other version "
+                             f"{s['stale_version']}, missing {s['missing']})")
     return lines + [""]
 
 

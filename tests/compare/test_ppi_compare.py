@@ -130,7 +130,10 @@ def test_decide_gate_on_the_human_scale(tmp_path):
     h = r["human_scale"]
     assert h["labelled_pairs"] == 40 and h["paired_cases"] == 120
     assert h["n_effective"] > 40 and h["gained"] == pytest.approx(h["n_effective"] - 40)
-    assert rec["human_scale"]["metrics"]["faithfulness"]["labels"]["baseline"]["usable"] == 40
+    used = rec["human_scale"]["metrics"]["faithfulness"]["labels"]["baseline"]
+    assert used["usable"] == 40
+    assert used["labels_sha256"] == __import__("hashlib").sha256(
+        (base / LABELS_DIR / LABELS_FILE).read_bytes()).hexdigest()
     md = next((tmp_path / "s").glob("decision-*-ppi.md")).read_text()
     assert "## Human scale" in md and "effective labels (gained)" in md
 
