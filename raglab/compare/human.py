@@ -342,5 +342,33 @@ def ppi_row(section: Mapping[str, Any] | None, row: Mapping[str, Any], alpha: fl
         "paired_cases": d["n_all"], "lam": d["lam"], "se": d["se"],
         "labelled_only_se": d["labelled_only_se"], "n_effective": d["n_effective"],
         "gained": d["n_effective"] - d["n_labelled"], "stratified": d.get("stratified"),
-        "judge_delta": row.get("delta"), "judge_ci": [row.get("ci_low"), row.get("ci_high")]}
+        "judge_delta": row.get("delta"), "judge_ci": [row.get("ci_low"), row.get("ci_high")],
+        "alpha": alpha}
+    return out
+
+
+#: below this many labelled pairs a pass/fail difference's interval under-covers (91-94%
+#: at 95% in docs/labels-statistics.md): the record says so
+PASS_FAIL_PAIRS = 100
+
+
+def ppi_warnings(results: list[dict[str, Any]]) -> list[str]:
+    """The decision record's warnings on checks decided on the human scale: a pass/fail
+    metric's difference from fewer than :data:`PASS_FAIL_PAIRS` labelled pairs."""
+    from raglab.metrics.catalog import spec_of
+
+    out = []
+    for r in results:
+        h = r.get("human_scale") or {}
+        spec = spec_of(str(r.get("metric")))
+        pairs = h.get("labelled_pairs")
+        if r.get("estimator") == "ppi" and spec is not None and spec.kind == "binary" \
+                and pairs is not None and pairs < PASS_FAIL_PAIRS:
+            where = "overall" if not r.get("slice") else \
+                f"{r['slice']['key']}={r['slice']['value']}"
+            out.append(f"{r['gate']} [{where}] rests on {pairs} labelled pairs of a pass/fail "
+                       f"metric: its interval covered 91-94% instead of "
+                       f"{1 - float(h.get('alpha', 0.05)):.0%} in simulations with fewer "
+                       f"than {PASS_FAIL_PAIRS} (docs/labels-statistics.md); label more "
+                       "pairs or read a pass as weaker evidence")
     return out

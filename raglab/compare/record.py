@@ -121,6 +121,9 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
             warnings.append(f"{r['gate']} [{where}] is underpowered: {why}; a pass "
                             "there is weak evidence" + (
                                 "" if gates.underpowered == "warn" else ", so it fails"))
+    from raglab.compare.human import ppi_warnings
+
+    warnings += ppi_warnings(results)
     counts = {s: sum(1 for r in results if r["status"] == s) for s in (PASS, FAIL, NA)}
     cal = getattr(comp, "calibration", None) or {}
     return {

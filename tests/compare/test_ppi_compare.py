@@ -264,3 +264,20 @@ def test_an_mlflow_run_reads_its_labels_where_it_was_run(tmp_path):
     assert labels_home(dataclasses.replace(src, origin_dir=None)) == download
     comp = compare_runs(load_run(str(base), None), src, CompareCfg())
     assert comp.ppi["metrics"]["faithfulness"]["overall"]["delta"]["n_labelled"] == 40
+
+
+def test_a_pass_fail_difference_on_few_labelled_pairs_is_a_warning():
+    from raglab.compare.human import ppi_warnings
+
+    def result(metric, pairs, estimator="ppi"):
+        return {"gate": f"{metric} non_inferior", "metric": metric, "slice": None,
+                "estimator": estimator,
+                "human_scale": {"labelled_pairs": pairs, "alpha": 0.05}}
+
+    warned = ppi_warnings([result("all_vital_present", 60), result("all_vital_present", 100),
+                           result("faithfulness", 40), result("all_vital_present", 40,
+                                                              "judge")])
+    assert len(warned) == 1
+    assert warned[0].startswith("all_vital_present non_inferior [overall] rests on 60 "
+                                "labelled pairs of a pass/fail metric: its interval covered "
+                                "91-94% instead of 95%")
