@@ -56,6 +56,10 @@ combined with weights ``N_h / N``: ``var = sum (N_h / N)^2 var_h``, ``k3 = sum (
 k3_h`` and Satterthwaite's degrees of freedom. A stratum with fewer than ``min_labels``
 labels is refused (:class:`TooFewLabels`).
 
+Planning (:func:`labels_needed`, :func:`plan_from_moments`; ``raglab label --plan``): the
+fewest labels ``n`` (at least ``min_labels``) whose expected interval ``2 t_{n-1} se(n)`` is
+at most a target width, with ``se(n)`` and ``lam(n)`` from the formulas above and the
+variances and covariance of people and judge seen so far (:func:`planned_se`).
 """
 
 from __future__ import annotations
