@@ -382,7 +382,7 @@ def plan_from_moments(var_human: float, var_judge: float, cov: float, n_all: int
                      more=None if needed is None else max(needed - n_labelled, 0),
                      n_labelled=n_labelled, n_all=n_all, lam=float(lams[at]),
                      planned_width=float(widths[at]), width_now=now, n_effective=n_eff,
-                     var_human=var_human, var_judge=var_judge, cov=cov)
+                     var_human=float(var_human), var_judge=float(var_judge), cov=float(cov))
 
 
 def labels_needed(human, judge_labelled, judge_all, *, width: float, alpha: float = 0.05,
