@@ -36,7 +36,7 @@ The interval (``interval``):
 
 - ``clt``: ``ppi_py``'s, ``theta +- z_{1 - alpha/2} se`` with the variances above (divided
   by the count). Known to be exact against ``ppi_py`` to 1e-9 (``tests/stats/test_ppi.py``).
-  With 30-60 labels it under-covers: 89-93% at 95% in raglab's simulations (a pass/fail
+  With 30-60 labels it under-covers: 89-94% at 95% in raglab's simulations (a pass/fail
   metric whose judge errs one way has few disagreements to estimate from).
 - ``hall`` (the default): the same estimate and ``lam``; variances with ``count - 1``, a
   Student t quantile with ``n - 1`` degrees of freedom, and Hall's (1992) transformation
