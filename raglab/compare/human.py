@@ -20,6 +20,7 @@ version (another judge) or for another answer (stale), sampled cases not labelle
 Shape (``compare.json["ppi"]``; the rows keep their contract)::
 
     {"estimator": "ppi++", "interval": "hall", "alpha": 0.05, "min_labels": 10,
+     "errors": {ROLE: "..."} (only when a run's labels file cannot be read),
      "metrics": {METRIC: {"labels": {"baseline": LABELS, "candidate": LABELS},
                           "overall": ENTRY, "slices": [{"slice": {"key", "value"}, **ENTRY}]}}}
     LABELS = {"usable", "stale_answer", "stale_version", "missing", "metric_version",
@@ -54,13 +55,14 @@ def labels_home(src: Any) -> Path:
     return Path(src.run_dir)
 
 
-def _labelled_metrics(run_dir: Path) -> set[str]:
+def _labelled_metrics(run_dir: Path) -> tuple[set[str], str | None]:
+    """The metrics the run holds labels of, and the one line of a bad labels file."""
     from raglab.labels.store import read_stored
 
     try:
-        return {lab.metric for lab in read_stored(run_dir)}
-    except UserError:
-        return set()
+        return {lab.metric for lab in read_stored(run_dir)}, None
+    except UserError as e:
+        return set(), str(e)
 
 
 def _label_state(run_dir: Path, metric: str) -> tuple[Any, dict[str, Any] | None]:
@@ -154,12 +156,15 @@ def human_scale(table: Any, alpha: float) -> dict[str, Any] | None:
 
     runs = {"baseline": table.baseline, "candidate": table.candidate}
     local = {role: labels_home(src) for role, src in runs.items()}
-    metrics = sorted((_labelled_metrics(local["baseline"])
-                      | _labelled_metrics(local["candidate"])) & set(table.names))
-    if not metrics:
+    found = {role: _labelled_metrics(d) for role, d in local.items()}
+    errors = {role: err for role, (_, err) in found.items() if err}
+    metrics = sorted((found["baseline"][0] | found["candidate"][0]) & set(table.names))
+    if not metrics and not errors:
         return None
     out: dict[str, Any] = {"estimator": ESTIMATOR, "interval": INTERVAL, "alpha": alpha,
                            "min_labels": MIN_LABELS, "metrics": {}}
+    if errors:
+        out["errors"] = errors
     for metric in metrics:
         sets, states = {}, {}
         for role, run_dir in local.items():
@@ -227,6 +232,8 @@ def refusal(section: dict[str, Any] | None, metric: str, target: tuple[str, str]
     """Why a gate with ``estimator: ppi`` on ``metric`` at ``target`` cannot be decided
     (one line for ``raglab decide``; None: it can)."""
     gate = f"{where}: estimator: ppi on {metric}"
+    for role, err in ((section or {}).get("errors") or {}).items():
+        return f"{gate}: the {role} run's labels cannot be read: {err}"
     m = ((section or {}).get("metrics") or {}).get(metric)
     if m is None:
         return (f"{gate} needs human labels of {metric} in both runs; neither has any "

@@ -281,3 +281,16 @@ def test_a_pass_fail_difference_on_few_labelled_pairs_is_a_warning():
     assert warned[0].startswith("all_vital_present non_inferior [overall] rests on 60 "
                                 "labelled pairs of a pass/fail metric: its interval covered "
                                 "91-94% instead of 95%")
+
+
+def test_a_bad_labels_file_is_named_not_taken_for_no_labels(tmp_path):
+    base, cand, _ = labelled_pair(tmp_path)
+    path = cand / LABELS_DIR / LABELS_FILE
+    path.write_text(path.read_text() + "{not json\n")
+    comp = _compare(base, cand)               # compare goes on and says so
+    assert "candidate" in comp.ppi["errors"]
+    gates = parse_gate_set({"gates": [{"metric": "faithfulness", "rule": "non_inferior",
+                                       "margin": 0.03, "estimator": "ppi"}]}, "g.yaml")
+    with pytest.raises(UserError, match="the candidate run's labels cannot be read: .*"
+                                        "labels.jsonl:41"):
+        check_ppi_gates(comp, gates, "g.yaml")
