@@ -20,10 +20,12 @@ version (another judge) or for another answer (stale), sampled cases not labelle
 Shape (``compare.json["ppi"]``; the rows keep their contract)::
 
     {"estimator": "ppi++", "interval": "hall", "alpha": 0.05, "min_labels": 10,
+     "errors": {ROLE: "..."} (only when a run's labels file cannot be read),
      "metrics": {METRIC: {"labels": {"baseline": LABELS, "candidate": LABELS},
                           "overall": ENTRY, "slices": [{"slice": {"key", "value"}, **ENTRY}]}}}
     LABELS = {"usable", "stale_answer", "stale_version", "missing", "metric_version",
-              "by"} or null (no labels), or {"error": "..."} (a bad labels file)
+              "by", "labels_sha256"} or null (no labels), or {"error": "..."} (a bad
+              labels file)
     ENTRY = {"delta": ESTIMATE or null, "baseline": ESTIMATE or null,
              "candidate": ESTIMATE or null, "why": null or "...", "labelled_pairs": N}
     ESTIMATE = the fields of raglab.stats.ppi.PPIEstimate, plus "stratified"
@@ -53,13 +55,14 @@ def labels_home(src: Any) -> Path:
     return Path(src.run_dir)
 
 
-def _labelled_metrics(run_dir: Path) -> set[str]:
+def _labelled_metrics(run_dir: Path) -> tuple[set[str], str | None]:
+    """The metrics the run holds labels of, and the one line of a bad labels file."""
     from raglab.labels.store import read_stored
 
     try:
-        return {lab.metric for lab in read_stored(run_dir)}
-    except UserError:
-        return set()
+        return {lab.metric for lab in read_stored(run_dir)}, None
+    except UserError as e:
+        return set(), str(e)
 
 
 def _label_state(run_dir: Path, metric: str) -> tuple[Any, dict[str, Any] | None]:
@@ -78,10 +81,14 @@ def _label_state(run_dir: Path, metric: str) -> tuple[Any, dict[str, Any] | None
     other = {lab.case_id for lab in stored
              if lab.metric_version != version and lab.case_id in sampled}
     other -= set(labels.values)
+    from raglab.compare.paths import file_sha256
+    from raglab.labels.store import LABELS_FILE, labels_dir
+
     return labels, {"usable": len(labels.values), "stale_version": len(other),
                     "stale_answer": max(labels.stale - len(other), 0),
                     "missing": labels.missing, "metric_version": version,
-                    "by": labels.design.by}
+                    "by": labels.design.by,
+                    "labels_sha256": file_sha256(labels_dir(run_dir) / LABELS_FILE)}
 
 
 def _as_dict(est: Any, stratified: bool) -> dict[str, Any]:
@@ -149,12 +156,15 @@ def human_scale(table: Any, alpha: float) -> dict[str, Any] | None:
 
     runs = {"baseline": table.baseline, "candidate": table.candidate}
     local = {role: labels_home(src) for role, src in runs.items()}
-    metrics = sorted((_labelled_metrics(local["baseline"])
-                      | _labelled_metrics(local["candidate"])) & set(table.names))
-    if not metrics:
+    found = {role: _labelled_metrics(d) for role, d in local.items()}
+    errors = {role: err for role, (_, err) in found.items() if err}
+    metrics = sorted((found["baseline"][0] | found["candidate"][0]) & set(table.names))
+    if not metrics and not errors:
         return None
     out: dict[str, Any] = {"estimator": ESTIMATOR, "interval": INTERVAL, "alpha": alpha,
                            "min_labels": MIN_LABELS, "metrics": {}}
+    if errors:
+        out["errors"] = errors
     for metric in metrics:
         sets, states = {}, {}
         for role, run_dir in local.items():
@@ -222,6 +232,8 @@ def refusal(section: dict[str, Any] | None, metric: str, target: tuple[str, str]
     """Why a gate with ``estimator: ppi`` on ``metric`` at ``target`` cannot be decided
     (one line for ``raglab decide``; None: it can)."""
     gate = f"{where}: estimator: ppi on {metric}"
+    for role, err in ((section or {}).get("errors") or {}).items():
+        return f"{gate}: the {role} run's labels cannot be read: {err}"
     m = ((section or {}).get("metrics") or {}).get(metric)
     if m is None:
         return (f"{gate} needs human labels of {metric} in both runs; neither has any "
@@ -337,5 +349,33 @@ def ppi_row(section: Mapping[str, Any] | None, row: Mapping[str, Any], alpha: fl
         "paired_cases": d["n_all"], "lam": d["lam"], "se": d["se"],
         "labelled_only_se": d["labelled_only_se"], "n_effective": d["n_effective"],
         "gained": d["n_effective"] - d["n_labelled"], "stratified": d.get("stratified"),
-        "judge_delta": row.get("delta"), "judge_ci": [row.get("ci_low"), row.get("ci_high")]}
+        "judge_delta": row.get("delta"), "judge_ci": [row.get("ci_low"), row.get("ci_high")],
+        "alpha": alpha}
+    return out
+
+
+#: below this many labelled pairs a pass/fail difference's interval under-covers (91-94%
+#: at 95% in docs/labels-statistics.md): the record says so
+PASS_FAIL_PAIRS = 100
+
+
+def ppi_warnings(results: list[dict[str, Any]]) -> list[str]:
+    """The decision record's warnings on checks decided on the human scale: a pass/fail
+    metric's difference from fewer than :data:`PASS_FAIL_PAIRS` labelled pairs."""
+    from raglab.metrics.catalog import spec_of
+
+    out = []
+    for r in results:
+        h = r.get("human_scale") or {}
+        spec = spec_of(str(r.get("metric")))
+        pairs = h.get("labelled_pairs")
+        if r.get("estimator") == "ppi" and spec is not None and spec.kind == "binary" \
+                and pairs is not None and pairs < PASS_FAIL_PAIRS:
+            where = "overall" if not r.get("slice") else \
+                f"{r['slice']['key']}={r['slice']['value']}"
+            out.append(f"{r['gate']} [{where}] rests on {pairs} labelled pairs of a pass/fail "
+                       f"metric: its interval covered 91-94% instead of "
+                       f"{1 - float(h.get('alpha', 0.05)):.0%} in simulations with fewer "
+                       f"than {PASS_FAIL_PAIRS} (docs/labels-statistics.md); label more "
+                       "pairs or read a pass as weaker evidence")
     return out

@@ -121,6 +121,9 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
             warnings.append(f"{r['gate']} [{where}] is underpowered: {why}; a pass "
                             "there is weak evidence" + (
                                 "" if gates.underpowered == "warn" else ", so it fails"))
+    from raglab.compare.human import ppi_warnings
+
+    warnings += ppi_warnings(results)
     counts = {s: sum(1 for r in results if r["status"] == s) for s in (PASS, FAIL, NA)}
     cal = getattr(comp, "calibration", None) or {}
     return {
@@ -185,10 +188,11 @@ def human_scale_lines(rec: Mapping[str, Any]) -> list[str]:
             s = (m.get("labels") or {}).get(role) or {}
             if "usable" in s:
                 lines.append("")
+                sha = str(s.get("labels_sha256") or "n/a")[:12]
                 lines.append(f"- {_md(metric)}, {role}: {s['usable']} usable labels "
-                             f"(metric version {_md(s['metric_version'])}; stale "
-                             f"{s['stale_answer']}, other version {s['stale_version']}, "
-                             f"missing {s['missing']})")
+                             f"(metric version {_md(s['metric_version'])}; labels file "
+                             f"sha256 {sha}; stale {s['stale_answer']}, other version "
+                             f"{s['stale_version']}, missing {s['missing']})")
     return lines + [""]
 
 

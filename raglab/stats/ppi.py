@@ -36,7 +36,7 @@ The interval (``interval``):
 
 - ``clt``: ``ppi_py``'s, ``theta +- z_{1 - alpha/2} se`` with the variances above (divided
   by the count). Known to be exact against ``ppi_py`` to 1e-9 (``tests/stats/test_ppi.py``).
-  With 30-60 labels it under-covers: 89-93% at 95% in raglab's simulations (a pass/fail
+  With 30-60 labels it under-covers: 89-94% at 95% in raglab's simulations (a pass/fail
   metric whose judge errs one way has few disagreements to estimate from).
 - ``hall`` (the default): the same estimate and ``lam``; variances with ``count - 1``, a
   Student t quantile with ``n - 1`` degrees of freedom, and Hall's (1992) transformation
@@ -56,6 +56,10 @@ combined with weights ``N_h / N``: ``var = sum (N_h / N)^2 var_h``, ``k3 = sum (
 k3_h`` and Satterthwaite's degrees of freedom. A stratum with fewer than ``min_labels``
 labels is refused (:class:`TooFewLabels`).
 
+Planning (:func:`labels_needed`, :func:`plan_from_moments`; ``raglab label --plan``): the
+fewest labels ``n`` (at least ``min_labels``) whose expected interval ``2 t_{n-1} se(n)`` is
+at most a target width, with ``se(n)`` and ``lam(n)`` from the formulas above and the
+variances and covariance of people and judge seen so far (:func:`planned_se`).
 """
 
 from __future__ import annotations
@@ -378,7 +382,7 @@ def plan_from_moments(var_human: float, var_judge: float, cov: float, n_all: int
                      more=None if needed is None else max(needed - n_labelled, 0),
                      n_labelled=n_labelled, n_all=n_all, lam=float(lams[at]),
                      planned_width=float(widths[at]), width_now=now, n_effective=n_eff,
-                     var_human=var_human, var_judge=var_judge, cov=cov)
+                     var_human=float(var_human), var_judge=float(var_judge), cov=float(cov))
 
 
 def labels_needed(human, judge_labelled, judge_all, *, width: float, alpha: float = 0.05,

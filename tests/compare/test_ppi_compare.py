@@ -130,7 +130,10 @@ def test_decide_gate_on_the_human_scale(tmp_path):
     h = r["human_scale"]
     assert h["labelled_pairs"] == 40 and h["paired_cases"] == 120
     assert h["n_effective"] > 40 and h["gained"] == pytest.approx(h["n_effective"] - 40)
-    assert rec["human_scale"]["metrics"]["faithfulness"]["labels"]["baseline"]["usable"] == 40
+    used = rec["human_scale"]["metrics"]["faithfulness"]["labels"]["baseline"]
+    assert used["usable"] == 40
+    assert used["labels_sha256"] == __import__("hashlib").sha256(
+        (base / LABELS_DIR / LABELS_FILE).read_bytes()).hexdigest()
     md = next((tmp_path / "s").glob("decision-*-ppi.md")).read_text()
     assert "## Human scale" in md and "effective labels (gained)" in md
 
@@ -261,3 +264,33 @@ def test_an_mlflow_run_reads_its_labels_where_it_was_run(tmp_path):
     assert labels_home(dataclasses.replace(src, origin_dir=None)) == download
     comp = compare_runs(load_run(str(base), None), src, CompareCfg())
     assert comp.ppi["metrics"]["faithfulness"]["overall"]["delta"]["n_labelled"] == 40
+
+
+def test_a_pass_fail_difference_on_few_labelled_pairs_is_a_warning():
+    from raglab.compare.human import ppi_warnings
+
+    def result(metric, pairs, estimator="ppi"):
+        return {"gate": f"{metric} non_inferior", "metric": metric, "slice": None,
+                "estimator": estimator,
+                "human_scale": {"labelled_pairs": pairs, "alpha": 0.05}}
+
+    warned = ppi_warnings([result("all_vital_present", 60), result("all_vital_present", 100),
+                           result("faithfulness", 40), result("all_vital_present", 40,
+                                                              "judge")])
+    assert len(warned) == 1
+    assert warned[0].startswith("all_vital_present non_inferior [overall] rests on 60 "
+                                "labelled pairs of a pass/fail metric: its interval covered "
+                                "91-94% instead of 95%")
+
+
+def test_a_bad_labels_file_is_named_not_taken_for_no_labels(tmp_path):
+    base, cand, _ = labelled_pair(tmp_path)
+    path = cand / LABELS_DIR / LABELS_FILE
+    path.write_text(path.read_text() + "{not json\n")
+    comp = _compare(base, cand)               # compare goes on and says so
+    assert "candidate" in comp.ppi["errors"]
+    gates = parse_gate_set({"gates": [{"metric": "faithfulness", "rule": "non_inferior",
+                                       "margin": 0.03, "estimator": "ppi"}]}, "g.yaml")
+    with pytest.raises(UserError, match="the candidate run's labels cannot be read: .*"
+                                        "labels.jsonl:41"):
+        check_ppi_gates(comp, gates, "g.yaml")

@@ -91,6 +91,7 @@ class Coverage:
     width: float          # mean width of the PPI interval
     labels_width: float   # mean width of the labels-only interval (same method, lam = 0)
     n_effective: float    # mean effective sample size
+    clt: float = float("nan")   # coverage of ppi_py's normal interval (interval="clt")
 
     @property
     def mc_se(self) -> float:
@@ -107,13 +108,15 @@ def _t_interval(x: np.ndarray) -> tuple[float, float]:
 def single_coverage(kind: str, N: int, n: int, reps: int, seed: int = 0,
                     biased: bool = True) -> Coverage:
     rng = np.random.default_rng([seed, N, n, KINDS.index(kind), biased])
-    hit = judge_hit = 0
+    hit = judge_hit = clt = 0
     width = lwidth = neff = 0.0
     for _ in range(reps):
         y, f, mu = single(kind, N, rng, biased)
         idx = rng.choice(N, n, replace=False)
         e = ppi_mean(y[idx], f[idx], f)
         labels = ppi_mean(y[idx], f[idx], f, lam=0.0)
+        normal = ppi_mean(y[idx], f[idx], f, interval="clt")
+        clt += normal.ci_low <= mu <= normal.ci_high
         hit += e.ci_low <= mu <= e.ci_high
         lo, hi = _t_interval(f)
         judge_hit += lo <= mu <= hi
@@ -121,7 +124,7 @@ def single_coverage(kind: str, N: int, n: int, reps: int, seed: int = 0,
         lwidth += labels.ci_high - labels.ci_low
         neff += e.n_effective
     return Coverage(kind, N, n, reps, hit / reps, judge_hit / reps, width / reps,
-                    lwidth / reps, neff / reps)
+                    lwidth / reps, neff / reps, clt / reps)
 
 
 def _true_paired(kind: str) -> float:
@@ -138,7 +141,7 @@ def paired_coverage(kind: str, N: int, n: int, reps: int, seed: int = 0) -> Cove
     rng = np.random.default_rng([seed, N, n, KINDS.index(kind), 7])
     truth = _true_paired(kind)
     metric_kind = "binary" if kind.startswith("pass/fail") else "share"
-    hit = judge_hit = 0
+    hit = judge_hit = clt = 0
     width = lwidth = neff = 0.0
     judged = min(reps, JUDGE_REPS)
     for i in range(reps):
@@ -146,6 +149,8 @@ def paired_coverage(kind: str, N: int, n: int, reps: int, seed: int = 0) -> Cove
         idx = rng.choice(N, n, replace=False)
         e = ppi_mean(d[idx], g[idx], g)
         labels = ppi_mean(d[idx], g[idx], g, lam=0.0)
+        normal = ppi_mean(d[idx], g[idx], g, interval="clt")
+        clt += normal.ci_low <= truth <= normal.ci_high
         hit += e.ci_low <= truth <= e.ci_high
         if i < judged:
             row = paired_table(fb[:, None], fc[:, None], [metric_kind], ["higher"],
@@ -156,14 +161,15 @@ def paired_coverage(kind: str, N: int, n: int, reps: int, seed: int = 0) -> Cove
         lwidth += labels.ci_high - labels.ci_low
         neff += e.n_effective
     return Coverage(kind, N, n, reps, hit / reps, judge_hit / judged, width / reps,
-                    lwidth / reps, neff / reps)
+                    lwidth / reps, neff / reps, clt / reps)
 
 
 def table(rows: list[Coverage], what: str) -> str:
     out = [f"| {what} | N | labels | PPI coverage | judge-only coverage | PPI width | "
-           "labels-only width | effective labels |", "|---|---|---|---|---|---|---|---|"]
+           "labels-only width | effective labels | normal (clt) coverage |",
+           "|---|---|---|---|---|---|---|---|---|"]
     out += [f"| {r.kind} | {r.N} | {r.n} | {r.ppi:.1%} | {r.judge:.1%} | {r.width:.3f} | "
-            f"{r.labels_width:.3f} | {r.n_effective:.0f} |" for r in rows]
+            f"{r.labels_width:.3f} | {r.n_effective:.0f} | {r.clt:.1%} |" for r in rows]
     return "\n".join(out)
 
 
