@@ -378,7 +378,7 @@ def _plan(run: Path, args: argparse.Namespace) -> None:
         ids = [c for c in labels.values if c in judge]
         try:
             plan = labels_needed([labels.values[c] for c in ids], [judge[c] for c in ids],
-                                 list(judge.values()), width=args.width)
+                                 list(judge.values()), width=args.width, bounds=(0.0, 1.0))
         except ValueError as e:  # too few labels so far (TooFewLabels), a bad width
             raise UserError(f"{metric}: {' '.join(str(e).split())}; label a first batch, "
                             "then plan") from None
@@ -393,6 +393,10 @@ def _plan(run: Path, args: argparse.Namespace) -> None:
         print(f"{metric}: {plan.labels_needed} labels for an interval {fmt(args.width)} wide "
               f"({plan.more} more; {so_far}; lambda {fmt(plan.lam)}, worth "
               f"{fmt(plan.n_effective)} labels alone){design}")
+        if not plan.more and plan.width_now > args.width:
+            print(f"  the interval reported now is {fmt(plan.width_now)} wide, wider than the "
+                  "plan's symmetric one: the labels are skewed (few disagreements), and more "
+                  "labels are what narrows it")
         if plan.more:
             print(f"  draw them with the same seed: raglab label {run} --n "
                   f"{_cases_for(labels, plan.labels_needed)} --metrics {metric} --seed "

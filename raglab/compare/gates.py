@@ -217,6 +217,22 @@ def parse_gate_set(data: Any, source: str) -> GateSet:
         raise UserError(f"{loc}: {msg}" if loc else msg, file=source) from None
 
 
+#: the defaults list a shipped gate set starts with (the schema's defaults, then the file)
+_SCHEMA_DEFAULTS = ("/schema/gates@_here_", "_self_")
+
+
+def _without_schema_defaults(raw: dict, source: str) -> dict:
+    """A file copied from a shipped gate set starts with its Hydra defaults list, which
+    says "the schema's defaults, then this file": what a file given by path gets anyway.
+    That list is dropped; any other (another set to start from) is refused, one line."""
+    defaults = raw.get("defaults")
+    if not isinstance(defaults, list) or not set(map(str, defaults)) <= set(_SCHEMA_DEFAULTS):
+        raise UserError("defaults: a gate set given by path cannot start from another set; "
+                        "copy the gates it needs into this file (the shipped sets' "
+                        f"defaults list, {list(_SCHEMA_DEFAULTS)}, may stay)", file=source)
+    return {k: v for k, v in raw.items() if k != "defaults"}
+
+
 def gate_set_names(conf_root: Any) -> list[str]:
     from pathlib import Path
 
@@ -240,11 +256,14 @@ def load_gate_set(name: str, overrides: list[str], conf_root: Any) -> tuple[str,
         raw = load_yaml_file(path)  # bounded: a file of aliases is refused, one line
         if raw is not None and not isinstance(raw, dict):  # (create() would parse a str)
             raise UserError("a gate set must be a mapping with a `gates` list", file=str(path))
+        if raw is not None and "defaults" in raw:
+            raw = _without_schema_defaults(raw, str(path))
         try:
             cfg: Any = OmegaConf.create(raw if raw is not None else {})
-            if overrides:
-                cfg = OmegaConf.merge(cfg, OmegaConf.from_dotlist(
-                    [o.removeprefix("+").removeprefix("gates.") for o in overrides]))
+            for o in overrides:  # (update, not merge: a key may index a list, gates.0.margin)
+                key, _, value = o.removeprefix("+").removeprefix("gates.").partition("=")
+                OmegaConf.update(cfg, key, OmegaConf.from_dotlist([f"v={value}"])["v"],
+                                 force_add=True)
             data = OmegaConf.to_container(cfg, resolve=True)
         except (OmegaConfBaseException, ValueError) as e:
             raise UserError(" ".join(str(e).split()), file=str(path)) from None

@@ -98,14 +98,16 @@ def _as_dict(est: Any, stratified: bool) -> dict[str, Any]:
     return out
 
 
-def _estimate(human, judge_l, judge_all, strata, alpha: float) -> dict[str, Any] | str:
+def _estimate(human, judge_l, judge_all, strata, alpha: float,
+              bounds: tuple[float, float]) -> dict[str, Any] | str:
     """One estimate (or why there is none): ``strata`` None for a simple random sample,
     else each case's stratum (parallel to ``judge_all``; ``human``'s by ``strata_l``)."""
     from raglab.stats.ppi import ppi_mean, ppi_stratified
 
     try:
         if strata is None:
-            return _as_dict(ppi_mean(human, judge_l, judge_all, alpha=alpha), False)
+            return _as_dict(ppi_mean(human, judge_l, judge_all, alpha=alpha, bounds=bounds),
+                            False)
         all_strata, lab_strata = strata
         parts: dict[str, tuple[list[float], list[float], list[float]]] = {}
         for h, v in zip(all_strata, judge_all):
@@ -114,7 +116,7 @@ def _estimate(human, judge_l, judge_all, strata, alpha: float) -> dict[str, Any]
             parts[h][0].append(y)
             parts[h][1].append(f)
         pop = {h: len(p[2]) for h, p in parts.items()}
-        return _as_dict(ppi_stratified(parts, pop, alpha=alpha), True)
+        return _as_dict(ppi_stratified(parts, pop, alpha=alpha, bounds=bounds), True)
     except ValueError as e:       # TooFewLabels among them: said, not estimated
         return " ".join(str(e).split())
 
@@ -139,7 +141,8 @@ def _entry(b, c, yb, yc, labelled, idx, strata_of, alpha: float) -> dict[str, An
     strata = None if strata_of is None else (strata_of[pos], strata_of[lab])
     for key, human, judge in (("delta", yc - yb, c - b), ("baseline", yb, b),
                               ("candidate", yc, c)):
-        got = _estimate(human[lab], judge[lab], judge[pos], strata, alpha)
+        got = _estimate(human[lab], judge[lab], judge[pos], strata, alpha,
+                        (-1.0, 1.0) if key == "delta" else (0.0, 1.0))
         if isinstance(got, str):
             out["why"] = out["why"] or got
         else:

@@ -83,8 +83,10 @@ def estimate(labels: LabelSet, judge: dict[str, float], cases: Iterable[str],
     try:  # too few labels in a stratum (TooFewLabels is a ValueError): said, not estimated
         if labels.design.by is None:
             human, judge_l, judge_all = strata.get("all", ([], [], []))
-            return _as_dict(ppi_mean(human, judge_l, judge_all, alpha=alpha), False)
-        est = ppi_stratified(strata, {h: len(s[2]) for h, s in strata.items()}, alpha=alpha)
+            return _as_dict(ppi_mean(human, judge_l, judge_all, alpha=alpha, bounds=(0.0, 1.0)),
+                            False)
+        est = ppi_stratified(strata, {h: len(s[2]) for h, s in strata.items()}, alpha=alpha,
+                             bounds=(0.0, 1.0))
     except ValueError as e:
         return " ".join(str(e).split())
     return _as_dict(est, True)

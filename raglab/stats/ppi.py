@@ -66,7 +66,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -130,6 +130,7 @@ class _Parts:
     u: np.ndarray           # judge on the unlabelled cases
     n_all: int
     judge_mean: float
+    rect_mean: float = math.nan  # mean of human - lam * judge over the labels (one stratum)
 
 
 def _parts(human, judge_labelled, judge_all, min_labels: int, where: str = "") -> _Parts:
@@ -175,6 +176,7 @@ class _Fit:
     n: int
     n_all: int
     judge_mean: float
+    rect_mean: float = math.nan  # mean of human - lam * judge over the labels (one stratum)
 
 
 def _moments(x: np.ndarray, ddof: int) -> tuple[float, float]:
@@ -199,7 +201,7 @@ def _fit(p: _Parts, lam: float, interval: str) -> _Fit:
         k3 += k3u / m ** 2
     vy = _moments(p.y, ddof)[0]
     return _Fit(est, var, k3, float(n - 1), math.sqrt(vy / n), lam, n, p.n_all,
-                p.judge_mean)
+                p.judge_mean, float(rect.mean()))
 
 
 def _interval(est: float, var: float, k3: float, df: float, alpha: float,
@@ -227,16 +229,47 @@ def _interval(est: float, var: float, k3: float, df: float, alpha: float,
     return est - se * inverse(q), est - se * inverse(-q)
 
 
-def _result(fit: _Fit, alpha: float, interval: str) -> PPIEstimate:
+def _result(fit: _Fit, alpha: float, interval: str,
+            bounds: tuple[float, float] | None = None,
+            spread: Sequence[tuple[float, _Fit]] = ()) -> PPIEstimate:
     se = math.sqrt(fit.var)
-    lo, hi = _interval(fit.est, fit.var, fit.k3, fit.df, alpha, interval)
+    est = fit.est
+    lo, hi = _interval(est, fit.var, fit.k3, fit.df, alpha, interval)
+    if bounds is not None:
+        est, lo, hi = _within(est, lo, hi, se, bounds, alpha, spread or [(1.0, fit)])
     n, n_all, se_labels = fit.n, fit.n_all, fit.se_labels
     if se > 0.0:
         n_eff = min(n * (se_labels / se) ** 2, float(n_all))
     else:    # no variance left: nothing measured to gain (labels constant) or every case
         n_eff = float(n) if se_labels == 0.0 else float(n_all)
-    return PPIEstimate(fit.est, lo, hi, se, fit.lam, n, n_all, fit.judge_mean, se_labels,
+    return PPIEstimate(est, lo, hi, se, fit.lam, n, n_all, fit.judge_mean, se_labels,
                        n_eff)
+
+
+def _within(est: float, lo: float, hi: float, se: float, bounds: tuple[float, float],
+            alpha: float, spread: Sequence[tuple[float, _Fit]]
+            ) -> tuple[float, float, float]:
+    """The estimate and interval of a mean known to lie in ``bounds`` (human and judge
+    values alike): clipped to them (the prediction-powered estimate itself can fall
+    outside, as ``lam`` times the judge's mean plus the labels' correction may), and,
+    where nothing varied (``se`` 0: every labelled ``human - lam * judge`` the same and the
+    judge constant elsewhere, so a variance-based interval has no width), the exact bound
+    instead. With ``n`` labelled values all equal to ``c``, the share of the population
+    whose value differs is below ``1 - (alpha / 2) ** (1 / n)`` (Clopper-Pearson, each
+    side), and each such case moves the mean of ``human - lam * judge`` at most to an end
+    of its range ``[lo - lam * hi, hi - lam * lo]``. ``spread``: ``(weight, fit)`` per
+    stratum (Bonferroni over the strata)."""
+    a, b = bounds
+    est = min(max(est, a), b)
+    if se <= 1e-12 * max(abs(a), abs(b), 1.0):
+        k = len(spread)
+        down = up = 0.0
+        for w, f in spread:
+            share = 1.0 - (alpha / (2.0 * k)) ** (1.0 / f.n)
+            down += w * share * max(f.rect_mean - (a - f.lam * b), 0.0)
+            up += w * share * max((b - f.lam * a) - f.rect_mean, 0.0)
+        lo, hi = est - down, est + up
+    return est, max(a, lo), min(b, hi)
 
 
 def _check(alpha: float, interval: str) -> None:
@@ -247,33 +280,39 @@ def _check(alpha: float, interval: str) -> None:
 
 def ppi_mean(human, judge_labelled, judge_all, *, alpha: float = 0.05,
              lam: float | None = None, min_labels: int = MIN_LABELS,
-             interval: str = "hall") -> PPIEstimate:
+             interval: str = "hall", bounds: tuple[float, float] | None = None
+             ) -> PPIEstimate:
     """The prediction-powered estimate of the human-scale mean with its ``1 - alpha``
     interval. ``human`` and ``judge_labelled``: the labelled cases (same order);
     ``judge_all``: the judge's value of every case it scored, the labelled ones included.
     ``lam`` None: power-tuned (PPI++, clipped to [0, 1]); else that fixed weight (1: classic
     PPI). ``interval``: ``hall`` (the default: Student t with Hall's skewness correction) or
-    ``clt`` (``ppi_py``'s normal interval). :class:`TooFewLabels` below ``min_labels``
-    labels (and below 2 always)."""
+    ``clt`` (``ppi_py``'s normal interval). ``bounds``: the range the human values (and so
+    the mean) lie in, ``(0, 1)`` for a metric, ``(-1, 1)`` for a paired difference of one:
+    the interval is clipped to it, and where the labels did not vary it is the exact bound
+    (:func:`_within`) instead of an interval of no width. :class:`TooFewLabels` below
+    ``min_labels`` labels (and below 2 always)."""
     _check(alpha, interval)
     p = _parts(human, judge_labelled, judge_all, min_labels)
     if lam is not None and not math.isfinite(lam):
         raise ValueError(f"lam must be a finite number, not {lam!r}")
     used = _power_tuned_lam(p) if lam is None else float(lam)
-    return _result(_fit(p, used, interval), alpha, interval)
+    return _result(_fit(p, used, interval), alpha, interval, bounds)
 
 
 def ppi_stratified(strata: Mapping[str, tuple[Sequence[float], Sequence[float],
                                               Sequence[float]]],
                    population: Mapping[str, int], *, alpha: float = 0.05,
-                   min_labels: int = MIN_LABELS, interval: str = "hall") -> PPIEstimate:
+                   min_labels: int = MIN_LABELS, interval: str = "hall",
+                   bounds: tuple[float, float] | None = None) -> PPIEstimate:
     """The prediction-powered estimate from a stratified sample: ``strata`` maps each
     stratum to ``(human, judge_labelled, judge_all)`` as :func:`ppi_mean` takes them, and
     ``population`` each stratum to its number of cases ``N_h`` (for a metric that applies
     to some cases only, the cases where it applies). Each stratum gets its own power-tuned
     ``lam``; the estimates combine with weights ``N_h / N``. ``lam`` in the result is the
     weighted mean of the strata's; ``labelled_only_se`` that of the stratified mean of the
-    labels alone. :class:`TooFewLabels` names a stratum with fewer than ``min_labels``."""
+    labels alone. ``bounds`` as for :func:`ppi_mean`. :class:`TooFewLabels` names a stratum
+    with fewer than ``min_labels``."""
     _check(alpha, interval)
     if set(strata) != set(population):
         missing = sorted(set(population) ^ set(strata))
@@ -301,7 +340,7 @@ def ppi_stratified(strata: Mapping[str, tuple[Sequence[float], Sequence[float],
                     lam=sum(w * f.lam for w, f in fits), n=sum(f.n for _, f in fits),
                     n_all=sum(f.n_all for _, f in fits),
                     judge_mean=sum(w * f.judge_mean for w, f in fits))
-    return _result(combined, alpha, interval)
+    return _result(combined, alpha, interval, bounds, fits)
 
 
 # ---- planning --------------------------------------------------------------------------------
@@ -386,18 +425,24 @@ def plan_from_moments(var_human: float, var_judge: float, cov: float, n_all: int
 
 
 def labels_needed(human, judge_labelled, judge_all, *, width: float, alpha: float = 0.05,
-                  min_labels: int = MIN_LABELS) -> LabelPlan:
+                  min_labels: int = MIN_LABELS,
+                  bounds: tuple[float, float] | None = None) -> LabelPlan:
     """The labels needed for a ``1 - alpha`` interval of at most ``width`` (full width) on
     the mean of a metric, given the judge's agreement with the labels so far (arguments as
     :func:`ppi_mean`; a paired difference: per-case differences). The human variance and
     the human-judge covariance come from the labels so far (``count - 1``), the judge's
     variance from every case (for ``lam`` and the judge's own term) and from the labelled
-    ones (for the residual), as :func:`ppi_mean` computes them. :class:`TooFewLabels`
-    below ``min_labels`` labels: label a first batch, then plan."""
+    ones (for the residual), as :func:`ppi_mean` computes them. ``width_now`` is the width
+    of the interval :func:`ppi_mean` reports on the labels so far (with ``bounds``), which
+    the skewness correction can make wider than the symmetric one the plan assumes.
+    :class:`TooFewLabels` below ``min_labels`` labels: label a first batch, then plan."""
     p = _parts(human, judge_labelled, judge_all, min_labels)
     var_human = float(p.y.var(ddof=1))
     var_judge = float(np.concatenate([p.f, p.u]).var(ddof=1))
     cov = float(np.cov(p.y, p.f)[0, 1])
-    return plan_from_moments(var_human, var_judge, cov, p.n_all, width, alpha=alpha,
+    plan = plan_from_moments(var_human, var_judge, cov, p.n_all, width, alpha=alpha,
                              n_labelled=p.y.size, min_labels=min_labels,
                              var_judge_labelled=float(p.f.var(ddof=1)))
+    now = ppi_mean(human, judge_labelled, judge_all, alpha=alpha, min_labels=min_labels,
+                   bounds=bounds)
+    return replace(plan, width_now=float(now.ci_high - now.ci_low))

@@ -198,3 +198,22 @@ def test_a_gate_set_of_your_own_in_the_working_directorys_conf(runs, tmp_path):
     assert rec["decision"] == "NO-GO"
     assert run_cli("decide", str(runs["base"]), str(runs["leaky"]), "gates=nosuch",
                    "--study", str(study), cwd=tmp_path).returncode == 2
+
+
+def test_a_gate_set_copied_from_a_shipped_one_is_read_by_path(runs, tmp_path):
+    import shutil
+    from pathlib import Path
+
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    copy = tmp_path / "my-gates.yaml"
+    shutil.copy(conf / "gates" / "default.yaml", copy)  # starts with its defaults list
+    proc = run_cli("decide", str(runs["base"]), str(runs["same"]), f"gates={copy}",
+                   "gates.gates.0.margin=0.7", "gates.gates.1.margin=0.7", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "decision: GO" in proc.stdout
+    other = tmp_path / "extends.yaml"
+    other.write_text("defaults:\n  - default\ngates: []\n")
+    proc = run_cli("decide", str(runs["base"]), str(runs["same"]), f"gates={other}",
+                   cwd=tmp_path)
+    assert proc.returncode == 2 and "cannot start from another set" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
