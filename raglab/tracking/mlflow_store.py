@@ -23,6 +23,7 @@ input. What the UI opens on (layout, saved views) is :mod:`raglab.tracking.mlflo
 from __future__ import annotations
 
 import logging
+import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -366,9 +367,19 @@ def read_run(run_id: str, uri: str, dest: Path) -> dict[str, Any]:
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     present = {f.path for f in client.list_artifacts(run_id)}
-    for name in RUN_FILES:
-        if name in present:
-            client.download_artifacts(run_id, name, str(dest))
+    # MLflow draws a progress bar per download on stderr: noise beside raglab's one line
+    bar = "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"
+    before = os.environ.get(bar)
+    os.environ[bar] = "false"
+    try:
+        for name in RUN_FILES:
+            if name in present:
+                client.download_artifacts(run_id, name, str(dest))
+    finally:
+        if before is None:
+            os.environ.pop(bar, None)
+        else:
+            os.environ[bar] = before
     return _run_info(run)
 
 

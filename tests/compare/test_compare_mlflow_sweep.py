@@ -29,6 +29,7 @@ def test_mlflow_round_trip(tmp_path, tiny):
     base, cand = runs["k1"], runs["k3"]
     res = run_cli("compare", base, cand, "--uri", uri, cwd=tmp_path)
     assert res.returncode == 0, res.stderr
+    assert "Downloading artifacts" not in res.stderr  # MLflow's progress bars stay off
     # default output: next to the candidate's run directory (its raglab.run_dir tag)
     out = tmp_path / "compare-k1-k3"
     data = json.loads((out / "compare.json").read_text())
