@@ -167,9 +167,11 @@ def run_pair(args, cfg) -> None:
 
         # the confirmatory figures when both runs are in MLflow (docs/mlflow.md)
         rows = confirmatory_rows(comp.rows) if base.mlflow_run_id else []
+        ppi = comp.ppi if base.mlflow_run_id else None
         n = log_comparison(cand.mlflow_run_id, cand.tracking_uri, rows, paths,
-                           tags={"raglab.compared_with": base.mlflow_run_id or str(base.run_dir)})
-        figures = f", {n} new or changed compare.* figures" if rows else ""
+                           tags={"raglab.compared_with": base.mlflow_run_id or str(base.run_dir)},
+                           ppi=ppi)
+        figures = f", {n} new or changed compare.* figures" if rows or ppi else ""
         print(f"logged to MLflow run {cand.mlflow_run_id} (artifacts compare/, tag "
               f"raglab.compared_with{figures})")
     sys.stdout.flush()

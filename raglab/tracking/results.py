@@ -91,15 +91,34 @@ def _log_changed(client, run_id: str, values: Mapping[str, float],
     return len(metrics)
 
 
+def human_scale_figures(ppi: Mapping | None) -> dict[str, float]:
+    """``compare.ppi.METRIC.{delta,ci_low,ci_high}``: each labelled metric's
+    prediction-powered difference overall (compare.json's ``ppi`` section), where there is
+    one."""
+    out: dict[str, float] = {}
+    for metric, entry in ((ppi or {}).get("metrics") or {}).items():
+        delta = ((entry or {}).get("overall") or {}).get("delta")
+        if not isinstance(delta, Mapping):
+            continue
+        for figure, field in (("delta", "estimate"), ("ci_low", "ci_low"),
+                              ("ci_high", "ci_high")):
+            v = delta.get(field)
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+                out[f"compare.ppi.{metric_key(metric)}.{figure}"] = float(v)
+    return out
+
+
 def log_comparison(run_id: str, uri: str, rows: Iterable[Mapping], files: list[Path],
-                   tags: Mapping[str, str] | None = None) -> int:
-    """The confirmatory ``rows`` (metric overall: delta, interval, adjusted p) as metrics of
-    the candidate's run, ``files`` under ``compare/``; the number of figures logged."""
+                   tags: Mapping[str, str] | None = None, ppi: Mapping | None = None) -> int:
+    """The confirmatory ``rows`` (metric overall: delta, interval, adjusted p) and the
+    human-scale differences of ``ppi`` (compare.json's section) as metrics of the
+    candidate's run, ``files`` under ``compare/``; the number of figures logged."""
     from raglab.tracking.store_setup import existing_client
 
     client = existing_client(uri)
     values = {comparison_key(m, f): v for m, figs in row_figures(rows).items()
               for f, v in figs.items()}
+    values.update(human_scale_figures(ppi))
     n = _log_changed(client, run_id, values, tags)
     for path in files:
         client.log_artifact(run_id, str(path), artifact_path="compare")

@@ -294,3 +294,16 @@ def test_a_bad_labels_file_is_named_not_taken_for_no_labels(tmp_path):
     with pytest.raises(UserError, match="the candidate run's labels cannot be read: .*"
                                         "labels.jsonl:41"):
         check_ppi_gates(comp, gates, "g.yaml")
+
+
+def test_the_human_scale_difference_is_an_mlflow_figure_of_the_comparison(tmp_path):
+    from raglab.tracking.results import human_scale_figures
+
+    base, cand, _ = labelled_pair(tmp_path)
+    comp = compare_runs(load_run(str(base), None), load_run(str(cand), None), CompareCfg())
+    delta = comp.ppi["metrics"]["faithfulness"]["overall"]["delta"]
+    assert human_scale_figures(comp.ppi) == {
+        "compare.ppi.faithfulness.delta": delta["estimate"],
+        "compare.ppi.faithfulness.ci_low": delta["ci_low"],
+        "compare.ppi.faithfulness.ci_high": delta["ci_high"]}
+    assert human_scale_figures(None) == {}
