@@ -119,6 +119,7 @@ def test_mcnemar_is_valid_under_the_null():
     assert reject <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 4000)
 
 
+@pytest.mark.slow  # a simulation of 12 correlated tests
 def test_holm_keeps_the_familywise_error():
     families, m, n = 2000, 20, 100
     pvals = []
