@@ -32,10 +32,10 @@ from raglab.labels.store import (
     SampleDesign,
     StoredLabel,
     answer_sha256,
-    label_value,
     labelled_spec,
     metric_version,
     now,
+    read_label,
     stratum,
 )
 
@@ -168,14 +168,7 @@ def read_filled(path: Path, design: SampleDesign, cases: dict[str, CaseState],
 
         if not isinstance(obj.get("case_id"), str) or not obj["case_id"]:
             raise bad("a row without a case_id")
-        metric = obj.get("metric")
-        if not isinstance(metric, str) or not metric:
-            raise bad("a row without a metric")
-        try:
-            spec = labelled_spec(metric)
-            value = label_value(obj.get("label"), spec)
-        except (UserError, ValueError) as e:
-            raise bad(getattr(e, "message", None) or str(e)) from None
+        metric, spec, value = read_label(obj, bad, "a row")
         if value is None:
             blank += 1
             continue

@@ -24,6 +24,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -143,6 +144,20 @@ def labelled_spec(metric: str) -> MetricSpec:
     return spec
 
 
+def read_label(obj: dict, bad: Callable[[str], UserError], what: str
+               ) -> tuple[str, MetricSpec, float | None]:
+    """``(metric, its spec, the label's value or None)`` of a row (``what``: "a row", "a
+    label", for the message); ``bad(message)`` makes the error naming its file and line."""
+    metric = obj.get("metric")
+    if not isinstance(metric, str) or not metric:
+        raise bad(f"{what} without a metric")
+    try:
+        spec = labelled_spec(metric)
+        return metric, spec, label_value(obj.get("label"), spec)
+    except (UserError, ValueError) as e:
+        raise bad(getattr(e, "message", None) or str(e)) from None
+
+
 def label_value(raw: Any, spec: MetricSpec) -> float | None:
     """A label as written (``1``/``0``, a number in [0, 1], ``yes``/``partial``/``no``,
     ``true``/``false``, or null for not yet labelled) on the metric's scale; ValueError
@@ -227,14 +242,7 @@ def _stored(obj: dict[str, Any], file: str, line: int) -> StoredLabel:
     def bad(msg: str) -> UserError:
         return UserError(msg, file=file, line=line, case_id=cid)
 
-    metric = obj.get("metric")
-    if not isinstance(metric, str):
-        raise bad("a label without a metric")
-    try:
-        spec = labelled_spec(metric)
-        value = label_value(obj.get("label"), spec)
-    except (UserError, ValueError) as e:
-        raise bad(getattr(e, "message", None) or str(e)) from None
+    metric, spec, value = read_label(obj, bad, "a label")
     if value is None:
         raise bad("a stored label without a value")
     sha, version = obj.get("answer_sha256"), obj.get("metric_version")
