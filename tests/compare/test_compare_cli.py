@@ -103,6 +103,7 @@ def test_version_mismatch_exits_3_naming_the_family(runs):
     assert md[2].startswith("> **Warning:** metric versions differ")
 
 
+@pytest.mark.slow  # end to end (CLI runs): in the slow suite
 def test_case_mismatch(runs):
     d = runs["dir"]
     before = _listing(d)
@@ -116,6 +117,7 @@ def test_case_mismatch(runs):
     assert "WARNING" in res.stdout
 
 
+@pytest.mark.slow  # end to end (CLI runs): in the slow suite
 def test_incomplete_run(runs, tmp_path):
     part = tmp_path / "part"
     shutil.copytree(runs["k3"], part)
@@ -152,6 +154,7 @@ def test_bad_input_one_line_exit_2_nothing_written(runs, args, message):
     assert _listing(d) == before
 
 
+@pytest.mark.slow  # end to end (CLI runs): in the slow suite
 def test_unknown_mlflow_id_in_an_existing_store(runs, tmp_path):
     from raglab.tracking.mlflow_store import log_run_dir
 

@@ -78,6 +78,7 @@ def test_a_leaking_candidate_is_no_go(runs, tmp_path):
     assert "hallucinated_answer, access_control" in md
 
 
+@pytest.mark.slow  # end to end (CLI runs): in the slow suite
 def test_an_identical_rerun_of_four_cases_is_not_shown_non_inferior(runs, tmp_path):
     """No case changed, yet 3-4 cases cannot exclude a drop of 0.05: the interval of an
     unchanged pass/fail metric is +-z^2 / (n + z^2), not [0, 0]."""
@@ -109,6 +110,7 @@ def test_an_equivalent_candidate_is_go(runs, tmp_path):
     assert md.startswith("# Decision: GO (rerun, ")
 
 
+@pytest.mark.slow  # end to end (CLI runs): in the slow suite
 def test_different_metric_versions_exit_3_and_write_nothing(runs, tmp_path):
     proc = run_cli("decide", str(runs["base"]), str(runs["regraded"]), "--study",
                    str(tmp_path / "s"), cwd=tmp_path)
@@ -200,6 +202,7 @@ def test_a_gate_set_of_your_own_in_the_working_directorys_conf(runs, tmp_path):
                    "--study", str(study), cwd=tmp_path).returncode == 2
 
 
+@pytest.mark.slow  # end to end (CLI runs): in the slow suite
 def test_a_gate_set_copied_from_a_shipped_one_is_read_by_path(runs, tmp_path):
     import shutil
     from pathlib import Path

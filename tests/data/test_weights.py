@@ -68,6 +68,7 @@ def test_effective_size():
     assert effective_size([3, 1]) == pytest.approx(16 / 10)
 
 
+@pytest.mark.slow  # end to end (CLI runs): in the slow suite
 def test_a_weighted_run_end_to_end(tmp_path):
     cases = [dict(c) for c in TINY_CASES]
     cases[0]["weight"] = 3                                   # t-1 counts three times

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.calibration.test_calibrate_claude import _labels
 from tests.conftest import run_cli
 from tests.graders.fake_anthropic import fake_model
 from tests.llm.backends import OPENAI
 
 
+@pytest.mark.slow  # end to end (CLI runs): in the slow suite
 def test_calibrate_with_the_openai_judge(tmp_path):
     labels = _labels(tmp_path)
     cal = ["calibrate", "grader=openai", f"dataset.labels={labels}",

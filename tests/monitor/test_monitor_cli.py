@@ -89,6 +89,7 @@ def test_sampling_is_deterministic_and_near_the_rate():
     assert all(sampled(ln, 1.0) for ln in lines) and not any(sampled(ln, 0.0) for ln in lines)
 
 
+@pytest.mark.slow  # end to end (CLI runs): in the slow suite
 def test_small_windows_alert_when_the_test_can_and_are_listed_untested_when_it_cannot(tmp_path):
     # the defaults: 200 lines a day, 5% judged (~10 judged lines a window); half the
     # answers contradicted: today's min_lines 20 skipped every window and said nothing
@@ -121,6 +122,7 @@ def test_small_windows_alert_when_the_test_can_and_are_listed_untested_when_it_c
     assert [w["contradiction.status"] for w in doc["windows"]] == ["untested", "untested"]
 
 
+@pytest.mark.slow  # end to end (CLI runs): in the slow suite
 def test_with_a_baseline_contradictions_are_tested_against_its_rate(tmp_path):
     base = write_traffic(tmp_path / "base.jsonl", traffic_lines(200, 7, contradict=0.3),
                          bad=False)

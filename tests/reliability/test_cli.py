@@ -119,6 +119,7 @@ def test_secrets_appear_in_no_file_no_mlflow_field_and_no_stream(tiny, tmp_path)
     assert run.data.params.get("system.headers.X-Auth") in (None, "***")
 
 
+@pytest.mark.slow  # end to end (CLI runs): in the slow suite
 def test_a_run_heals_after_an_outage_of_the_system_under_test(tiny, tmp_path):
     corpus, cases = tiny
     sut = SUT()

@@ -55,6 +55,7 @@ def test_replayed_latencies_add_up_and_have_percentiles(tmp_path):
     assert o["grading_cost_usd"] == 0.0  # the offline grader costs nothing
 
 
+@pytest.mark.slow  # end to end (CLI runs): in the slow suite
 def test_cached_rerun_reports_the_latencies_of_when_the_stages_ran(tmp_path):
     args = ["run", *_tiny(tmp_path), "tracking=none", "progress=off",
             f"cache_dir={tmp_path / 'c'}"]

@@ -63,6 +63,7 @@ def test_killed_run_resumes_to_identical_records(tmp_path):
     assert m["work"]["retrievals"] <= 228 - n_before + 1
 
 
+@pytest.mark.slow  # end to end (CLI runs): in the slow suite
 def test_changed_config_in_same_run_dir_is_refused(tmp_path):
     out = tmp_path / "r"
     base = ["run", "tracking=none", "grader=none", f"hydra.run.dir={out}",

@@ -93,6 +93,7 @@ def _few_change(kind: str, n: int, q: float, k: int, rng):
     return b, np.where(rng.random((n, k)) < q, LEVELS[rng.integers(0, 5, (n, k))], b)
 
 
+@pytest.mark.slow  # end to end (CLI runs): in the slow suite
 @pytest.mark.parametrize("kind", ["binary", "share"])
 @pytest.mark.parametrize("n", [50, 100, 300])
 def test_coverage_when_few_cases_change(kind, n):
