@@ -86,3 +86,22 @@ def demo_subset(tmp_path):
     path = tmp_path / "cases30.jsonl"
     path.write_text("\n".join(cases) + "\n")
     return ["dataset.cases=" + str(path), "dataset.labels=null"]
+
+
+@pytest.fixture(autouse=True)
+def _tracking_uri_left_as_found():
+    """``mlflow.set_tracking_uri`` in a test sets MLFLOW_TRACKING_URI in this process's
+    environment (for subprocesses, MLflow says), where the tests after it would read it:
+    each test leaves the tracking URI as it found it."""
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    yield
+    if os.environ.get("MLFLOW_TRACKING_URI") == before:
+        return
+    if "mlflow" in sys.modules:
+        import mlflow
+
+        mlflow.set_tracking_uri(before)  # None: MLflow's default, and the variable unset
+    if before is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = before
