@@ -186,7 +186,7 @@ import time
 from raglab.data.schema import SystemOutput
 class S:
     def answer(self, r):
-        time.sleep(0.4)
+        time.sleep(2.0)
         return SystemOutput(case_id=r.case_id, answer='It takes 5 business days.',
                             candidates=[{'doc_id': 'kb/a', 'text': 'Refunds', 'score': 1.0}],
                             context=[{'doc_id': 'kb/a'}],
@@ -199,6 +199,10 @@ def make(opts):
 def test_a_resumed_run_traces_each_case_once(tmp_path, tiny):
     """Killed (SIGKILL) after some cases are recorded and some traced, then resumed: every
     case has exactly one trace (the earlier process's, or one written on resume)."""
+    # imported before the run starts: importing MLflow at the first look took, on a busy
+    # machine, longer than the remaining cases (2 s each) and the kill came too late
+    from mlflow.tracking import MlflowClient
+
     env = _python_system(tmp_path, SLOW_SYSTEM)
     args = _args(tmp_path, tiny, "system=python", "system._target_=sut.make", "concurrency=1")
     proc = subprocess.Popen([sys.executable, "-m", "raglab.cli", *args], cwd=tmp_path, env=env,
@@ -210,8 +214,6 @@ def test_a_resumed_run_traces_each_case_once(tmp_path, tiny):
         traced = 0
         while time.monotonic() < deadline and proc.poll() is None:
             if recs.exists() and db.exists() and recs.read_text().count("\n") >= 2:
-                from mlflow.tracking import MlflowClient
-
                 client = MlflowClient(tracking_uri=f"sqlite:///{db}")
                 exp = client.get_experiment_by_name("raglab")
                 traced = len(client.search_traces(locations=[exp.experiment_id],
