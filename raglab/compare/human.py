@@ -33,9 +33,7 @@ Shape (``compare.json["ppi"]``; the rows keep their contract)::
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -91,34 +89,22 @@ def _label_state(run_dir: Path, metric: str) -> tuple[Any, dict[str, Any] | None
                     "labels_sha256": file_sha256(labels_dir(run_dir) / LABELS_FILE)}
 
 
-def _as_dict(est: Any, stratified: bool) -> dict[str, Any]:
-    out = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-           for k, v in asdict(est).items()}
-    out["stratified"] = stratified
-    return out
-
-
 def _estimate(human, judge_l, judge_all, strata, alpha: float,
               bounds: tuple[float, float]) -> dict[str, Any] | str:
     """One estimate (or why there is none): ``strata`` None for a simple random sample,
-    else each case's stratum (parallel to ``judge_all``; ``human``'s by ``strata_l``)."""
-    from raglab.stats.ppi import ppi_mean, ppi_stratified
+    else each case's stratum (parallel to ``judge_all``, then to ``human``)."""
+    from raglab.labels.estimate import Parts, estimate_from
 
-    try:
-        if strata is None:
-            return _as_dict(ppi_mean(human, judge_l, judge_all, alpha=alpha, bounds=bounds),
-                            False)
-        all_strata, lab_strata = strata
-        parts: dict[str, tuple[list[float], list[float], list[float]]] = {}
-        for h, v in zip(all_strata, judge_all):
-            parts.setdefault(h, ([], [], []))[2].append(v)
-        for h, y, f in zip(lab_strata, human, judge_l):
-            parts[h][0].append(y)
-            parts[h][1].append(f)
-        pop = {h: len(p[2]) for h, p in parts.items()}
-        return _as_dict(ppi_stratified(parts, pop, alpha=alpha, bounds=bounds), True)
-    except ValueError as e:       # TooFewLabels among them: said, not estimated
-        return " ".join(str(e).split())
+    if strata is None:
+        return estimate_from({"all": (human, judge_l, judge_all)}, False, alpha, bounds)
+    all_strata, lab_strata = strata
+    parts: Parts = {}
+    for h, v in zip(all_strata, judge_all):
+        parts.setdefault(h, ([], [], []))[2].append(v)
+    for h, y, f in zip(lab_strata, human, judge_l):
+        parts[h][0].append(y)
+        parts[h][1].append(f)
+    return estimate_from(parts, True, alpha, bounds)
 
 
 def _entry(b, c, yb, yc, labelled, idx, strata_of, alpha: float) -> dict[str, Any]:

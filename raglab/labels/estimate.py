@@ -51,7 +51,26 @@ FIELDS = ("estimate", "ci_low", "ci_high", "se", "lam", "n_labelled", "n_all",
           "judge_mean", "labelled_only_se", "n_effective")
 
 
-def _as_dict(est: Any, stratified: bool) -> dict[str, Any]:
+Parts = dict[str, tuple[list[float], list[float], list[float]]]
+
+
+def estimate_from(parts: Parts, stratified: bool, alpha: float,
+                  bounds: tuple[float, float]) -> dict[str, Any] | str:
+    """The ESTIMATE (module docstring) from ``parts``: stratum -> (human, judge on the
+    labelled cases, judge on every case), one stratum unless ``stratified``; or why there
+    is none (too few labels, in a stratum too: :class:`raglab.stats.ppi.TooFewLabels`).
+    Used for a run's metric here and for a paired difference by compare."""
+    from raglab.stats.ppi import ppi_mean, ppi_stratified
+
+    try:
+        if not stratified:
+            (human, judge_l, judge_all), = parts.values() or [([], [], [])]
+            est = ppi_mean(human, judge_l, judge_all, alpha=alpha, bounds=bounds)
+        else:
+            est = ppi_stratified(parts, {h: len(p[2]) for h, p in parts.items()},
+                                 alpha=alpha, bounds=bounds)
+    except ValueError as e:
+        return " ".join(str(e).split())
     out: dict[str, Any] = {}
     for f in FIELDS:
         v = getattr(est, f)
@@ -65,9 +84,7 @@ def estimate(labels: LabelSet, judge: dict[str, float], cases: Iterable[str],
              alpha: float = ALPHA, min_labels: int = MIN_LABELS) -> dict[str, Any] | str:
     """The estimate over ``cases`` (a slice, or every case), or why there is none.
     ``judge``: case id -> the judge's value (cases where the metric applies)."""
-    from raglab.stats.ppi import ppi_mean, ppi_stratified
-
-    strata: dict[str, tuple[list[float], list[float], list[float]]] = {}
+    strata: Parts = {}
     for cid in cases:
         if cid not in judge:
             continue
@@ -80,16 +97,10 @@ def estimate(labels: LabelSet, judge: dict[str, float], cases: Iterable[str],
     n_labelled = sum(len(h) for h, _, _ in strata.values())
     if n_labelled < min_labels:
         return f"{n_labelled} usable label(s), fewer than {min_labels}"
-    try:  # too few labels in a stratum (TooFewLabels is a ValueError): said, not estimated
-        if labels.design.by is None:
-            human, judge_l, judge_all = strata.get("all", ([], [], []))
-            return _as_dict(ppi_mean(human, judge_l, judge_all, alpha=alpha, bounds=(0.0, 1.0)),
-                            False)
-        est = ppi_stratified(strata, {h: len(s[2]) for h, s in strata.items()}, alpha=alpha,
-                             bounds=(0.0, 1.0))
-    except ValueError as e:
-        return " ".join(str(e).split())
-    return _as_dict(est, True)
+    stratified = labels.design.by is not None
+    if not stratified:
+        strata = {"all": strata.get("all", ([], [], []))}
+    return estimate_from(strata, stratified, alpha, (0.0, 1.0))
 
 
 def ppi_section(run_dir: Path, alpha: float = ALPHA) -> dict[str, Any] | None:
