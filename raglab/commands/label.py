@@ -358,11 +358,11 @@ def _log(run: Path, section: dict[str, Any] | None, files: list[Path]) -> None:
 
 def _plan(run: Path, args: argparse.Namespace) -> None:
     """The labels each metric needs for an interval ``--width`` wide, from the judge's
-    agreement with the labels so far (raglab.stats.ppi.labels_needed)."""
+    agreement with the labels so far (raglab.stats.ppi_plan.labels_needed)."""
     from raglab.errors import UserError
     from raglab.labels.store import run_cases, usable_labels
     from raglab.report.format import fmt
-    from raglab.stats.ppi import labels_needed
+    from raglab.stats.ppi_plan import labels_needed
 
     if args.width is None or not args.width > 0:
         raise UserError("--plan needs --width W, the full width of the interval wanted "

@@ -19,7 +19,7 @@ version (another judge) or for another answer (stale), sampled cases not labelle
 
 Shape (``compare.json["ppi"]``; the rows keep their contract)::
 
-    {"estimator": "ppi++", "interval": "hall", "alpha": 0.05, "min_labels": 10,
+    {"estimator": "ppi++", "interval": "auto", "alpha": 0.05, "min_labels": 10,
      "errors": {ROLE: "..."} (only when a run's labels file cannot be read),
      "metrics": {METRIC: {"labels": {"baseline": LABELS, "candidate": LABELS},
                           "overall": ENTRY, "slices": [{"slice": {"key", "value"}, **ENTRY}]}}}
@@ -39,7 +39,7 @@ from typing import Any
 
 from raglab.errors import UserError
 
-ESTIMATOR, INTERVAL = "ppi++", "hall"
+ESTIMATOR, INTERVAL = "ppi++", "auto"
 
 
 def labels_home(src: Any) -> Path:
@@ -334,7 +334,8 @@ def ppi_row(section: Mapping[str, Any] | None, row: Mapping[str, Any], alpha: fl
                baseline=b.get("estimate"), candidate=c.get("estimate"),
                mde=float((ndtri(1 - alpha / 2) + ndtri(0.8)) * d["se"]))
     out["human_scale"] = {
-        "estimator": ESTIMATOR, "interval": INTERVAL, "labelled_pairs": d["n_labelled"],
+        "estimator": ESTIMATOR, "interval": d.get("interval", "hall"),
+        "labelled_pairs": d["n_labelled"],
         "paired_cases": d["n_all"], "lam": d["lam"], "se": d["se"],
         "labelled_only_se": d["labelled_only_se"], "n_effective": d["n_effective"],
         "gained": d["n_effective"] - d["n_labelled"], "stratified": d.get("stratified"),
@@ -343,14 +344,16 @@ def ppi_row(section: Mapping[str, Any] | None, row: Mapping[str, Any], alpha: fl
     return out
 
 
-#: below this many labelled pairs a pass/fail difference's interval under-covers (91-94%
-#: at 95% in docs/labels-statistics.md): the record says so
+#: below this many labelled pairs a pass/fail difference's Hall interval (a stratified
+#: sample's) under-covers (91-94% at 95% in docs/labels-statistics.md): the record says so
 PASS_FAIL_PAIRS = 100
 
 
 def ppi_warnings(results: list[dict[str, Any]]) -> list[str]:
     """The decision record's warnings on checks decided on the human scale: a pass/fail
-    metric's difference from fewer than :data:`PASS_FAIL_PAIRS` labelled pairs."""
+    metric's difference from fewer than :data:`PASS_FAIL_PAIRS` labelled pairs with Hall's
+    interval (a stratified sample; a simple random one gets the score interval, which
+    holds its level there)."""
     from raglab.metrics.catalog import spec_of
 
     out = []
@@ -359,12 +362,14 @@ def ppi_warnings(results: list[dict[str, Any]]) -> list[str]:
         spec = spec_of(str(r.get("metric")))
         pairs = h.get("labelled_pairs")
         if r.get("estimator") == "ppi" and spec is not None and spec.kind == "binary" \
-                and pairs is not None and pairs < PASS_FAIL_PAIRS:
+                and h.get("interval") == "hall" and pairs is not None \
+                and pairs < PASS_FAIL_PAIRS:
             where = "overall" if not r.get("slice") else \
                 f"{r['slice']['key']}={r['slice']['value']}"
             out.append(f"{r['gate']} [{where}] rests on {pairs} labelled pairs of a pass/fail "
-                       f"metric: its interval covered 91-94% instead of "
-                       f"{1 - float(h.get('alpha', 0.05)):.0%} in simulations with fewer "
-                       f"than {PASS_FAIL_PAIRS} (docs/labels-statistics.md); label more "
-                       "pairs or read a pass as weaker evidence")
+                       f"metric with Hall's interval (a stratified sample): it covered "
+                       f"91-94% instead of {1 - float(h.get('alpha', 0.05)):.0%} in "
+                       f"simulations with fewer than {PASS_FAIL_PAIRS} "
+                       "(docs/labels-statistics.md); label more pairs or read a pass as "
+                       "weaker evidence")
     return out

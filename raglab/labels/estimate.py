@@ -12,7 +12,7 @@ each stratum inside the slice.
 
 Shape (``metrics.json["ppi"]``)::
 
-    {"alpha": 0.05, "estimator": "ppi++", "interval": "hall", "min_slice_labels": 10,
+    {"alpha": 0.05, "estimator": "ppi++", "interval": "auto", "min_slice_labels": 10,
      "sample": {"seed": 0, "by": null, "n_sampled": 60, "case_set_sha256": "...",
                 "inclusion_probability": {"all": 0.26}},
      "metrics": {METRIC: {"metric_version": "...",
@@ -21,7 +21,8 @@ Shape (``metrics.json["ppi"]``)::
                           "slices": {TAG_KEY: {TAG_VALUE: ESTIMATE}}}}}
 
     ESTIMATE = {"estimate", "ci_low", "ci_high", "se", "lam", "n_labelled", "n_all",
-                "judge_mean", "labelled_only_se", "n_effective", "stratified"}
+                "judge_mean", "labelled_only_se", "n_effective", "stratified",
+                "interval"}   # interval: score or hall (raglab.stats.ppi, "auto")
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ def estimate_from(parts: Parts, stratified: bool, alpha: float,
         out[f] = int(v) if f in ("n_labelled", "n_all") else \
             (float(v) if v is not None and math.isfinite(float(v)) else None)
     out["stratified"] = stratified
+    out["interval"] = est.interval
     return out
 
 
@@ -112,7 +114,7 @@ def ppi_section(run_dir: Path, alpha: float = ALPHA) -> dict[str, Any] | None:
     design, extra = sample
     cases = run_cases(run_dir)
     out: dict[str, Any] = {
-        "alpha": alpha, "estimator": "ppi++", "interval": "hall",
+        "alpha": alpha, "estimator": "ppi++", "interval": "auto",
         "min_slice_labels": MIN_SLICE_LABELS,
         "sample": {"seed": design.seed, "by": design.by,
                    "n_sampled": len(design.sampled_ids()),

@@ -45,7 +45,9 @@ def note(section: Mapping[str, Any]) -> str:
             f"case(s) (seed {sample.get('seed')}"
             + (f", stratified by {by}" if by else "")
             + "); the estimate corrects the judge's mean over every case by the "
-            "labelled cases' difference between people and judge (PPI++, power-tuned). "
+            "labelled cases' difference between people and judge (PPI++, power-tuned); "
+            "the interval is the score interval where the labels are on a scale (pass/fail, "
+            "yes/partial/no), Hall's otherwise and for a stratified sample. "
             "Effective labels: how many labels alone would give the same interval. Slices "
             f"need {section.get('min_slice_labels')} labels.")
 

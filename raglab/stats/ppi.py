@@ -34,19 +34,23 @@ would give the same precision (at most ``N``, every case labelled).
 
 The interval (``interval``):
 
+- ``auto`` (the default): ``score`` where the human values lie on a scale (at most
+  ``ppi_score.SCALE_MAX`` distinct values: pass/fail, yes/partial/no, paired differences of
+  either) and ``bounds`` are given, else ``hall``. A stratified sample gets ``hall``.
+- ``score``: the score interval of :mod:`raglab.stats.ppi_score` (Tango's, generalised:
+  the variance under each hypothesised mean).
 - ``clt``: ``ppi_py``'s, ``theta +- z_{1 - alpha/2} se`` with the variances above (divided
-  by the count). Known to be exact against ``ppi_py`` to 1e-9 (``tests/stats/test_ppi.py``).
-  With 30-60 labels it under-covers: 89-94% at 95% in raglab's simulations (a pass/fail
-  metric whose judge errs one way has few disagreements to estimate from).
-- ``hall`` (the default): the same estimate and ``lam``; variances with ``count - 1``, a
-  Student t quantile with ``n - 1`` degrees of freedom, and Hall's (1992) transformation
-  that removes the skewness of the studentized estimate, ``g(T) = T + a T^2 + a^2 T^3 / 3 +
-  b`` with ``a = skew / 3``, ``b = skew / 6`` and ``skew = k3 / se^3`` the estimate's own
-  skewness (``k3 = lam^3 m3_U / M^2 + m3_L(Y - lam f) / n^2``, third central moments; for
-  a sum of independent means the studentized statistic has the one-sample expansion with
-  this skewness, as Zhou and Dinh 2005 use for two samples). The interval is ``[theta - se
-  g^-1(q), theta - se g^-1(-q)]``; ``g`` is increasing, so it always exists. Measured
-  coverage: ``docs/labels-statistics.md``.
+  by the count); exact against ``ppi_py`` to 1e-9 (``tests/stats/test_ppi.py``). With 30-60
+  labels it under-covers (89-94% at 95% in raglab's simulations).
+- ``hall``: the same estimate and ``lam``; variances with ``count - 1``, a Student t
+  quantile with ``n - 1`` degrees of freedom, and Hall's (1992) transformation that removes
+  the skewness of the studentized estimate, ``g(T) = T + a T^2 + a^2 T^3 / 3 + b`` with
+  ``a = skew / 3``, ``b = skew / 6`` and ``skew = k3 / se^3`` the estimate's own skewness
+  (``k3 = lam^3 m3_U / M^2 + m3_L(Y - lam f) / n^2``, third central moments; Zhou and Dinh
+  2005 use this expansion for two samples). The interval is ``[theta - se g^-1(q), theta -
+  se g^-1(-q)]``; ``g`` is increasing, so it always exists.
+
+Measured coverage of each: ``docs/labels-statistics.md``.
 
 A paired difference of two runs is the same estimator on per-case differences (candidate
 minus baseline, human and judge alike) over the cases both runs share, labelled in both.
@@ -56,17 +60,14 @@ combined with weights ``N_h / N``: ``var = sum (N_h / N)^2 var_h``, ``k3 = sum (
 k3_h`` and Satterthwaite's degrees of freedom. A stratum with fewer than ``min_labels``
 labels is refused (:class:`TooFewLabels`).
 
-Planning (:func:`labels_needed`, :func:`plan_from_moments`; ``raglab label --plan``): the
-fewest labels ``n`` (at least ``min_labels``) whose expected interval ``2 t_{n-1} se(n)`` is
-at most a target width, with ``se(n)`` and ``lam(n)`` from the formulas above and the
-variances and covariance of people and judge seen so far (:func:`planned_se`).
+Planning (``raglab label --plan``): :mod:`raglab.stats.ppi_plan`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -90,6 +91,7 @@ class PPIEstimate:
     judge_mean: float      # the judge's plain mean over all cases
     labelled_only_se: float  # s.e. of the labels-only mean (for the effective sample size)
     n_effective: float     # n_labelled * (labelled_only_se / se) ** 2
+    interval: str = "hall"  # the interval it got: score, hall or clt
 
 
 def _z(alpha: float) -> float:
@@ -161,7 +163,7 @@ def _power_tuned_lam(p: _Parts) -> float:
     return float(np.clip(cov / (2.0 * (1.0 + n / m) * var), 0.0, 1.0))
 
 
-INTERVALS = ("hall", "clt")
+INTERVALS = ("auto", "score", "hall", "clt")
 
 
 @dataclass(frozen=True)
@@ -231,11 +233,15 @@ def _interval(est: float, var: float, k3: float, df: float, alpha: float,
 
 def _result(fit: _Fit, alpha: float, interval: str,
             bounds: tuple[float, float] | None = None,
-            spread: Sequence[tuple[float, _Fit]] = ()) -> PPIEstimate:
+            spread: Sequence[tuple[float, _Fit]] = (),
+            score: tuple[float, float] | None = None) -> PPIEstimate:
     se = math.sqrt(fit.var)
     est = fit.est
-    lo, hi = _interval(est, fit.var, fit.k3, fit.df, alpha, interval)
-    if bounds is not None:
+    if score is not None and bounds is not None:    # the score interval is never a point
+        est, lo, hi = min(max(est, bounds[0]), bounds[1]), *score
+    else:
+        lo, hi = _interval(est, fit.var, fit.k3, fit.df, alpha, interval)
+    if bounds is not None and score is None:
         est, lo, hi = _within(est, lo, hi, se, bounds, alpha, spread or [(1.0, fit)])
     n, n_all, se_labels = fit.n, fit.n_all, fit.se_labels
     if se > 0.0:
@@ -243,7 +249,7 @@ def _result(fit: _Fit, alpha: float, interval: str,
     else:    # no variance left: nothing measured to gain (labels constant) or every case
         n_eff = float(n) if se_labels == 0.0 else float(n_all)
     return PPIEstimate(est, lo, hi, se, fit.lam, n, n_all, fit.judge_mean, se_labels,
-                       n_eff)
+                       n_eff, interval)
 
 
 def _within(est: float, lo: float, hi: float, se: float, bounds: tuple[float, float],
@@ -280,14 +286,14 @@ def _check(alpha: float, interval: str) -> None:
 
 def ppi_mean(human, judge_labelled, judge_all, *, alpha: float = 0.05,
              lam: float | None = None, min_labels: int = MIN_LABELS,
-             interval: str = "hall", bounds: tuple[float, float] | None = None
+             interval: str = "auto", bounds: tuple[float, float] | None = None
              ) -> PPIEstimate:
     """The prediction-powered estimate of the human-scale mean with its ``1 - alpha``
     interval. ``human`` and ``judge_labelled``: the labelled cases (same order);
     ``judge_all``: the judge's value of every case it scored, the labelled ones included.
     ``lam`` None: power-tuned (PPI++, clipped to [0, 1]); else that fixed weight (1: classic
-    PPI). ``interval``: ``hall`` (the default: Student t with Hall's skewness correction) or
-    ``clt`` (``ppi_py``'s normal interval). ``bounds``: the range the human values (and so
+    PPI). ``interval``: ``auto`` (the default), ``score``, ``hall`` or ``clt`` (module
+    docstring; ``score`` needs ``bounds``). ``bounds``: the range the human values (and so
     the mean) lie in, ``(0, 1)`` for a metric, ``(-1, 1)`` for a paired difference of one:
     the interval is clipped to it, and where the labels did not vary it is the exact bound
     (:func:`_within`) instead of an interval of no width. :class:`TooFewLabels` below
@@ -297,13 +303,34 @@ def ppi_mean(human, judge_labelled, judge_all, *, alpha: float = 0.05,
     if lam is not None and not math.isfinite(lam):
         raise ValueError(f"lam must be a finite number, not {lam!r}")
     used = _power_tuned_lam(p) if lam is None else float(lam)
-    return _result(_fit(p, used, interval), alpha, interval, bounds)
+    method = interval_of(p.y, interval, bounds)
+    fit = _fit(p, used, "hall" if method == "score" else method)
+    score = None
+    if method == "score" and bounds is not None:
+        from raglab.stats.ppi_score import score_interval
+
+        score = score_interval(p.y, p.f, p.u, fit.lam, p.judge_mean, alpha, bounds)
+    return _result(fit, alpha, method, bounds, score=score)
+
+
+def interval_of(human, interval: str, bounds: tuple[float, float] | None,
+                stratified: bool = False) -> str:
+    """The interval ``interval`` resolves to (``auto``: module docstring)."""
+    if interval == "score" and bounds is None:
+        raise ValueError("the score interval needs bounds (the range of the human values)")
+    if interval != "auto":
+        return interval
+    from raglab.stats.ppi_score import on_a_scale
+
+    if stratified or bounds is None:
+        return "hall"
+    return "score" if on_a_scale(np.asarray(human, dtype=np.float64)) else "hall"
 
 
 def ppi_stratified(strata: Mapping[str, tuple[Sequence[float], Sequence[float],
                                               Sequence[float]]],
                    population: Mapping[str, int], *, alpha: float = 0.05,
-                   min_labels: int = MIN_LABELS, interval: str = "hall",
+                   min_labels: int = MIN_LABELS, interval: str = "auto",
                    bounds: tuple[float, float] | None = None) -> PPIEstimate:
     """The prediction-powered estimate from a stratified sample: ``strata`` maps each
     stratum to ``(human, judge_labelled, judge_all)`` as :func:`ppi_mean` takes them, and
@@ -311,9 +338,14 @@ def ppi_stratified(strata: Mapping[str, tuple[Sequence[float], Sequence[float],
     to some cases only, the cases where it applies). Each stratum gets its own power-tuned
     ``lam``; the estimates combine with weights ``N_h / N``. ``lam`` in the result is the
     weighted mean of the strata's; ``labelled_only_se`` that of the stratified mean of the
-    labels alone. ``bounds`` as for :func:`ppi_mean`. :class:`TooFewLabels` names a stratum
+    labels alone. ``bounds`` as for :func:`ppi_mean`; ``interval`` ``auto`` is ``hall``
+    here. :class:`TooFewLabels` names a stratum
     with fewer than ``min_labels``."""
     _check(alpha, interval)
+    if interval == "score":
+        raise ValueError("the score interval is for a simple random sample; a stratified "
+                         "one gets hall (or clt)")
+    interval = interval_of([], interval, bounds, stratified=True)
     if set(strata) != set(population):
         missing = sorted(set(population) ^ set(strata))
         raise ValueError(f"strata and population must name the same strata (differ in: "
@@ -341,108 +373,3 @@ def ppi_stratified(strata: Mapping[str, tuple[Sequence[float], Sequence[float],
                     n_all=sum(f.n_all for _, f in fits),
                     judge_mean=sum(w * f.judge_mean for w, f in fits))
     return _result(combined, alpha, interval, bounds, fits)
-
-
-# ---- planning --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class LabelPlan:
-    """How many labels a target interval width needs (:func:`labels_needed`)."""
-    width: float                 # the target: full width of the 1 - alpha interval
-    labels_needed: int | None    # total labels for it; None: not reachable (every case)
-    more: int | None             # labels still to make (labels_needed - n_labelled, >= 0)
-    n_labelled: int              # labels so far
-    n_all: int                   # cases the judge scored (the most that can be labelled)
-    lam: float                   # the power-tuning weight at labels_needed (or at n_all)
-    planned_width: float         # the width expected at labels_needed (or at n_all)
-    width_now: float             # the width expected at the labels so far
-    n_effective: float           # labels alone that would match it (at labels_needed)
-    var_human: float             # moments seen so far, the plan's inputs
-    var_judge: float
-    cov: float
-
-
-def planned_se(var_human: float, var_judge: float, cov: float, n: int, n_all: int,
-               var_judge_labelled: float | None = None) -> tuple[float, float]:
-    """``(se, lam)`` of the power-tuned estimate with ``n`` of ``n_all`` cases labelled
-    (``M = n_all - n``): ``lam = clip(cov / ((1 + n / M) var_judge), 0, 1)`` as
-    :func:`ppi_mean` tunes it, ``se^2 = lam^2 var_judge / M + var(Y - lam f) / n`` with
-    ``var(Y - lam f) = var_human - 2 lam cov + lam^2 var_judge_labelled`` (the judge's
-    variance on the labelled cases, ``var_judge`` when not given: with the labels' own
-    covariance matrix the residual variance is never negative)."""
-    m = n_all - n
-    vl = var_judge if var_judge_labelled is None else var_judge_labelled
-    if m <= 0 or not var_judge > 0:
-        lam = 0.0
-    else:
-        lam = min(max(cov / ((1.0 + n / m) * var_judge), 0.0), 1.0)
-    rect = max(var_human - 2.0 * lam * cov + lam * lam * vl, 0.0)
-    var = rect / n + (lam * lam * var_judge / m if m > 0 else 0.0)
-    return math.sqrt(var), lam
-
-
-def plan_from_moments(var_human: float, var_judge: float, cov: float, n_all: int,
-                      width: float, *, alpha: float = 0.05, n_labelled: int = 0,
-                      min_labels: int = MIN_LABELS,
-                      var_judge_labelled: float | None = None) -> LabelPlan:
-    """The fewest labels (of ``n_all`` cases) whose power-tuned interval is expected to be
-    at most ``width`` wide: ``2 t_{n-1} se(n) <= width`` with :func:`planned_se`, the
-    smallest such ``n``, at least ``min_labels`` (``se(n)`` and ``t`` fall as ``n`` grows).
-    Planned on the
-    symmetric interval: the skewness correction moves its ends, not much its width.
-    ``n_labelled``: labels made so far (for ``more`` and ``width_now``)."""
-    from scipy.stats import t as student_t
-
-    _z(alpha)
-    if not width > 0 or not math.isfinite(width):
-        raise ValueError(f"width must be a positive number, not {width!r}")
-    first = max(min_labels, 2)
-    if n_all < first:
-        raise ValueError(f"planning needs at least {first} cases")
-    for name, v in (("var_human", var_human), ("var_judge", var_judge), ("cov", cov)):
-        if not math.isfinite(v):
-            raise ValueError(f"{name} must be finite")
-    ns = np.arange(first, n_all + 1)
-    q = student_t.ppf(1.0 - alpha / 2.0, ns - 1)
-    ses, lams = zip(*(planned_se(var_human, var_judge, cov, int(k), n_all,
-                                 var_judge_labelled) for k in ns))
-    widths = 2.0 * q * np.asarray(ses)
-    ok = np.flatnonzero(widths <= width)
-    at = int(ok[0]) if ok.size else len(ns) - 1
-    needed = int(ns[at]) if ok.size else None
-    se = float(ses[at])
-    n_eff = float(min(var_human / se ** 2, n_all)) if se > 0 else float(ns[at])
-    if 2 <= n_labelled <= n_all:
-        q_now = float(student_t.ppf(1.0 - alpha / 2.0, n_labelled - 1))
-        now = 2.0 * q_now * planned_se(var_human, var_judge, cov, n_labelled, n_all,
-                                       var_judge_labelled)[0]
-    else:
-        now = float("inf")
-    return LabelPlan(width=float(width), labels_needed=needed,
-                     more=None if needed is None else max(needed - n_labelled, 0),
-                     n_labelled=n_labelled, n_all=n_all, lam=float(lams[at]),
-                     planned_width=float(widths[at]), width_now=now, n_effective=n_eff,
-                     var_human=float(var_human), var_judge=float(var_judge), cov=float(cov))
-
-
-def labels_needed(human, judge_labelled, judge_all, *, width: float, alpha: float = 0.05,
-                  min_labels: int = MIN_LABELS,
-                  bounds: tuple[float, float] | None = None) -> LabelPlan:
-    """The labels needed for a ``1 - alpha`` interval of at most ``width`` (full width) on
-    the mean of a metric, given the judge's agreement with the labels so far (arguments as
-    :func:`ppi_mean`; a paired difference: per-case differences). The human variance and
-    the human-judge covariance come from the labels so far (``count - 1``), the judge's
-    variance from every case (for ``lam`` and the judge's own term) and from the labelled
-    ones (for the residual), as :func:`ppi_mean` computes them. ``width_now`` is the width
-    of the interval :func:`ppi_mean` reports on the labels so far (with ``bounds``), which
-    the skewness correction can make wider than the symmetric one the plan assumes.
-    :class:`TooFewLabels` below ``min_labels`` labels: label a first batch, then plan."""
-    p = _parts(human, judge_labelled, judge_all, min_labels)
-    var_human = float(p.y.var(ddof=1))
-    var_judge = float(np.concatenate([p.f, p.u]).var(ddof=1))
-    cov = float(np.cov(p.y, p.f)[0, 1])
-    plan = plan_from_moments(var_human, var_judge, cov, p.n_all, width, alpha=alpha,
-                             n_labelled=p.y.size, min_labels=min_labels,
-                             var_judge_labelled=float(p.f.var(ddof=1)))
-    now = ppi_mean(human, judge_labelled, judge_all, alpha=alpha, min_labels=min_labels,
-                   bounds=bounds)
-    return replace(plan, width_now=float(now.ci_high - now.ci_low))

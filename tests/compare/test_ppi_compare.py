@@ -38,7 +38,7 @@ def test_compare_gives_the_human_scale_difference_beside_the_judges(tmp_path):
     row = next(r for r in out["rows"] if r["metric"] == "faithfulness" and r["slice"] is None)
     assert row["ci_low"] > 0.05           # the judge: a clear rise, people's truth excluded
     ppi = out["ppi"]
-    assert (ppi["estimator"], ppi["interval"], ppi["alpha"]) == ("ppi++", "hall", 0.05)
+    assert (ppi["estimator"], ppi["interval"], ppi["alpha"]) == ("ppi++", "auto", 0.05)
     entry = ppi["metrics"]["faithfulness"]
     d = entry["overall"]["delta"]
     assert d["ci_low"] <= truth["human_delta"] <= d["ci_high"] < 0
@@ -55,9 +55,10 @@ def test_compare_gives_the_human_scale_difference_beside_the_judges(tmp_path):
     ids = truth["sampled"]
     want = ppi_mean([labels["c"][i] - labels["b"][i] for i in ids],
                     [recs["c"][i] - recs["b"][i] for i in ids],
-                    [recs["c"][i] - recs["b"][i] for i in recs["b"]])
+                    [recs["c"][i] - recs["b"][i] for i in recs["b"]], bounds=(-1.0, 1.0))
     assert d["estimate"] == pytest.approx(want.estimate)
     assert (d["ci_low"], d["ci_high"]) == pytest.approx((want.ci_low, want.ci_high))
+    assert d["interval"] == want.interval
     # slices with enough labelled pairs, and each run's own human-scale mean
     assert {s["slice"]["value"] for s in entry["slices"] if s["delta"]} >= {"billing", "hr"}
     assert entry["overall"]["candidate"]["estimate"] < entry["overall"]["candidate"][
@@ -266,21 +267,23 @@ def test_an_mlflow_run_reads_its_labels_where_it_was_run(tmp_path):
     assert comp.ppi["metrics"]["faithfulness"]["overall"]["delta"]["n_labelled"] == 40
 
 
-def test_a_pass_fail_difference_on_few_labelled_pairs_is_a_warning():
+def test_a_pass_fail_difference_on_few_labelled_pairs_with_halls_interval_is_a_warning():
     from raglab.compare.human import ppi_warnings
 
-    def result(metric, pairs, estimator="ppi"):
+    def result(metric, pairs, estimator="ppi", interval="hall"):
         return {"gate": f"{metric} non_inferior", "metric": metric, "slice": None,
                 "estimator": estimator,
-                "human_scale": {"labelled_pairs": pairs, "alpha": 0.05}}
+                "human_scale": {"labelled_pairs": pairs, "alpha": 0.05,
+                                "interval": interval}}
 
     warned = ppi_warnings([result("all_vital_present", 60), result("all_vital_present", 100),
                            result("faithfulness", 40), result("all_vital_present", 40,
-                                                              "judge")])
+                                                              "judge"),
+                           result("all_vital_present", 40, interval="score")])
     assert len(warned) == 1
     assert warned[0].startswith("all_vital_present non_inferior [overall] rests on 60 "
-                                "labelled pairs of a pass/fail metric: its interval covered "
-                                "91-94% instead of 95%")
+                                "labelled pairs of a pass/fail metric with Hall's interval "
+                                "(a stratified sample): it covered 91-94% instead of 95%")
 
 
 def test_a_bad_labels_file_is_named_not_taken_for_no_labels(tmp_path):

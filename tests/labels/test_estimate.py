@@ -43,7 +43,8 @@ def test_a_simple_random_sample(tmp_path):
     entry = section["metrics"]["faithfulness"]
     ids = sorted(design.sampled_ids())
     judge = {c: recs[c]["metrics"]["faithfulness"] for c in recs}
-    want = ppi_mean([_human(c) for c in ids], [judge[c] for c in ids], list(judge.values()))
+    want = ppi_mean([_human(c) for c in ids], [judge[c] for c in ids], list(judge.values()),
+                    bounds=(0.0, 1.0))
     got = entry["overall"]
     assert got["estimate"] == pytest.approx(want.estimate, abs=1e-12)
     assert got["ci_low"] == pytest.approx(want.ci_low, abs=1e-12)

@@ -107,14 +107,14 @@ def test_a_filled_file_gives_human_scale_estimates_and_stale_labels_are_left_out
              if r["metrics"]["faithfulness"] is not None}
     ids = sorted(labels.values)
     want = ppi_mean([labels.values[c] for c in ids], [judge[c] for c in ids],
-                    list(judge.values()))
+                    list(judge.values()), bounds=(0.0, 1.0))
     got = faith["overall"]
     assert got["estimate"] == pytest.approx(want.estimate, abs=1e-12)
     assert (got["ci_low"], got["ci_high"]) == pytest.approx((want.ci_low, want.ci_high))
     assert got["judge_mean"] == pytest.approx(m["overall"]["faithfulness"])
     assert got["n_all"] == len(judge) and got["stratified"] is False
-    # --plan: raglab.stats.ppi.labels_needed on the same values
-    from raglab.stats.ppi import labels_needed
+    # --plan: raglab.stats.ppi_plan.labels_needed on the same values
+    from raglab.stats.ppi_plan import labels_needed
 
     plan = labels_needed([labels.values[c] for c in ids], [judge[c] for c in ids],
                          list(judge.values()), width=0.3)

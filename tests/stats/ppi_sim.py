@@ -14,13 +14,18 @@ Judges (each case's human value ``y``, judge value ``f``; the target is ``E[y]``
   fail (its errors all one way, the rarer and harder case for an interval).
 - ``[0, 1] share``: ``y ~ Beta(3, 2)`` (mean 0.6); ``f = (1 - s) y + s`` with ``s ~ U(0,
   0.75)``: pulled towards 1 by 0.375 of the gap on average, +0.15.
+- ``yes/partial/no``: people label yes / partial / no (1, 0.5, 0; 70%, 15%, 15%: mean
+  0.775), the judge gives a share of supported claims: 1 for 90% of people's yes (else
+  between 0.6 and 1), and people's partial or no pulled up by 0.2-1 (clipped at 1): +0.14,
+  the way raglab's faithfulness is labelled and judged.
 - ``uninformative``: the judge's value is independent of the human one.
 
 Paired difference: a baseline and a candidate on the same cases; people score the
 candidate about 0.05 lower than the baseline (pass/fail: it loses 15% of the baseline's
-passes, gains 18% of its fails; share: each case moves by -0.05 plus noise), the judge
-scores the baseline without bias (noisy) and the candidate with +0.15 (a judge that prefers
-the candidate's style): the judge's difference is about +0.10, people's -0.05.
+passes, gains 18% of its fails; share: each case moves by -0.05 plus noise; yes/partial/no:
+half the cases are labelled afresh from 60% / 20% / 20%, -0.0375), the judge scores the
+baseline without bias (noisy) and the candidate with about +0.15 (a judge that prefers the
+candidate's style): the judge's difference is about +0.10, people's -0.05.
 """
 
 from __future__ import annotations
@@ -32,15 +37,31 @@ import numpy as np
 
 from raglab.stats.ppi import ppi_mean
 
-KINDS = ("pass/fail, two-way", "pass/fail, lenient", "[0, 1] share")
+KINDS = ("pass/fail, two-way", "pass/fail, lenient", "[0, 1] share", "yes/partial/no")
+SCALE = np.array([0.0, 0.5, 1.0])
+PEOPLE = (0.15, 0.15, 0.7)          # no, partial, yes
 GRID = ((200, 30), (500, 30), (300, 60), (500, 100))
 BIAS = 0.15
 #: the judge-only paired interval (compare's row) is far from covering; this many runs show it
 JUDGE_REPS = 500
 
 
+def _ypn(N: int, rng: np.random.Generator, p=PEOPLE) -> np.ndarray:
+    return rng.choice(SCALE, size=N, p=p)
+
+
+def _share_judge(y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The judge's share of supported claims for yes/partial/no labels (+0.14)."""
+    n = y.size
+    yes = np.where(rng.random(n) < 0.9, 1.0, rng.uniform(0.6, 1.0, n))
+    return np.where(y == 1.0, yes, np.clip(y + rng.uniform(0.2, 1.0, n), 0.0, 1.0))
+
+
 def single(kind: str, N: int, rng: np.random.Generator, biased: bool = True):
     """``(y, f, true mean)`` of one run of ``N`` cases."""
+    if kind == "yes/partial/no":
+        y = _ypn(N, rng)
+        return y, (_share_judge(y, rng) if biased else _ypn(N, rng)), 0.775
     if kind.startswith("pass/fail"):
         y = (rng.random(N) < 0.7).astype(float)
         if not biased:
@@ -57,6 +78,12 @@ def single(kind: str, N: int, rng: np.random.Generator, biased: bool = True):
 
 def paired(kind: str, N: int, rng: np.random.Generator):
     """``(human differences, judge differences, true difference, judge b, judge c)``."""
+    if kind == "yes/partial/no":
+        yb = _ypn(N, rng)
+        yc = np.where(rng.random(N) < 0.5, _ypn(N, rng, (0.2, 0.2, 0.6)), yb)
+        fb = np.where(rng.random(N) < 0.8, yb, _ypn(N, rng))     # noisy, no bias
+        fc = _share_judge(yc, rng)
+        return yc - yb, fc - fb, -0.0375, fb, fc
     if kind.startswith("pass/fail"):
         yb = (rng.random(N) < 0.7).astype(float)
         # the candidate loses 15% of the baseline's passes and gains 18.3% of its fails:
@@ -92,6 +119,7 @@ class Coverage:
     labels_width: float   # mean width of the labels-only interval (same method, lam = 0)
     n_effective: float    # mean effective sample size
     clt: float = float("nan")   # coverage of ppi_py's normal interval (interval="clt")
+    labels: float = float("nan")  # coverage of the labels-only interval (lam = 0)
 
     @property
     def mc_se(self) -> float:
@@ -108,15 +136,16 @@ def _t_interval(x: np.ndarray) -> tuple[float, float]:
 def single_coverage(kind: str, N: int, n: int, reps: int, seed: int = 0,
                     biased: bool = True) -> Coverage:
     rng = np.random.default_rng([seed, N, n, KINDS.index(kind), biased])
-    hit = judge_hit = clt = 0
+    hit = judge_hit = clt = lhit = 0
     width = lwidth = neff = 0.0
     for _ in range(reps):
         y, f, mu = single(kind, N, rng, biased)
         idx = rng.choice(N, n, replace=False)
-        e = ppi_mean(y[idx], f[idx], f)
-        labels = ppi_mean(y[idx], f[idx], f, lam=0.0)
+        e = ppi_mean(y[idx], f[idx], f, bounds=(0.0, 1.0))
+        labels = ppi_mean(y[idx], f[idx], f, lam=0.0, bounds=(0.0, 1.0))
         normal = ppi_mean(y[idx], f[idx], f, interval="clt")
         clt += normal.ci_low <= mu <= normal.ci_high
+        lhit += labels.ci_low <= mu <= labels.ci_high
         hit += e.ci_low <= mu <= e.ci_high
         lo, hi = _t_interval(f)
         judge_hit += lo <= mu <= hi
@@ -124,12 +153,14 @@ def single_coverage(kind: str, N: int, n: int, reps: int, seed: int = 0,
         lwidth += labels.ci_high - labels.ci_low
         neff += e.n_effective
     return Coverage(kind, N, n, reps, hit / reps, judge_hit / reps, width / reps,
-                    lwidth / reps, neff / reps, clt / reps)
+                    lwidth / reps, neff / reps, clt / reps, lhit / reps)
 
 
 def _true_paired(kind: str) -> float:
     if kind.startswith("pass/fail"):
         return -0.05
+    if kind == "yes/partial/no":
+        return 0.5 * ((0.6 + 0.1) - (0.7 + 0.075))
     rng = np.random.default_rng(12345)
     d, *_ = paired(kind, 2_000_000, rng)
     return float(d.mean())
@@ -141,16 +172,17 @@ def paired_coverage(kind: str, N: int, n: int, reps: int, seed: int = 0) -> Cove
     rng = np.random.default_rng([seed, N, n, KINDS.index(kind), 7])
     truth = _true_paired(kind)
     metric_kind = "binary" if kind.startswith("pass/fail") else "share"
-    hit = judge_hit = clt = 0
+    hit = judge_hit = clt = lhit = 0
     width = lwidth = neff = 0.0
     judged = min(reps, JUDGE_REPS)
     for i in range(reps):
         d, g, _, fb, fc = paired(kind, N, rng)
         idx = rng.choice(N, n, replace=False)
-        e = ppi_mean(d[idx], g[idx], g)
-        labels = ppi_mean(d[idx], g[idx], g, lam=0.0)
+        e = ppi_mean(d[idx], g[idx], g, bounds=(-1.0, 1.0))
+        labels = ppi_mean(d[idx], g[idx], g, lam=0.0, bounds=(-1.0, 1.0))
         normal = ppi_mean(d[idx], g[idx], g, interval="clt")
         clt += normal.ci_low <= truth <= normal.ci_high
+        lhit += labels.ci_low <= truth <= labels.ci_high
         hit += e.ci_low <= truth <= e.ci_high
         if i < judged:
             row = paired_table(fb[:, None], fc[:, None], [metric_kind], ["higher"],
@@ -161,15 +193,16 @@ def paired_coverage(kind: str, N: int, n: int, reps: int, seed: int = 0) -> Cove
         lwidth += labels.ci_high - labels.ci_low
         neff += e.n_effective
     return Coverage(kind, N, n, reps, hit / reps, judge_hit / judged, width / reps,
-                    lwidth / reps, neff / reps, clt / reps)
+                    lwidth / reps, neff / reps, clt / reps, lhit / reps)
 
 
 def table(rows: list[Coverage], what: str) -> str:
-    out = [f"| {what} | N | labels | PPI coverage | judge-only coverage | PPI width | "
-           "labels-only width | effective labels | normal (clt) coverage |",
-           "|---|---|---|---|---|---|---|---|---|"]
-    out += [f"| {r.kind} | {r.N} | {r.n} | {r.ppi:.1%} | {r.judge:.1%} | {r.width:.3f} | "
-            f"{r.labels_width:.3f} | {r.n_effective:.0f} | {r.clt:.1%} |" for r in rows]
+    out = [f"| {what} | N | labels | PPI coverage | judge-only coverage | labels-only "
+           "coverage | PPI width | labels-only width | effective labels | normal (clt) "
+           "coverage |", "|---|---|---|---|---|---|---|---|---|---|"]
+    out += [f"| {r.kind} | {r.N} | {r.n} | {r.ppi:.1%} | {r.judge:.1%} | {r.labels:.1%} | "
+            f"{r.width:.3f} | {r.labels_width:.3f} | {r.n_effective:.0f} | {r.clt:.1%} |"
+            for r in rows]
     return "\n".join(out)
 
 
@@ -183,4 +216,4 @@ if __name__ == "__main__":      # the tables of docs/labels-statistics.md
     print(table([paired_coverage(k, N, n, reps) for k in KINDS for N, n in GRID], "judge"))
     print(f"\nAn uninformative judge, {reps:,} runs per row:\n")
     print(table([single_coverage(k, N, n, reps, biased=False)
-                 for k in (KINDS[0], KINDS[2]) for N, n in GRID], "metric"))
+                 for k in (KINDS[0], KINDS[2], KINDS[3]) for N, n in GRID], "metric"))

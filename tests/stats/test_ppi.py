@@ -261,7 +261,7 @@ def test_unknown_interval_refused():
 
 
 # ---- planning --------------------------------------------------------------------------------
-from raglab.stats.ppi import labels_needed, plan_from_moments, planned_se  # noqa: E402
+from raglab.stats.ppi_plan import labels_needed, plan_from_moments, planned_se  # noqa: E402
 
 
 def test_plan_with_an_uninformative_judge_is_the_labels_alone():

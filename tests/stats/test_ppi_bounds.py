@@ -8,14 +8,21 @@ import pytest
 
 from raglab.stats.ppi import ppi_mean, ppi_stratified
 
+Z2 = 1.959963984540054 ** 2     # z_{0.975} squared
 
-def test_labels_that_all_agree_get_the_exact_bound_not_a_point():
-    # 35 labels, all yes; a judge that gives every case 1 (no information: lam 0)
+
+def test_labels_that_all_agree_get_the_score_bound_not_a_point():
+    # 35 labels, all yes; a judge that gives every case 1 (no information: lam 0). The
+    # default (score) interval is Wilson's: 35 / (35 + z^2)
     est = ppi_mean([1.0] * 35, [1.0] * 35, [1.0] * 145, bounds=(0.0, 1.0))
     assert est.estimate == 1.0 and est.ci_high == 1.0
-    # Clopper-Pearson's two-sided 95% lower bound of 35 of 35: 0.025 ** (1 / 35)
-    assert est.ci_low == pytest.approx(0.025 ** (1 / 35), abs=1e-12)
-    assert est.ci_low == pytest.approx(0.89997, abs=1e-5)
+    assert est.ci_low == pytest.approx(35 / (35 + Z2), abs=1e-9)
+    assert est.ci_low == pytest.approx(0.90110, abs=1e-5)
+    # Hall's interval falls back on the exact bound: Clopper-Pearson's 0.025 ** (1 / 35)
+    hall = ppi_mean([1.0] * 35, [1.0] * 35, [1.0] * 145, bounds=(0.0, 1.0),
+                    interval="hall")
+    assert hall.ci_low == pytest.approx(0.025 ** (1 / 35), abs=1e-12)
+    assert hall.ci_low == pytest.approx(0.89997, abs=1e-5) and hall.ci_high == 1.0
     # without bounds the old behaviour: an interval of no width
     bare = ppi_mean([1.0] * 35, [1.0] * 35, [1.0] * 145)
     assert bare.ci_low == bare.ci_high == 1.0
@@ -23,9 +30,13 @@ def test_labels_that_all_agree_get_the_exact_bound_not_a_point():
 
 def test_a_paired_difference_with_no_labelled_change_is_not_zero_width():
     d = [0.0] * 20
+    # the score interval: Tango's with no change, +-z^2 / (n + z^2), as compare's rows
     est = ppi_mean(d, d, [0.0] * 60, bounds=(-1.0, 1.0))
+    assert (est.ci_low, est.ci_high) == pytest.approx((-Z2 / (20 + Z2), Z2 / (20 + Z2)),
+                                                      abs=1e-9)
+    hall = ppi_mean(d, d, [0.0] * 60, bounds=(-1.0, 1.0), interval="hall")
     share = 1 - 0.025 ** (1 / 20)
-    assert (est.ci_low, est.ci_high) == pytest.approx((-share, share), abs=1e-12)
+    assert (hall.ci_low, hall.ci_high) == pytest.approx((-share, share), abs=1e-12)
     assert share == pytest.approx(0.1684, abs=1e-4)
 
 
@@ -34,21 +45,32 @@ def test_intervals_are_clipped_to_the_range():
     # interval's upper end passes 1
     y = [1.0] * 37 + [0.5]
     f = [1.0] * 38
-    bare = ppi_mean(y, f, f + [1.0] * 100)
+    bare = ppi_mean(y, f, f + [1.0] * 100, interval="hall")
     assert bare.ci_high > 1.0
-    est = ppi_mean(y, f, f + [1.0] * 100, bounds=(0.0, 1.0))
+    est = ppi_mean(y, f, f + [1.0] * 100, bounds=(0.0, 1.0), interval="hall")
     assert est.ci_high == 1.0 and est.ci_low == pytest.approx(bare.ci_low, abs=1e-15)
     assert est.estimate == pytest.approx(bare.estimate, abs=1e-15)
+    # the score interval never leaves the range
+    score = ppi_mean(y, f, f + [1.0] * 100, bounds=(0.0, 1.0))
+    assert 0.0 <= score.ci_low < score.estimate < score.ci_high <= 1.0
 
 
 def test_a_judge_that_matched_every_label_is_not_taken_as_certain():
     # lam 1, every labelled human - judge is 0 and the judge gave every other case 1: the
     # labelled cases bound the share of cases where people and judge differ
     y = [1.0] * 37 + [0.5]
-    est = ppi_mean(y, y, y + [1.0] * 100, bounds=(0.0, 1.0))
-    assert est.lam == 1.0 and est.se == 0.0
+    judge_all = y + [1.0] * 100
+    est = ppi_mean(y, y, judge_all, bounds=(0.0, 1.0))
+    assert est.lam == 1.0 and est.se == 0.0 and est.estimate == 1.0
+    # the score interval: the rectifier is 0 on all 38 labels; below, a case people fail
+    # at the judge's mean, 0 - mean(f): Wilson's bound of 0 in 38 on that scale
+    f_mean = sum(judge_all) / len(judge_all)
+    assert est.ci_high == 1.0
+    assert est.ci_low == pytest.approx(1.0 - f_mean * Z2 / (38 + Z2), abs=1e-9)
+    hall = ppi_mean(y, y, judge_all, bounds=(0.0, 1.0), interval="hall")
     share = 1 - 0.025 ** (1 / 38)
-    assert est.ci_high == 1.0 and est.ci_low == pytest.approx(est.estimate - share, abs=1e-12)
+    assert hall.ci_high == 1.0
+    assert hall.ci_low == pytest.approx(hall.estimate - share, abs=1e-12)
 
 
 def test_stratified_samples_whose_labels_all_agree_are_bounded_per_stratum():
@@ -76,7 +98,7 @@ def test_coverage_of_a_high_pass_rate_from_few_labels():
 
 
 def test_the_plan_states_the_width_of_the_interval_reported_now():
-    from raglab.stats.ppi import labels_needed
+    from raglab.stats.ppi_plan import labels_needed
 
     y, f = [1.0] * 37 + [0.5], [1.0] * 38
     plan = labels_needed(y, f, f + [1.0] * 100, width=0.1, bounds=(0.0, 1.0))
