@@ -5,7 +5,8 @@ Two rules, applied to every string raglab writes or prints:
 1. :func:`redact` (by position): the value of a key whose last word (split at ``_ - .``,
    spaces and camelCase) is one of SECRET_WORDS (``api_key``, ``X-Api-Key``,
    ``accessToken``, ``client_secret``, ``password``, ``Authorization``; not ``max_tokens``,
-   ``context_token_budget``, ``keyword``); a value under a ``headers`` mapping when
+   ``context_token_budget``, ``keyword``, nor a key naming a field: ``doc_id_key``,
+   ``sort_key``: FIELD_KEY_WORDS); a value under a ``headers`` mapping when
    :func:`header_secrets` finds one in it (a secret-looking header name, or a value that
    looks random: see :func:`looks_random`); the password of a URL
    (``https://user:pw@host``; a user name alone when it looks random, a token) and its
@@ -39,6 +40,11 @@ from urllib.parse import parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 SECRET_WORDS = frozenset({"key", "apikey", "token", "secret", "secrets", "password",
                           "passwd", "authorization", "cookie", "credentials"})
+#: a key whose last word is ``key`` after one of these names a field or a lookup key
+#: (``doc_id_key: doc_id``, ``text_key``, ``sort_key``), not a credential: its value is no
+#: secret (else every record holding that field name would be scrubbed value by value)
+FIELD_KEY_WORDS = frozenset({"id", "field", "column", "attribute", "metadata", "text",
+                             "content", "sort"})
 #: query parameters that carry a credential though their name is no secret word
 SECRET_QUERY = frozenset({"auth", "sig", "signature", "access_token", "code", "pwd"})
 #: environment variables read through ${oc.env:...} that are never secret (paths)
@@ -65,6 +71,8 @@ _ENV = re.compile(r"\$\{oc\.env:([^,}]+)")
 
 def is_secret_key(key: Any) -> bool:
     words = [w for w in _SPLIT.split(_CAMEL.sub(r"\1_\2", str(key)).lower()) if w]
+    if len(words) > 1 and words[-1] == "key" and words[-2] in FIELD_KEY_WORDS:
+        return False  # names a field (doc_id_key: doc_id), not a credential
     return bool(words) and words[-1] in SECRET_WORDS
 
 

@@ -5,13 +5,17 @@ from raglab.secrets import is_secret_key, redact
 
 @pytest.mark.parametrize("key", ["api_key", "ANTHROPIC_API_KEY", "X-Api-Key", "accessToken",
                                  "Auth_Token", "client_secret", "PASSWORD", "Authorization",
-                                 "session.cookie", "secrets", "apikey", "token"])
+                                 "session.cookie", "secrets", "apikey", "token", "key",
+                                 "private_key", "secret_key", "access_key", "signing_key",
+                                 "id_token", "idToken"])
 def test_secret_keys(key):
     assert is_secret_key(key)
 
 
 @pytest.mark.parametrize("key", ["max_tokens", "context_token_budget", "keyword", "k1",
-                                 "cache_dir", "tokenizer", "key_count", "prompts", ""])
+                                 "cache_dir", "tokenizer", "key_count", "prompts", "",
+                                 "doc_id_key", "docIdKey", "case_id_key", "text_key",
+                                 "sort_key", "metadata_key"])
 def test_ordinary_keys(key):
     assert not is_secret_key(key)
 
