@@ -128,6 +128,24 @@ def test_scrubber_replaces_known_values_and_their_escaped_forms():
     assert s.scrub("nothing") == "nothing"
 
 
+def test_a_secret_is_found_in_a_line_in_each_of_its_forms():
+    """``found_in`` (the check every record line goes through) finds a value as it is,
+    JSON-escaped and URL-quoted, in bytes and in text, and nothing where none is."""
+    import json
+    from urllib.parse import quote
+
+    s = Scrubber({'tok"en/é-1234', "plain-5678"}, environment=False)
+    for form in ('tok"en/é-1234', json.dumps('tok"en/é-1234')[1:-1],
+                 json.dumps('tok"en/é-1234', ensure_ascii=False)[1:-1],
+                 quote('tok"en/é-1234', safe=""), "plain-5678"):
+        line = '{"answer": "x", "error": "' + form + '"}'
+        assert s.found_in(line.encode("utf-8")) and s.found_in_text(line), form
+    assert not s.found_in(b'{"answer": "tok en plain 5678"}')
+    assert not Scrubber(environment=False).found_in(b'{"answer": "plain-5678"}')
+    s.add({"later-9999"})  # a value registered after the first check is looked for too
+    assert s.found_in(b'"later-9999"')
+
+
 def test_scrubber_reads_secret_environment_variables(monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0000")
     monkeypatch.setenv("MY_TOKEN", "my-token-value")
