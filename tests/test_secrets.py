@@ -5,13 +5,17 @@ from raglab.secrets import is_secret_key, redact
 
 @pytest.mark.parametrize("key", ["api_key", "ANTHROPIC_API_KEY", "X-Api-Key", "accessToken",
                                  "Auth_Token", "client_secret", "PASSWORD", "Authorization",
-                                 "session.cookie", "secrets", "apikey", "token"])
+                                 "session.cookie", "secrets", "apikey", "token", "key",
+                                 "private_key", "secret_key", "access_key", "signing_key",
+                                 "id_token", "idToken"])
 def test_secret_keys(key):
     assert is_secret_key(key)
 
 
 @pytest.mark.parametrize("key", ["max_tokens", "context_token_budget", "keyword", "k1",
-                                 "cache_dir", "tokenizer", "key_count", "prompts", ""])
+                                 "cache_dir", "tokenizer", "key_count", "prompts", "",
+                                 "doc_id_key", "docIdKey", "case_id_key", "text_key",
+                                 "sort_key", "metadata_key"])
 def test_ordinary_keys(key):
     assert not is_secret_key(key)
 
@@ -122,6 +126,24 @@ def test_scrubber_replaces_known_values_and_their_escaped_forms():
     assert s.scrub(json.dumps({"e": 'tok"en-1234'})) == '{"e": "***"}'
     assert s.scrub_obj({"a": ['x tok"en-1234']}) == {"a": ["x ***"]}
     assert s.scrub("nothing") == "nothing"
+
+
+def test_a_secret_is_found_in_a_line_in_each_of_its_forms():
+    """``found_in`` (the check every record line goes through) finds a value as it is,
+    JSON-escaped and URL-quoted, in bytes and in text, and nothing where none is."""
+    import json
+    from urllib.parse import quote
+
+    s = Scrubber({'tok"en/é-1234', "plain-5678"}, environment=False)
+    for form in ('tok"en/é-1234', json.dumps('tok"en/é-1234')[1:-1],
+                 json.dumps('tok"en/é-1234', ensure_ascii=False)[1:-1],
+                 quote('tok"en/é-1234', safe=""), "plain-5678"):
+        line = '{"answer": "x", "error": "' + form + '"}'
+        assert s.found_in(line.encode("utf-8")) and s.found_in_text(line), form
+    assert not s.found_in(b'{"answer": "tok en plain 5678"}')
+    assert not Scrubber(environment=False).found_in(b'{"answer": "plain-5678"}')
+    s.add({"later-9999"})  # a value registered after the first check is looked for too
+    assert s.found_in(b'"later-9999"')
 
 
 def test_scrubber_reads_secret_environment_variables(monkeypatch):

@@ -195,3 +195,19 @@ def test_a_stopped_run_resumes_without_losing_or_repeating_a_case(tmp_path, big,
     assert sorted(got, key=lambda r: r["case_id"]) == sorted(want, key=lambda r: r["case_id"])
     m, mc = (json.loads((d / "metrics.json").read_text()) for d in (run_dir, clean))
     assert _stable(m) == _stable(mc)
+
+
+def test_the_field_naming_doc_id_key_is_no_secret(tmp_path):
+    """``system.doc_id_key`` names a field (``doc_id``): its value is kept in config.yaml,
+    and a record holding that word keeps it (it was taken for a credential once, by its
+    last word ``key``: every record was then scrubbed value by value, at 3x the run's
+    cost)."""
+    paths = make(tmp_path / "data", 4, depth=3, n_slices=2, n_docs=20)
+    rows = [json.loads(line) for line in paths["outputs"].open(encoding="utf-8")]
+    rows[0]["answer"] = "the doc_id is d1"
+    paths["outputs"].write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    run_dir = tmp_path / "run"
+    p = run_cli(*_args(paths, run_dir), cwd=REPO)
+    assert p.returncode == 0, p.stderr
+    assert "doc_id_key: doc_id" in (run_dir / "config.yaml").read_text(encoding="utf-8")
+    assert _records(run_dir)[0]["output"]["answer"] == "the doc_id is d1"
