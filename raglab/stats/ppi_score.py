@@ -26,7 +26,8 @@ the problem: an unseen value gets mass only at the end of the support). The stat
 
 with ``V_mu`` the variance of that distribution (the judge's unlabelled mean, over
 hundreds of cases, keeps its plain variance), and the interval is every ``theta`` in the
-range with ``|Z| <= z_{1 - alpha/2}``. With ``lam = 0`` and labels in ``{-1, 0, 1}`` this
+range with ``|Z| <= z_{1 - alpha/2}`` (an estimate outside the range, reported as its end,
+is tested as that end). With ``lam = 0`` and labels in ``{-1, 0, 1}`` this
 is exactly Tango's interval (``raglab.stats.score``), the one compare gives a pass/fail
 row; with labels in ``{0, 1}`` it is Wilson's. Where every label is the same the interval
 is not a point: 35 of 35 ``yes`` give ``[35 / (35 + z^2), 1]``.
@@ -105,6 +106,10 @@ def score_interval(y: np.ndarray, f: np.ndarray, u: np.ndarray, lam: float,
     reach = (min(ends[0], float(vals.min())) + shift, max(ends[1], float(vals.max())) + shift)
     lo_t, hi_t = max(a, reach[0]), min(b, reach[1])
     q = float(ndtri(1.0 - alpha / 2.0))
+    # an estimate outside the range (lam * mean_U(f) + mean_L(y - lam f) can leave it) is
+    # tested as the range's end it is reported as: tested as it stands, every theta in the
+    # range could be rejected and the interval would be a point
+    est = min(max(est, lo_t), hi_t)
 
     def z(theta: float) -> float:
         num = est - theta
@@ -116,16 +121,17 @@ def score_interval(y: np.ndarray, f: np.ndarray, u: np.ndarray, lam: float,
             return 0.0 if abs(num) <= _TOL else math.copysign(math.inf, num)
         return num / math.sqrt(var)
 
-    mid = min(max(est, lo_t), hi_t)
     eps = 1e-12 * max(1.0, b - a)
 
     def end(level: float, edge: float) -> float:
-        inside, outside = mid, edge + (eps if edge < mid else -eps)
-        if (z(outside) - level) * (1.0 if edge < mid else -1.0) <= 0.0:
+        # Z(est) = 0 is inside the level; the end is the root between est and the edge
+        if edge == est:
+            return edge
+        side = 1.0 if edge < est else -1.0
+        outside = edge + side * eps
+        if (z(outside) - level) * side <= 0.0:
             return edge         # the range's end is not rejected
-        if (z(inside) - level) * (1.0 if edge < mid else -1.0) >= 0.0:
-            return mid          # the estimate itself is at the level (a clipped estimate)
-        return float(brentq(lambda t: z(t) - level, min(inside, outside),
-                            max(inside, outside), xtol=1e-12))
+        return float(brentq(lambda t: z(t) - level, min(est, outside),
+                            max(est, outside), xtol=1e-12))
 
     return end(q, lo_t), end(-q, hi_t)

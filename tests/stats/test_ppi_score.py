@@ -117,3 +117,34 @@ def test_the_interval_holds_the_estimate_and_stays_in_range(human, judge, rest):
     assert est.interval == "score"
     assert -1.0 <= est.ci_low <= est.estimate <= est.ci_high <= 1.0
     assert est.ci_high > est.ci_low
+
+
+def test_an_estimate_outside_the_range_gets_an_interval_not_a_point():
+    # classic PPI (lam 1): 60 labels all yes, the judge said no on 6 of them and yes on the
+    # 240 others: the estimate 1 + 6 / 60 = 1.1 is above the range, and tested as it stands
+    # it rejected every theta in [0, 1] (the interval was [1, 1]). It is reported as 1 and
+    # tested as 1: the lower end is where the score statistic of 1 reaches z
+    y, f = [1.0] * 60, [1.0] * 54 + [0.0] * 6
+    judge_all = f + [1.0] * 240
+    est = ppi_mean(y, f, judge_all, lam=1.0, bounds=(0.0, 1.0))
+    assert est.interval == "score" and est.estimate == 1.0 and est.ci_high == 1.0
+    r = np.array(y) - np.array(f)
+    vals, counts = np.unique(r, return_counts=True)
+    jm = sum(judge_all) / len(judge_all)
+    v = _restricted_variance(vals, counts.astype(float), est.ci_low - 1.0, (-jm, 1.0 - jm))
+    assert (1.0 - est.ci_low) / math.sqrt(v / 60) == pytest.approx(Z, abs=1e-7)
+    assert est.ci_low == pytest.approx(0.8923, abs=1e-4)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=10, max_size=40),
+       st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=10, max_size=40),
+       st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=0, max_size=80),
+       st.sampled_from([0.0, 0.3, 0.8, 1.0]))
+def test_any_fixed_lam_gives_an_interval_holding_the_estimate(human, judge, rest, lam):
+    n = min(len(human), len(judge))
+    y, f = np.array(human[:n]), np.array(judge[:n])
+    est = ppi_mean(y, f, np.concatenate([f, rest]), lam=lam, bounds=(0.0, 1.0))
+    assert est.interval == "score"
+    assert 0.0 <= est.ci_low <= est.estimate <= est.ci_high <= 1.0
+    assert est.ci_high > est.ci_low
