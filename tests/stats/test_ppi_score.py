@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy.special import ndtri
 
 from raglab.stats.ppi import ppi_mean, ppi_stratified
 from raglab.stats.ppi_score import _restricted_variance
@@ -148,3 +149,24 @@ def test_any_fixed_lam_gives_an_interval_holding_the_estimate(human, judge, rest
     assert est.interval == "score"
     assert 0.0 <= est.ci_low <= est.estimate <= est.ci_high <= 1.0
     assert est.ci_high > est.ci_low
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(10, 300), st.floats(0.0, 1.0), st.floats(0.0, 1.0),
+       st.sampled_from([0.01, 0.05, 0.1, 0.2]), st.integers(0, 40))
+def test_without_the_judge_any_counts_and_level_give_tangos_and_wilsons(n, g_share, l_share,
+                                                                        alpha, m):
+    g = round(g_share * n)
+    lost = round(l_share * (n - g))
+    d = [1.0] * g + [-1.0] * lost + [0.0] * (n - g - lost)
+    judge = [0.5] * n           # any judge: lam 0 ignores it
+    est = ppi_mean(d, judge, judge + [0.0] * m, lam=0.0, alpha=alpha, bounds=(-1.0, 1.0))
+    lo, hi = tango(g, lost, n, confidence=1 - alpha)
+    assert (est.ci_low, est.ci_high) == pytest.approx((float(lo[0]), float(hi[0])), abs=1e-8)
+    y = [1.0] * g + [0.0] * (n - g)
+    est = ppi_mean(y, judge, judge + [0.0] * m, lam=0.0, alpha=alpha, bounds=(0.0, 1.0))
+    z = float(ndtri(1 - alpha / 2))
+    p, z2 = g / n, z * z
+    mid = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z / (1 + z2 / n) * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    assert (est.ci_low, est.ci_high) == pytest.approx((mid - half, mid + half), abs=1e-8)
