@@ -264,9 +264,13 @@ def _within(est: float, lo: float, hi: float, se: float, bounds: tuple[float, fl
     whose value differs is below ``1 - (alpha / 2) ** (1 / n)`` (Clopper-Pearson, each
     side), and each such case moves the mean of ``human - lam * judge`` at most to an end
     of its range ``[lo - lam * hi, hi - lam * lo]``. ``spread``: ``(weight, fit)`` per
-    stratum (Bonferroni over the strata)."""
+    stratum (Bonferroni over the strata). An estimate outside the range moves to its end
+    and the interval with it (its two half-widths kept), so the interval always holds the
+    reported estimate."""
     a, b = bounds
-    est = min(max(est, a), b)
+    clipped = min(max(est, a), b)
+    lo, hi = lo + clipped - est, hi + clipped - est
+    est = clipped
     if se <= 1e-12 * max(abs(a), abs(b), 1.0):
         k = len(spread)
         down = up = 0.0
@@ -278,10 +282,20 @@ def _within(est: float, lo: float, hi: float, se: float, bounds: tuple[float, fl
     return est, max(a, lo), min(b, hi)
 
 
-def _check(alpha: float, interval: str) -> None:
+def _check(alpha: float, interval: str, bounds: tuple[float, float] | None = None,
+           human: Sequence[float] | np.ndarray = ()) -> None:
     _z(alpha)
     if interval not in INTERVALS:
         raise ValueError(f"interval must be one of {', '.join(INTERVALS)}, not {interval!r}")
+    if bounds is None:
+        return
+    a, b = (float(x) for x in bounds)
+    if not (math.isfinite(a) and math.isfinite(b) and a < b):
+        raise ValueError(f"bounds must be two finite numbers, low < high, not {bounds!r}")
+    y = np.asarray(human, dtype=np.float64)
+    tol = 1e-9 * (b - a)
+    if y.size and (y.min() < a - tol or y.max() > b + tol):
+        raise ValueError(f"human values must lie within bounds {bounds!r}")
 
 
 def ppi_mean(human, judge_labelled, judge_all, *, alpha: float = 0.05,
@@ -298,7 +312,7 @@ def ppi_mean(human, judge_labelled, judge_all, *, alpha: float = 0.05,
     the interval is clipped to it, and where the labels did not vary it is the exact bound
     (:func:`_within`) instead of an interval of no width. :class:`TooFewLabels` below
     ``min_labels`` labels (and below 2 always)."""
-    _check(alpha, interval)
+    _check(alpha, interval, bounds, _floats(human, "human"))
     p = _parts(human, judge_labelled, judge_all, min_labels)
     if lam is not None and not math.isfinite(lam):
         raise ValueError(f"lam must be a finite number, not {lam!r}")
@@ -341,7 +355,8 @@ def ppi_stratified(strata: Mapping[str, tuple[Sequence[float], Sequence[float],
     labels alone. ``bounds`` as for :func:`ppi_mean`; ``interval`` ``auto`` is ``hall``
     here. :class:`TooFewLabels` names a stratum
     with fewer than ``min_labels``."""
-    _check(alpha, interval)
+    _check(alpha, interval, bounds,
+           [y for v in strata.values() for y in _floats(v[0], "human")])
     if interval == "score":
         raise ValueError("the score interval is for a simple random sample; a stratified "
                          "one gets hall (or clt)")

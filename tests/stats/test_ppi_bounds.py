@@ -107,3 +107,31 @@ def test_the_plan_states_the_width_of_the_interval_reported_now():
     # the skewed labels' interval is far wider than the symmetric one the plan assumes
     # (2 t se = 0.053 here), which the plan used to state as the width now
     assert plan.width_now > 0.09
+
+
+def test_halls_interval_of_an_estimate_outside_the_range_holds_the_reported_estimate():
+    # 60 labels all yes, a fixed lam of 1 and a judge that said no to 6 of them and yes to
+    # the 240 others: the estimate 1.1 is reported as 1, and Hall's interval (its ends
+    # both above 1 before) moves with it: it holds 1 and has width
+    f = [1.0] * 54 + [0.0] * 6
+    est = ppi_mean([1.0] * 60, f, f + [1.0] * 240, lam=1.0, bounds=(0.0, 1.0),
+                   interval="hall")
+    assert est.estimate == 1.0
+    assert 0.0 <= est.ci_low < est.estimate <= est.ci_high <= 1.0
+    bare = ppi_mean([1.0] * 60, f, f + [1.0] * 240, lam=1.0, interval="hall")
+    assert bare.estimate == pytest.approx(1.1)
+    assert est.ci_low == pytest.approx(bare.ci_low - 0.1, abs=1e-12)
+
+
+@pytest.mark.parametrize("bounds", [(1.0, 0.0), (0.0, 0.0), (0.0, float("inf"))])
+def test_bounds_must_be_a_range(bounds):
+    with pytest.raises(ValueError, match="bounds must be two finite numbers"):
+        ppi_mean([1.0] * 20, [1.0] * 20, [1.0] * 40, bounds=bounds)
+
+
+def test_human_values_must_lie_within_the_bounds():
+    with pytest.raises(ValueError, match="human values must lie within bounds"):
+        ppi_mean([2.0] + [1.0] * 19, [1.0] * 20, [1.0] * 40, bounds=(0.0, 1.0))
+    with pytest.raises(ValueError, match="human values must lie within bounds"):
+        ppi_stratified({"a": ([1.0] * 11 + [-0.5], [1.0] * 12, [1.0] * 30)}, {"a": 30},
+                       bounds=(0.0, 1.0))
