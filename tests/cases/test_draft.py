@@ -235,7 +235,8 @@ def test_the_demo_corpus_offers_every_kind():
 
 # -- the command against the model stand-ins ----------------------------------------------
 
-@pytest.mark.parametrize("backend", [ANTHROPIC, OPENAI], ids=lambda b: b.name)
+@pytest.mark.parametrize("backend", [ANTHROPIC, pytest.param(OPENAI, marks=pytest.mark.slow)],
+                         ids=lambda b: b.name)
 def test_draft_every_kind_with_verbatim_evidence(tmp_path, backend):
     with backend.server(handler=fake_drafter) as srv:
         p = _draft(tmp_path, backend, srv, "n=14", "seed=1")

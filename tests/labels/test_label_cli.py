@@ -177,6 +177,7 @@ def test_a_bad_filled_file_is_one_line_naming_file_line_and_case(runs, tmp_path)
         assert not (a / "labels" / "labels.jsonl").exists()  # nothing stored
 
 
+@pytest.mark.slow     # the bad-row refusals of --from stay in the default run
 def test_labels_outside_the_sample_and_bad_outputs_are_refused(runs, tmp_path):
     a, _ = runs
     p = run_cli("label", str(a), "--n", "5", "--metrics", "correctness", "--seed", "2",
