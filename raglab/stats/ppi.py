@@ -135,8 +135,13 @@ class _Parts:
     rect_mean: float = math.nan  # mean of human - lam * judge over the labels (one stratum)
 
 
-def _parts(human, judge_labelled, judge_all, min_labels: int, where: str = "") -> _Parts:
+def _parts(human, judge_labelled, judge_all, min_labels: int, where: str = "",
+           bounds: tuple[float, float] | None = None) -> _Parts:
     y = _floats(human, "human")
+    if bounds is not None and y.size:
+        tol = 1e-9 * (bounds[1] - bounds[0])
+        if y.min() < bounds[0] - tol or y.max() > bounds[1] + tol:
+            raise ValueError(f"{where}human values must lie within bounds {bounds!r}")
     f = _floats(judge_labelled, "judge_labelled")
     a = _floats(judge_all, "judge_all")
     if y.size != f.size:
@@ -237,12 +242,12 @@ def _result(fit: _Fit, alpha: float, interval: str,
             score: tuple[float, float] | None = None) -> PPIEstimate:
     se = math.sqrt(fit.var)
     est = fit.est
-    if score is not None and bounds is not None:    # the score interval is never a point
-        est, lo, hi = min(max(est, bounds[0]), bounds[1]), *score
+    if score is not None and bounds is not None:   # in range and never a point already
+        est, (lo, hi) = min(max(est, bounds[0]), bounds[1]), score
     else:
         lo, hi = _interval(est, fit.var, fit.k3, fit.df, alpha, interval)
-    if bounds is not None and score is None:
-        est, lo, hi = _within(est, lo, hi, se, bounds, alpha, spread or [(1.0, fit)])
+        if bounds is not None:
+            est, lo, hi = _within(est, lo, hi, se, bounds, alpha, spread or [(1.0, fit)])
     n, n_all, se_labels = fit.n, fit.n_all, fit.se_labels
     if se > 0.0:
         n_eff = min(n * (se_labels / se) ** 2, float(n_all))
@@ -282,20 +287,15 @@ def _within(est: float, lo: float, hi: float, se: float, bounds: tuple[float, fl
     return est, max(a, lo), min(b, hi)
 
 
-def _check(alpha: float, interval: str, bounds: tuple[float, float] | None = None,
-           human: Sequence[float] | np.ndarray = ()) -> None:
+def _check(alpha: float, interval: str, bounds: tuple[float, float] | None) -> None:
+    """The arguments every estimate shares; the human values are checked against
+    ``bounds`` by :func:`_parts`."""
     _z(alpha)
     if interval not in INTERVALS:
         raise ValueError(f"interval must be one of {', '.join(INTERVALS)}, not {interval!r}")
-    if bounds is None:
-        return
-    a, b = (float(x) for x in bounds)
-    if not (math.isfinite(a) and math.isfinite(b) and a < b):
+    if bounds is not None and not (math.isfinite(bounds[0]) and math.isfinite(bounds[1])
+                                   and bounds[0] < bounds[1]):
         raise ValueError(f"bounds must be two finite numbers, low < high, not {bounds!r}")
-    y = np.asarray(human, dtype=np.float64)
-    tol = 1e-9 * (b - a)
-    if y.size and (y.min() < a - tol or y.max() > b + tol):
-        raise ValueError(f"human values must lie within bounds {bounds!r}")
 
 
 def ppi_mean(human, judge_labelled, judge_all, *, alpha: float = 0.05,
@@ -312,8 +312,8 @@ def ppi_mean(human, judge_labelled, judge_all, *, alpha: float = 0.05,
     the interval is clipped to it, and where the labels did not vary it is the exact bound
     (:func:`_within`) instead of an interval of no width. :class:`TooFewLabels` below
     ``min_labels`` labels (and below 2 always)."""
-    _check(alpha, interval, bounds, _floats(human, "human"))
-    p = _parts(human, judge_labelled, judge_all, min_labels)
+    _check(alpha, interval, bounds)
+    p = _parts(human, judge_labelled, judge_all, min_labels, bounds=bounds)
     if lam is not None and not math.isfinite(lam):
         raise ValueError(f"lam must be a finite number, not {lam!r}")
     used = _power_tuned_lam(p) if lam is None else float(lam)
@@ -327,18 +327,17 @@ def ppi_mean(human, judge_labelled, judge_all, *, alpha: float = 0.05,
     return _result(fit, alpha, method, bounds, score=score)
 
 
-def interval_of(human, interval: str, bounds: tuple[float, float] | None,
-                stratified: bool = False) -> str:
-    """The interval ``interval`` resolves to (``auto``: module docstring)."""
+def interval_of(human: np.ndarray, interval: str, bounds: tuple[float, float] | None
+                ) -> str:
+    """The interval ``interval`` resolves to for a simple random sample (``auto``: module
+    docstring)."""
     if interval == "score" and bounds is None:
         raise ValueError("the score interval needs bounds (the range of the human values)")
     if interval != "auto":
         return interval
     from raglab.stats.ppi_score import on_a_scale
 
-    if stratified or bounds is None:
-        return "hall"
-    return "score" if on_a_scale(np.asarray(human, dtype=np.float64)) else "hall"
+    return "score" if bounds is not None and on_a_scale(human) else "hall"
 
 
 def ppi_stratified(strata: Mapping[str, tuple[Sequence[float], Sequence[float],
@@ -355,12 +354,11 @@ def ppi_stratified(strata: Mapping[str, tuple[Sequence[float], Sequence[float],
     labels alone. ``bounds`` as for :func:`ppi_mean`; ``interval`` ``auto`` is ``hall``
     here. :class:`TooFewLabels` names a stratum
     with fewer than ``min_labels``."""
-    _check(alpha, interval, bounds,
-           [y for v in strata.values() for y in _floats(v[0], "human")])
+    _check(alpha, interval, bounds)
     if interval == "score":
         raise ValueError("the score interval is for a simple random sample; a stratified "
                          "one gets hall (or clt)")
-    interval = interval_of([], interval, bounds, stratified=True)
+    interval = "hall" if interval == "auto" else interval
     if set(strata) != set(population):
         missing = sorted(set(population) ^ set(strata))
         raise ValueError(f"strata and population must name the same strata (differ in: "
@@ -375,7 +373,8 @@ def ppi_stratified(strata: Mapping[str, tuple[Sequence[float], Sequence[float],
     fits = []
     for h in sorted(strata, key=str):
         human, judge_labelled, judge_all = strata[h]
-        p = _parts(human, judge_labelled, judge_all, min_labels, where=f"stratum {h!r}: ")
+        p = _parts(human, judge_labelled, judge_all, min_labels, where=f"stratum {h!r}: ",
+                   bounds=bounds)
         fits.append((sizes[h] / total, _fit(p, _power_tuned_lam(p), interval)))
     var = sum((w * w) * f.var for w, f in fits)
     # Satterthwaite's degrees of freedom of the combined variance (each stratum n_h - 1)
