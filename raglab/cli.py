@@ -20,7 +20,11 @@ commands:
   compare BASELINE CANDIDATE | SWEEP --baseline JOB
                          paired per-slice comparison; writes compare.md/.html/.json
   decide BASELINE CANDIDATE gates=NAME [--study DIR]
-                         apply a gate set; writes decision-DATE-NAME.md/.json; exit 0 GO, 1 NO-GO
+                         apply a gate set; writes decision-DATE-NAME.md/.json; exit 0 GO,
+                         1 NO-GO, 4 INCONCLUSIVE (no gate breached, one not shown)
+  plan BASELINE gates=NAME [--changed SHARE]
+                         before a candidate runs: per gated check and slice, the cases now,
+                         the smallest change detectable and the cases the margin needs
   calibrate [overrides]  the grader against human labels: kappa with intervals, confusion
                          matrices, leniency; `calibrate --versions` lists the records
   monitor TRAFFIC [--baseline B] [overrides]
@@ -47,6 +51,7 @@ COMMANDS = {
     "log": "raglab.commands.log",
     "compare": "raglab.commands.compare",
     "decide": "raglab.commands.decide",
+    "plan": "raglab.commands.plan",
     "calibrate": "raglab.commands.calibrate",
     "monitor": "raglab.commands.monitor",
     "cases": "raglab.commands.cases",

@@ -3,13 +3,17 @@ release like any test.
 
 The fixture ``raglab_decide`` runs ``raglab decide`` (a real subprocess, as in CI) and
 returns a :class:`Decision`; ``assert_go(decision)`` (or ``decision.assert_go()``) fails
-the test on NO-GO with a message that lists every failed gate and why::
+the test on NO-GO with a message that lists every failed gate and why, and on INCONCLUSIVE
+with a message that lists every check not shown and how many paired cases would settle it::
 
     from raglab.pytest_plugin import assert_go
 
     def test_release(raglab_decide):
         decision = raglab_decide("runs/main", "runs/pr", gates="default")
         assert_go(decision)
+
+A team that ships when no gate is breached, though some could not be shown on its cases,
+says so: ``assert_go(decision, accept_inconclusive=True)`` fails on NO-GO only.
 
 Standard library only: loading the plugin imports nothing heavy."""
 
@@ -27,8 +31,8 @@ import pytest
 
 @dataclass
 class Decision:
-    """One decision: ``decision`` (``GO``/``NO-GO``), the exit code, the record (the
-    decision JSON) and where it was written."""
+    """One decision: ``decision`` (``GO``, ``NO-GO`` or ``INCONCLUSIVE``), the exit code
+    (0, 1 or 4), the record (the decision JSON) and where it was written."""
 
     decision: str
     exit_code: int
@@ -40,28 +44,53 @@ class Decision:
     def failed(self) -> list[dict[str, Any]]:
         return [r for r in self.record.get("results", []) if r.get("status") == "fail"]
 
+    @property
+    def inconclusive(self) -> list[dict[str, Any]]:
+        return [r for r in self.record.get("results", [])
+                if r.get("status") == "inconclusive"]
+
     def failure_message(self) -> str:
         rec = self.record
-        lines = [f"raglab decide: {self.decision} ({rec['baseline']['label']} -> "
-                 f"{rec['candidate']['label']}, gates {rec['gates']['name']}); failed gates:"]
+        head = (f"raglab decide: {self.decision} ({rec['baseline']['label']} -> "
+                f"{rec['candidate']['label']}, gates {rec['gates']['name']})")
+        lines = [head + ("; failed gates:" if self.failed else "")]
         for r in self.failed:
-            s = r.get("slice")
-            where = "overall" if not s else f"{s['key']}={s['value']}"
-            lines.append(f"  - {r['gate']} [{where}]: {r['reason']}")
-        if not self.failed:
+            lines.append(f"  - {r['gate']} [{_where(r)}]: {r['reason']}")
+        if self.inconclusive:
+            lines.append("  not shown either way (inconclusive; accept with "
+                         "assert_go(decision, accept_inconclusive=True)):")
+            for r in self.inconclusive:
+                need = (f"{r['cases_needed']} paired cases would settle it"
+                        if r.get("cases_needed") is not None
+                        else "no number of cases settles it")
+                lines.append(f"  - {r['gate']} [{_where(r)}]: {r.get('n')} paired cases now; "
+                             f"{need} if the change seen held")
+        if not self.failed and not self.inconclusive:
             lines.append("  (none failed: no gate check passed, so nothing showed a GO)")
         lines.append(f"record: {self.path}")
-        return "\n".join(lines)
+        return _printable("\n".join(lines))
 
-    def assert_go(self) -> None:
-        if self.decision != "GO":
+    def assert_go(self, accept_inconclusive: bool = False) -> None:
+        ok = ("GO", "INCONCLUSIVE") if accept_inconclusive else ("GO",)
+        if self.decision not in ok:
             raise AssertionError(self.failure_message())
 
 
-def assert_go(decision: Decision) -> None:
-    """Fail with the failed gates listed unless the decision is GO."""
+def _where(r: dict[str, Any]) -> str:
+    s = r.get("slice")
+    return "overall" if not s else f"{s['key']}={s['value']}"
+
+
+def _printable(text: str) -> str:
+    """Text as it may be shown: control characters other than newlines escaped."""
+    return "".join(ch if ch == "\n" or ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def assert_go(decision: Decision, accept_inconclusive: bool = False) -> None:
+    """Fail with the failed (and inconclusive) gates listed unless the decision is GO, or,
+    with ``accept_inconclusive=True``, GO or INCONCLUSIVE."""
     __tracebackhide__ = True
-    decision.assert_go()
+    decision.assert_go(accept_inconclusive)
 
 
 def _decide(study_root: Path, baseline: str | Path, candidate: str | Path,
@@ -74,7 +103,7 @@ def _decide(study_root: Path, baseline: str | Path, candidate: str | Path,
         [sys.executable, "-m", "raglab.cli", "decide", str(baseline), str(candidate),
          f"gates={gates}", "--study", str(folder), *extra],
         capture_output=True, text=True, cwd=cwd)
-    if proc.returncode not in (0, 1):
+    if proc.returncode not in (0, 1, 4):
         raise RuntimeError(f"raglab decide exited {proc.returncode}: "
                            f"{proc.stderr.strip() or proc.stdout.strip()}")
     (path,) = set(folder.glob("decision-*.json")) - before

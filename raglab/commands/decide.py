@@ -16,7 +16,10 @@ field with gates.FIELD=VALUE, add one with +gates.FIELD=VALUE, e.g.
 +gates.min_kappa.faithfulness=0.6). Writes decision-DATE-NAME.md, .json and .html into the
 study folder (a second decision of the day gets decision-DATE-NAME-2, ...) and lists every
 record in its decisions.md.
-Exit 0 GO, 1 NO-GO, 2 usage or input error, 3 metric versions differ."""
+Each check is pass, fail (the data show the breach) or inconclusive (neither: the check says
+how many paired cases would settle it); the decision is NO-GO when a check fails, else
+INCONCLUSIVE when one is inconclusive, else GO.
+Exit 0 GO, 1 NO-GO, 2 usage or input error, 3 metric versions differ, 4 INCONCLUSIVE."""
 
 EPILOG = """examples:
   raglab decide outputs/k3 outputs/k5 gates=default --study experiments/chunk_k
@@ -103,7 +106,7 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     from raglab.commands.common import write_outputs
     from raglab.commands.compare import check_uri, settings
     from raglab.compare.comparison import compare_runs, load_run
-    from raglab.compare.decide import GO, evaluate_gates, not_worse_tests, run_means
+    from raglab.compare.decide import evaluate_gates, not_worse_tests, run_means, settle_bases
     from raglab.compare.gates import load_gate_set
     from raglab.compare.kappa import calibration_checks
     from raglab.compare.load import safe_name
@@ -132,7 +135,8 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
 
     check_ppi_gates(comp, gates, source)  # estimator: ppi without usable labels: one line
     results = evaluate_gates(comp.rows, gates, run_means(base.metrics, cand.metrics),
-                             not_worse_tests(comp, gates), ppi=comp.ppi)
+                             not_worse_tests(comp, gates), ppi=comp.ppi,
+                             bases=settle_bases(comp, gates))
     results += calibration_checks(gates, results, comp.calibration,
                                   comp.versions.get("candidate"))
     date = datetime.date.today().isoformat()
@@ -173,7 +177,11 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
                      base.mlflow_run_id or str(base.run_dir))
         print(f"MLflow run {cand.mlflow_run_id}: tags raglab.decision={record['decision']}, "
               f"raglab.decision.gates={record['gates']['name']}, artifacts decision/")
-    return 0 if record["decision"] == GO else 1
+    return EXIT_CODES[record["decision"]]
+
+
+#: the exit code of each decision (DESIGN.md: 2 and 3 are usage and version errors)
+EXIT_CODES = {"GO": 0, "NO-GO": 1, "INCONCLUSIVE": 4}
 
 
 def hand_over(args, record: dict, md_text: str, stem: str) -> None:
@@ -238,8 +246,13 @@ def _terminal(record: dict) -> str:
         lines.append(f"  warning: {w}")
     for r in record["results"]:
         where = "overall" if not r["slice"] else f"{r['slice']['key']}={r['slice']['value']}"
-        lines.append(f"  {r['status'].upper():4}  {r['gate']} [{where}]: {r['requirement']}"
+        lines.append(f"  {r['status'].upper():12}  {r['gate']} [{where}]: {r['requirement']}"
                      f" -- {r['reason']}")
+    from raglab.compare.record import inconclusive_note
+
+    note = inconclusive_note(record)
+    if note:
+        lines.append(f"  note: {note}")
     if record.get("turns_on"):
         from raglab.compare.record import verdict_note
 

@@ -1,6 +1,8 @@
 """A decision where the release happens: a decision record (``decision-....json``) as
-JUnit XML (every check a test case; failed checks as failures with their reason), as the
-GitHub Actions job summary with one ``::error`` annotation per failed check, and as a
+JUnit XML (every check a test case; failed checks as failures with their reason;
+inconclusive ones skipped, saying so and how many cases would settle them), as the GitHub
+Actions job summary with one ``::error`` annotation per failed check and one ``::warning``
+per inconclusive one, and as a
 pull-request comment body that starts with a hidden marker naming the study, so a workflow
 updates one comment per study. Pure functions of the record (and the study's name)."""
 
@@ -9,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from raglab.compare.gates import FAIL, NA
+from raglab.compare.gates import FAIL, INCONCLUSIVE, NA
 
 #: GitHub's limit on an issue or pull-request comment body, in characters
 COMMENT_LIMIT = 65_536
@@ -27,15 +29,17 @@ def check_name(r: Mapping[str, Any]) -> str:
 
 def junit_xml(rec: Mapping[str, Any]) -> str:
     """One ``<testsuite>`` (the gate set) with one ``<testcase>`` per check: a failed check
-    is a ``<failure>`` whose message is its reason, a check that did not apply is
-    ``<skipped>``."""
+    is a ``<failure>`` whose message is its reason; an inconclusive check is ``<skipped>``
+    with a message that starts ``inconclusive:`` and says how many paired cases would settle
+    it (and a ``cases_needed`` property), never a failure; a check that did not apply is
+    ``<skipped>`` too."""
     import xml.etree.ElementTree as ET
 
     results = rec["results"]
     suite = ET.Element("testsuite", {
         "name": f"raglab decide {rec['name']}", "tests": str(len(results)),
         "failures": str(sum(r["status"] == FAIL for r in results)), "errors": "0",
-        "skipped": str(sum(r["status"] == NA for r in results)),
+        "skipped": str(sum(r["status"] in (NA, INCONCLUSIVE) for r in results)),
         "timestamp": str(rec.get("written_at") or rec.get("date") or "")})
     props = ET.SubElement(suite, "properties")
     for key, value in (("decision", rec["decision"]), ("gates", rec["gates"]["name"]),
@@ -54,6 +58,12 @@ def junit_xml(rec: Mapping[str, Any]) -> str:
             f = ET.SubElement(case, "failure", {"message": _xml_text(r["reason"]),
                                                 "type": "gate"})
             f.text = _xml_text(detail)
+        elif r["status"] == INCONCLUSIVE:
+            cp = ET.SubElement(case, "properties")
+            ET.SubElement(cp, "property", {"name": "status", "value": INCONCLUSIVE})
+            ET.SubElement(cp, "property", {"name": "cases_needed",
+                                           "value": _xml_text(r.get("cases_needed"))})
+            ET.SubElement(case, "skipped", {"message": _xml_text(inconclusive_words(r))})
         elif r["status"] == NA:
             ET.SubElement(case, "skipped", {"message": _xml_text(r["reason"])})
         else:
@@ -61,6 +71,15 @@ def junit_xml(rec: Mapping[str, Any]) -> str:
     ET.indent(suite)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(
         suite, encoding="unicode") + "\n"
+
+
+def inconclusive_words(r: Mapping[str, Any]) -> str:
+    """``inconclusive: N paired cases would settle it (pass) ...; REASON`` of a check."""
+    n = "no" if r.get("n") is None else r["n"]
+    need = (f"{r['cases_needed']} paired cases would settle it ({r['settles_as']}) if the "
+            f"change seen held" if r.get("cases_needed") is not None
+            else "no number of cases settles it if the change seen held")
+    return f"inconclusive: {n} paired cases now; {need}"
 
 
 def _xml_text(value: Any) -> str:
@@ -77,20 +96,28 @@ def _md(text: Any) -> str:
 
 def summary_markdown(rec: Mapping[str, Any], record_name: str | None = None) -> str:
     """The verdict, the failed checks with why, and the gate table's headline columns."""
-    from raglab.compare.record import verdict_note
+    from raglab.compare.record import inconclusive_note, verdict_note
 
     counts = rec["counts"]
     lines = [f"## raglab decide: {rec['decision']} ({_md(rec['name'])})", "",
              f"**{rec['decision']}**: {_md(rec['baseline']['label'])} → "
              f"{_md(rec['candidate']['label'])}, gate set `{_md(rec['gates']['name'])}`; "
-             f"{counts['pass']} checks passed, {counts['fail']} failed, {counts['n/a']} did "
-             "not apply."]
+             f"{counts['pass']} checks passed, {counts['fail']} failed, "
+             f"{counts.get(INCONCLUSIVE, 0)} inconclusive, {counts['n/a']} did not apply."]
     if rec.get("turns_on"):
         lines += ["", _md(verdict_note(rec["turns_on"]))]
+    note = inconclusive_note(rec)
+    if note:
+        lines += ["", _md(note)]
     failed = [r for r in rec["results"] if r["status"] == FAIL]
     if failed:
         lines += ["", "Failed gates:", ""]
         lines += [f"- **{_md(check_name(r))}**: {_md(r['reason'])}" for r in failed]
+    open_checks = [r for r in rec["results"] if r["status"] == INCONCLUSIVE]
+    if open_checks:
+        lines += ["", "Inconclusive gates (what it would take):", ""]
+        lines += [f"- **{_md(check_name(r))}**: {_md(inconclusive_words(r))}"
+                  for r in open_checks]
     lines += ["", "| gate | slice | baseline | candidate | delta | interval | n | result |",
               "|---|---|---|---|---|---|---|---|"]
     for r in rec["results"]:
@@ -114,12 +141,15 @@ def _num(x: Any, signed: bool = False) -> str:
 
 
 def error_annotations(rec: Mapping[str, Any]) -> list[str]:
-    """One GitHub ``::error`` workflow command per failed check."""
+    """One GitHub ``::error`` workflow command per failed check and one ``::warning`` per
+    inconclusive check (its message says how many cases would settle it)."""
     out = []
     for r in rec["results"]:
+        title = _escape_property(f"raglab decide: {check_name(r)}")
         if r["status"] == FAIL:
-            title = _escape_property(f"raglab decide: {check_name(r)}")
             out.append(f"::error title={title}::{_escape_data(r['reason'])}")
+        elif r["status"] == INCONCLUSIVE:
+            out.append(f"::warning title={title}::{_escape_data(inconclusive_words(r))}")
     return out
 
 

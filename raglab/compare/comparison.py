@@ -77,6 +77,24 @@ class Comparison:
             out.append(self.table.one_sided(idx, metric, theta, side))
         return out
 
+    def basis(self, metric: str, slice: tuple[str, str] | None):
+        """What the interval of ``metric`` in ``slice`` was made of
+        (:class:`raglab.stats.settle.Basis`), for the cases that would settle a check on
+        it; None without a paired case or an interval."""
+        from raglab.stats.settle import Basis
+
+        row, info = self.row(metric, slice), self.info(metric, slice)
+        if row is None or info is None or not row["n"] or row["delta"] is None \
+                or row["ci_low"] is None or row["ci_high"] is None:
+            return None
+        score = None
+        idx = None if self.table is None else self.table.positions(slice)
+        if info["ci_method"] in ("score", "score-bound") and idx is not None:
+            assert self.table is not None
+            score = self.table.score_counts(idx, metric)
+        return Basis(int(row["n"]), float(row["delta"]), float(row["ci_low"]),
+                     float(row["ci_high"]), float(self.settings["confidence"]), score)
+
     def _position(self, metric: str, slice: tuple[str, str] | None) -> int | None:
         if self._index is None:
             self._index = {(r["metric"], None if r["slice"] is None else

@@ -4,20 +4,25 @@
 ``metric``, ``slice``, ``baseline``, ``candidate``, ``delta``, ``ci_low``, ``ci_high``,
 ``p_value``, ``p_adjusted``, ``n``, ``comparable``, ...) and a :class:`GateSet`. Every gate
 is checked overall and, with ``slices: critical``, on each critical slice; each check is
-``pass``, ``fail`` or ``n/a``:
+``pass``, ``fail``, ``inconclusive`` or ``n/a``:
 
 - ``n/a``: the metric is not reported, or applies to no case of either run, in that slice
   (``fail`` instead when the gate says ``required: true``);
 - ``fail``: the row is marked not comparable (metric versions differ), or the metric
   applies in one run only (no paired case; a ``max``/``min`` bound then reads the
-  candidate's own mean), or the rule does not hold (see raglab.compare.gates).
+  candidate's own mean), or the data show the rule's breach (raglab.compare.gates);
+- ``inconclusive``: an interval-based check whose interval shows neither the requirement nor
+  its breach; it carries ``cases_needed``, the paired cases of its slice at which it would
+  be settled if the change seen so far held (raglab.stats.settle), and ``settles_as``.
 
 :func:`raglab.compare.kappa.calibration_checks` adds one check per family of the gate
 set's ``min_kappa``, from the latest calibration of the candidate's grader version of that
 family (:mod:`raglab.compare.trust`): ``n/a`` when no gate of the family applied, ``fail``
 when the version is uncalibrated or its kappa is below the minimum.
 
-The decision is GO when no check fails and at least one gate check passed, else NO-GO.
+The decision (:func:`decision_of`) is NO-GO when a check failed; else INCONCLUSIVE when a
+check is inconclusive; else GO when at least one gate check passed; else (nothing applied)
+NO-GO.
 """
 
 from __future__ import annotations
@@ -25,9 +30,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from raglab.compare.gates import FAIL, GO, NA, NO_GO, PASS, Gate, GateSet
+from raglab.compare.gates import (
+    FAIL,
+    GO,
+    INCONCLUSIVE,
+    INCONCLUSIVE_DECISION,
+    NA,
+    NO_GO,
+    PASS,
+    Gate,
+    GateSet,
+)
 from raglab.compare.kappa import MIN_KAPPA
-from raglab.stats import PairedStat, non_inferior
+from raglab.compare.settling import basis_from_row, conditions_of, needed_words
+from raglab.stats import PairedStat
+from raglab.stats.settle import Basis, cases_to_settle
 
 
 def _slice_of(row: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -80,7 +97,7 @@ def _requirement(gate: Gate, alpha: float) -> str:
         m = gate.margin or 0.0
         worse = (f"delta < -{m:g}" if gate.direction == "higher" else f"delta > +{m:g}") \
             if m else ("delta < 0" if gate.direction == "higher" else "delta > 0")
-        return f"not shown worse: one-sided p of {worse} >= {alpha:g} (Holm)"
+        return f"not shown worse: one-sided p of {worse} >= {alpha / 2:g} (Holm)"
     parts = []
     if gate.max is not None:
         parts.append(f"candidate <= {gate.max:g}")
@@ -131,46 +148,64 @@ def _judge(gate: Gate, row: Mapping[str, Any] | None, alpha: float,
     cand = row.get("candidate")
     stat = _stat(row)
     if gate.rule == "bound":
-        failed = []
-        if gate.max is not None or gate.min is not None:
-            if cand is None:
-                return FAIL, "the metric applies to no case of the candidate"
-            if gate.max is not None and not cand <= gate.max:
-                failed.append(f"candidate {_fmt(cand)} > {gate.max:g}")
-            if gate.min is not None and not cand >= gate.min:
-                failed.append(f"candidate {_fmt(cand)} < {gate.min:g}")
-        if gate.max_increase is not None or gate.max_decrease is not None:
-            if stat.delta is None:
-                return FAIL, "no paired case"
-            if gate.by == "interval" and (stat.ci_low is None or stat.ci_high is None):
-                return FAIL, "no interval (too few cases for the test to reach its level)"
-            up = stat.ci_high if gate.by == "interval" else stat.delta
-            down = stat.ci_low if gate.by == "interval" else stat.delta
-            what = ("CI high", "CI low") if gate.by == "interval" else ("delta", "delta")
-            assert up is not None and down is not None
-            if gate.max_increase is not None and not up <= gate.max_increase:
-                failed.append(f"{what[0]} {up:+.4g} > +{gate.max_increase:g}")
-            if gate.max_decrease is not None and not down >= -gate.max_decrease:
-                failed.append(f"{what[1]} {down:+.4g} < -{gate.max_decrease:g}")
-        return (FAIL, "; ".join(failed)) if failed else (PASS, "within bounds")
+        return _bound(gate, stat, cand)
     if stat.n == 0 or stat.delta is None:
         return FAIL, "no paired case"
     if gate.rule == "non_inferior":
-        assert gate.margin is not None
-        if stat.ci_low is None or stat.ci_high is None:
-            return FAIL, "no interval"
-        if non_inferior(stat, gate.margin, gate.direction):
-            return PASS, f"CI [{_fmt(stat.ci_low)}, {_fmt(stat.ci_high)}] within the margin"
-        return FAIL, (f"CI [{_fmt(stat.ci_low)}, {_fmt(stat.ci_high)}] does not exclude a "
-                      f"{'drop' if gate.direction == 'higher' else 'rise'} of {gate.margin:g}")
+        return _on_interval(gate, stat, f"{'drop' if gate.direction == 'higher' else 'rise'} "
+                                        f"of {gate.margin:g}")
     assert gate.rule == "not_worse"
     if worse is None:
         return FAIL, "no one-sided test of this slice"
-    p_adj = worse
-    if p_adj < alpha:
-        return FAIL, (f"worse (delta {stat.delta:+.4g}; one-sided p adjusted {p_adj:.3g} "
-                      f"< {alpha:g})")
-    return PASS, f"not shown worse (one-sided p adjusted {p_adj:.3g})"
+    level = alpha / 2
+    if worse < level:
+        return FAIL, (f"worse (delta {stat.delta:+.4g}; one-sided p adjusted {worse:.3g} "
+                      f"< {level:g})")
+    return PASS, f"not shown worse (one-sided p adjusted {worse:.3g})"
+
+
+def _on_interval(gate: Gate, stat: PairedStat, breach: str) -> tuple[str, str]:
+    """An interval-based check: pass, fail or inconclusive by :func:`conditions_of`."""
+    if stat.ci_low is None or stat.ci_high is None:
+        return INCONCLUSIVE, "no interval yet (too few cases for the test to reach its level)"
+    ci = f"CI [{_fmt(stat.ci_low)}, {_fmt(stat.ci_high)}]"
+    statuses = [c.status(stat.ci_low, stat.ci_high) for c in conditions_of(gate)]
+    if FAIL in statuses:
+        return FAIL, f"{ci} lies wholly beyond the {breach}: the data show the breach"
+    if all(st == PASS for st in statuses):
+        return PASS, f"{ci} within the {'margin' if gate.rule == 'non_inferior' else 'bound'}"
+    return INCONCLUSIVE, f"{ci} neither excludes nor shows a {breach}"
+
+
+def _bound(gate: Gate, stat: PairedStat, cand: Any) -> tuple[str, str]:
+    failed = []
+    if gate.max is not None or gate.min is not None:
+        if cand is None:
+            return FAIL, "the metric applies to no case of the candidate"
+        if gate.max is not None and not cand <= gate.max:
+            failed.append(f"candidate {_fmt(cand)} > {gate.max:g}")
+        if gate.min is not None and not cand >= gate.min:
+            failed.append(f"candidate {_fmt(cand)} < {gate.min:g}")
+    on_change = gate.max_increase is not None or gate.max_decrease is not None
+    if on_change and stat.delta is None:
+        return FAIL, "no paired case"
+    if on_change and gate.by == "estimate":
+        assert stat.delta is not None
+        if gate.max_increase is not None and not stat.delta <= gate.max_increase:
+            failed.append(f"delta {stat.delta:+.4g} > +{gate.max_increase:g}")
+        if gate.max_decrease is not None and not stat.delta >= -gate.max_decrease:
+            failed.append(f"delta {stat.delta:+.4g} < -{gate.max_decrease:g}")
+    if failed:
+        return FAIL, "; ".join(failed)
+    if on_change and gate.by == "interval":
+        words = []
+        if gate.max_increase is not None:
+            words.append(f"rise of more than {gate.max_increase:g}")
+        if gate.max_decrease is not None:
+            words.append(f"drop of more than {gate.max_decrease:g}")
+        what = " and ".join(words)
+        return _on_interval(gate, stat, what)
+    return PASS, "within bounds"
 
 
 def _target_key(target: tuple[str, str] | None) -> tuple[str, str] | None:
@@ -213,7 +248,9 @@ def _from_row(gate: Gate, row: Mapping[str, Any] | None) -> float | None:
 def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
                    means: Mapping[tuple[str, Any], tuple[Any, Any]] | None = None,
                    one_sided: Mapping[tuple[int, Any], float | None] | None = None,
-                   ppi: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+                   ppi: Mapping[str, Any] | None = None,
+                   bases: Mapping[tuple[int, Any], Basis | None] | None = None
+                   ) -> list[dict[str, Any]]:
     """One result per gate and slice checked (module docstring), in the gate set's order.
     ``means`` (:func:`run_means`) tells a metric that applies in one run only (a fail) from
     one that applies in neither (n/a) where no case is paired. ``one_sided``
@@ -221,7 +258,10 @@ def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
     margin-0 check reads half its row's two-sided p-value. The not_worse p-values are
     adjusted together (Holm): the gate set's family of tests for harm. ``ppi``: the
     comparison's human-scale section (raglab.compare.human), read by ``estimator: ppi``
-    gates in place of the judge's rows."""
+    gates in place of the judge's rows. ``bases`` (:func:`settle_bases`): what each
+    interval-based check's interval was made of, for its ``cases_needed``; without it a
+    basis is read from the row (exact for pass/fail metrics and any interval that is not a
+    score interval on masses)."""
     from raglab.compare.human import ppi_row
     from raglab.stats import adjust_pvalues
 
@@ -273,6 +313,13 @@ def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
             if under:
                 why = (f"its margin {gate.margin:g} is below the minimum detectable effect "
                        f"{mde:.3g} (80% power)")
+        needed: tuple[int, str] | None = None
+        if status == INCONCLUSIVE:
+            key = (i, _target_key(target))
+            basis = bases[key] if bases is not None and key in bases \
+                else basis_from_row(gate, r, gates.confidence)
+            needed = None if basis is None else cases_to_settle(basis, conditions_of(gate))
+            reason += needed_words(needed, r)
         results.append({
             "gate": gate.title(), "index": i, "metric": gate.metric, "rule": gate.rule,
             "slice": None if target is None else {"key": target[0], "value": target[1]},
@@ -283,6 +330,8 @@ def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
             "mde": mde, "underpowered": under, "underpowered_why": why,
             "changed": _changed(r),
             "status": status, "reason": reason, "estimator": gate.estimator,
+            "cases_needed": None if needed is None else needed[0],
+            "settles_as": None if needed is None else needed[1],
             "human_scale": r.get("human_scale"),
         })
     return results
@@ -327,28 +376,38 @@ def turns_on(results: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
 
 
 def _gate_mde(gate: Gate, row: Mapping[str, Any], alpha: float) -> float | None:
-    """The minimum detectable effect of a check at the gate's level and 80% power: the
-    row's (two-sided at ``alpha``, which is the one-sided ``alpha / 2`` test of
-    ``non_inferior``), rescaled to the one-sided ``alpha`` test of ``not_worse``."""
-    from scipy.special import ndtri
-
+    """The minimum detectable effect of a check at 80% power: the row's, whose two-sided
+    test at ``alpha`` is the one-sided test at ``alpha / 2`` that ``non_inferior`` and
+    ``not_worse`` checks make."""
     mde = row.get("mde")
     if mde is None or gate.rule == "bound":
         return None
-    if gate.rule == "not_worse":
-        z2 = ndtri(1 - alpha / 2) + ndtri(0.8)
-        z1 = ndtri(1 - alpha) + ndtri(0.8)
-        return float(mde * z1 / z2)
     return float(mde)
 
 
 def decision_of(results: Sequence[Mapping[str, Any]]) -> str:
-    """GO when no check failed and at least one gate check (not a ``min_kappa`` one)
-    passed; else NO-GO."""
+    """NO-GO when a check failed; else INCONCLUSIVE when one is inconclusive; else GO when
+    at least one gate check (not a ``min_kappa`` one) passed; else (nothing applied)
+    NO-GO."""
     statuses = {r["status"] for r in results}
+    if FAIL in statuses:
+        return NO_GO
+    if INCONCLUSIVE in statuses:
+        return INCONCLUSIVE_DECISION
     passed = any(r["status"] == PASS and r.get("rule") != MIN_KAPPA for r in results)
-    return GO if FAIL not in statuses and passed else NO_GO
+    return GO if passed else NO_GO
 
+
+def settle_bases(comp: Any, gates: GateSet) -> dict[tuple[int, Any], Basis | None]:
+    """Each interval-based check's basis from the comparison's paired cases
+    (:meth:`raglab.compare.comparison.Comparison.basis`); PPI checks read their rows."""
+    out: dict[tuple[int, Any], Basis | None] = {}
+    for i, gate in enumerate(gates.gates):
+        if not conditions_of(gate) or gate.estimator == "ppi":
+            continue
+        for target in _targets(gate, gates, comp.rows):
+            out[(i, _target_key(target))] = comp.basis(gate.metric, target)
+    return out
 
 
 def check_ppi_gates(comp: Any, gates: GateSet, source: str) -> None:

@@ -14,35 +14,41 @@ A gate set is predeclared in ``conf/gates/NAME.yaml`` (or any YAML file given by
       - {metric: latency_ms.total, rule: bound, max: 2000}
 
 Rules (``delta`` = candidate - baseline over the paired cases, ``[ci_low, ci_high]`` its
-interval at ``confidence``):
+interval at ``confidence``). Every check has three outcomes: ``pass`` (the data show the
+requirement), ``fail`` (the data show its breach) and ``inconclusive`` (neither: more cases
+would settle it; the check says how many, raglab.stats.settle):
 
-- ``non_inferior`` (``margin`` >= 0): the candidate is not worse by ``margin`` or more:
-  ``ci_low > -margin`` for a metric where higher is better, ``ci_high < margin`` where lower
-  is better (raglab.stats.non_inferior).
-- ``not_worse`` (``margin`` >= 0, default 0): fails when the candidate is worse than the
-  baseline by more than ``margin`` with one-sided significance: the one-sided sign-flip
-  test of ``delta < -margin`` (``> margin`` where lower is better), its p-values adjusted
-  by Holm across the gate set's ``not_worse`` checks (the decision's confirmatory family of
-  such tests), under ``1 - confidence``. Unlike ``non_inferior``, which passes only when
-  the data show the candidate is no worse than the margin (the burden of proof on the
-  candidate), ``not_worse`` fails only when the data show it is worse (the burden on the
-  evidence of harm): use it where a regression must be caught but a small set must not
-  block.
+- ``non_inferior`` (``margin`` >= 0): the candidate is not worse by ``margin`` or more. Where
+  higher is better: ``pass`` when ``ci_low > -margin``, ``fail`` when the whole interval is
+  below ``-margin`` (``ci_high < -margin``), else ``inconclusive``; the mirror where lower is
+  better. With the 95% interval each side is a one-sided test at 2.5%.
+- ``not_worse`` (``margin`` >= 0, default 0): ``fail`` when the candidate is shown worse than
+  the baseline by more than ``margin``, else ``pass``: the one-sided test of ``delta <
+  -margin`` (``> margin`` where lower is better) whose inversion is the metric's interval
+  (raglab.stats.paired.one_sided), its p-values adjusted by Holm across the gate set's
+  ``not_worse`` checks, below ``(1 - confidence) / 2``: the level of each side of the
+  interval, so that without Holm a single check fails exactly when its interval lies wholly
+  beyond the margin. Unlike ``non_inferior``, which passes only when the data show the
+  candidate is no worse than the margin (the burden of proof on the candidate), ``not_worse``
+  is never inconclusive: it fails only when the data show harm (the burden on the evidence
+  of harm).
 - ``bound``: any of ``max`` / ``min`` on the candidate's value and ``max_increase`` /
-  ``max_decrease`` (>= 0) on ``delta``; every one given must hold. Budgets (latency, cost)
-  and absolute limits (``acl_leak_rate`` max 0) are bounds. ``by: interval`` judges
-  ``max_increase`` / ``max_decrease`` on the interval instead of the estimate (``ci_high <=
-  max_increase``, ``ci_low >= -max_decrease``): the change must be shown to be within the
-  bound, not merely estimated within it.
+  ``max_decrease`` (>= 0) on ``delta``; every one given must hold (pass or fail: a limit on
+  the candidate's own value, such as ``acl_leak_rate`` max 0, is a fact of the run, and one
+  leak fails it). Budgets (latency, cost) and absolute limits are bounds. ``by: interval``
+  judges ``max_increase`` / ``max_decrease`` on the interval instead of the estimate:
+  ``pass`` when the interval is within the bound (``ci_high <= max_increase``, ``ci_low >=
+  -max_decrease``), ``fail`` when it lies wholly beyond it, else ``inconclusive``.
 
-Power: each ``non_inferior`` check states the minimum detectable effect of its slice (the
-margin its test shows with 80% power when the true difference is 0, from the observed
-variance of the paired differences); a margin below it is ``underpowered``, which warns
-(``underpowered: warn``, the default) or fails the check (``underpowered: fail``). A
-``bound`` check is ``underpowered`` when it rests on fewer than ``min_n`` paired cases
-(default 30), or when it bounds a change (``max_increase`` / ``max_decrease``) and the
-interval of that change is wider than the bound (its slack: a change of 0.05 cannot be
-told from one of 0.5 with an interval [+0, +1]).
+Power: each ``non_inferior`` and ``not_worse`` check states the minimum detectable effect of
+its slice (``mde``): the smallest true difference its test detects with 80% power, from the
+comparison's row (raglab.stats.paired: the power of the row's own test, planned at the
+observed share of changed cases), rescaled to the check's level. A ``non_inferior`` margin
+below it is ``underpowered``, which warns (``underpowered: warn``, the default) or fails a
+passing check (``underpowered: fail``). A ``bound`` check is ``underpowered`` when it rests
+on fewer than ``min_n`` paired cases (default 30), or when it bounds a change
+(``max_increase`` / ``max_decrease``) and the interval of that change is wider than the bound
+(its slack: a change of 0.05 cannot be told from one of 0.5 with an interval [+0, +1]).
 
 A gate whose metric applies to no case of either run (in a slice) is ``n/a`` and does not
 block, unless ``required: true``, which makes it fail.
@@ -74,8 +80,8 @@ from raglab.metrics.catalog import CALIBRATED_BY, FAMILIES, spec_of
 
 Rule = Literal["non_inferior", "not_worse", "bound"]
 #: what a check of a gate is, and what the decision is (raglab.compare.decide)
-PASS, FAIL, NA = "pass", "fail", "n/a"
-GO, NO_GO = "GO", "NO-GO"
+PASS, FAIL, INCONCLUSIVE, NA = "pass", "fail", "inconclusive", "n/a"
+GO, NO_GO, INCONCLUSIVE_DECISION = "GO", "NO-GO", "INCONCLUSIVE"
 _BOUNDS = ("max", "min", "max_increase", "max_decrease")
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from raglab.compare.decide import _fmt, decision_of, turns_on
-from raglab.compare.gates import FAIL, NA, PASS, GateSet
+from raglab.compare.gates import FAIL, INCONCLUSIVE, NA, PASS, GateSet
 from raglab.compare.kappa import gated_families, judge_lines
 from raglab.metrics.diagnosis import CAUSES
 
@@ -124,7 +124,8 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
     from raglab.compare.human import ppi_warnings
 
     warnings += ppi_warnings(results)
-    counts = {s: sum(1 for r in results if r["status"] == s) for s in (PASS, FAIL, NA)}
+    counts = {s: sum(1 for r in results if r["status"] == s)
+              for s in (PASS, FAIL, INCONCLUSIVE, NA)}
     cal = getattr(comp, "calibration", None) or {}
     return {
         "decision": decision_of(results), "turns_on": turns_on(results), "name": name,
@@ -244,6 +245,38 @@ def verdict_note(t: Mapping[str, Any]) -> str:
             f"check ({checks}): read those cases before acting on it.")
 
 
+def settle_lines(rec: Mapping[str, Any]) -> list[str]:
+    """One line per inconclusive check: where, how many paired cases it has and how many
+    would settle it (and which way) if the change seen held."""
+    out = []
+    for r in rec["results"]:
+        if r["status"] != INCONCLUSIVE:
+            continue
+        where = f"{r['gate']} [{_slice_label(r['slice'])}]"
+        have = "no" if r.get("n") is None else r["n"]
+        if r.get("cases_needed") is None:
+            out.append(f"{where}: {have} paired cases; no number of cases settles it if the "
+                       "change seen held")
+        else:
+            out.append(f"{where}: {have} paired cases; {r['cases_needed']} would settle it "
+                       f"({r['settles_as']}) if the change seen held")
+    return out
+
+
+def inconclusive_note(rec: Mapping[str, Any]) -> str | None:
+    """The verdict's note on an INCONCLUSIVE decision: what it means, and what it takes."""
+    if rec["decision"] != "INCONCLUSIVE":
+        return None
+    k = rec["counts"][INCONCLUSIVE]
+    needed = [r["cases_needed"] for r in rec["results"]
+              if r["status"] == INCONCLUSIVE and r.get("cases_needed") is not None]
+    most = (f"; the most any of them needs is {max(needed)} paired cases in its slice if the "
+            "change seen held" if needed else "")
+    return (f"INCONCLUSIVE: no gate was breached, but {k} check{'s' if k != 1 else ''} could "
+            f"not be shown with the cases at hand (not having shown \"no drop\" is no evidence "
+            f"of a drop){most}.")
+
+
 def _where(run: Mapping[str, Any]) -> str:
     if run.get("mlflow_run_id"):
         return f"MLflow run {run['mlflow_run_id']}"
@@ -267,9 +300,14 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
     lines += [f"**Decision: {rec['decision']}.** Gate set {_gate_words(rec['gates'])}, "
               f"intervals at {rec['gates']['confidence']:.0%}: "
               f"{rec['counts'][PASS]} checks passed, {rec['counts'][FAIL]} failed, "
+              f"{rec['counts'].get(INCONCLUSIVE, 0)} inconclusive, "
               f"{rec['counts'][NA]} did not apply.", ""]
     if rec.get("turns_on"):
         lines[-1:-1] = [_md(verdict_note(rec["turns_on"]))]
+    if inconclusive_note(rec):
+        lines += [_md(inconclusive_note(rec)), ""]
+        lines += ["## What it would take", ""]
+        lines += [f"- {_md(x)}" for x in settle_lines(rec)] + [""]
     if rec["gates"]["description"]:
         lines += [rec["gates"]["description"], ""]
     if rec["warnings"]:
@@ -356,10 +394,15 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
     lines += ["## Method", "",
               f"Paired on {s.get('n_cases', 'n/a')} case ids. Intervals: {interval_text} "
               f"({s.get('n_bootstrap', 'n/a')} resamples, seed {s.get('seed', 'n/a')}). "
-              "non_inferior checks read the interval (a one-sided test at half the level each; "
-              "all must pass, so no adjustment is needed for a GO); not_worse checks are "
-              "one-sided sign-flip tests of a drop beyond their margin, adjusted together by "
-              "Holm; MDE is the smallest true difference each check detects with 80% power. "
+              "non_inferior checks read the interval (a one-sided test at half the level each "
+              "way: pass when it excludes the margin, fail when it lies wholly beyond it, "
+              "inconclusive otherwise; all must pass, so no adjustment is needed for a GO); "
+              "not_worse checks are the one-sided tests of a drop beyond their margin whose "
+              "inversion is the interval, at half the level, adjusted together by Holm; an "
+              "inconclusive check's cases needed are the paired cases of its slice at which "
+              "its interval would settle it if the change seen held (the same gains and "
+              "losses per case); MDE is the smallest true difference each check detects with "
+              "80% power. "
               f"The comparison's own p adj. column: {s.get('adjust_name', 'n/a')} over the "
               f"{s.get('family_size', 'n/a')} headline metrics overall (confirmatory), "
               f"{s.get('adjust_exploratory_name', 'n/a')} over the rest (exploratory). "

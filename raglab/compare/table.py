@@ -221,6 +221,15 @@ class PairedTable:
                             weights=None if self.weights is None else self.weights[idx],
                             clusters=None if self.clusters is None else self.clusters[idx])
 
+    def score_counts(self, idx, metric: str) -> tuple[float, float, float]:
+        """The gain, loss and (effective) number of cases the score interval of ``metric``
+        on the cases at ``idx`` was made of (raglab.stats.settle.score_counts)."""
+        from raglab.stats.settle import score_counts
+
+        j = self.names.index(metric)
+        return score_counts(self.B[idx][:, j], self.C[idx][:, j],
+                            None if self.weights is None else self.weights[idx])
+
     def one_sided(self, idx, metric: str, theta: float, side: str) -> float | None:
         """The one-sided test of ``metric`` at ``theta`` on the cases at ``idx``: the test
         whose inversion is that metric's interval."""

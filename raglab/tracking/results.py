@@ -13,7 +13,8 @@ Keys (MLflow names made legal by :func:`raglab.tracking.keys.metric_key`):
   ``.n_effective``, ``.lam`` on a run whose answers people labelled (``raglab label``), and
   ``slice/TAG_KEY/TAG_VALUE/ppi.<metric>.<figure>`` per slice; tag ``raglab.labels``;
 - tags ``raglab.compared_with`` (the baseline), ``raglab.sweep.baseline`` (the baseline
-  job's number), ``raglab.decision`` (GO or NO-GO) and ``raglab.decision.gates``.
+  job's number), ``raglab.decision`` (GO, NO-GO or INCONCLUSIVE) and
+  ``raglab.decision.gates``.
 
 MLflow keeps a metric's history and has no call that deletes a value: a figure is logged only
 when it is new or changed, so re-running a comparison adds nothing, and a changed one becomes

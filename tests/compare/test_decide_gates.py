@@ -5,7 +5,13 @@ import pytest
 
 from raglab.commands.common import conf_dir
 from raglab.compare.decide import FAIL, GO, NA, NO_GO, PASS, decision_of, evaluate_gates, run_means
-from raglab.compare.gates import GateSet, load_gate_set, parse_gate_set
+from raglab.compare.gates import (
+    INCONCLUSIVE,
+    INCONCLUSIVE_DECISION,
+    GateSet,
+    load_gate_set,
+    parse_gate_set,
+)
 from raglab.errors import UserError
 
 
@@ -30,30 +36,58 @@ NI = {"metric": "vital_nugget_recall", "rule": "non_inferior", "margin": 0.02}
 
 
 @pytest.mark.parametrize("ci_low,expected", [
-    (0.01, PASS), (-0.0199, PASS), (-0.02, FAIL), (-0.0201, FAIL), (-0.5, FAIL)])
+    (0.01, PASS), (-0.0199, PASS), (-0.02, INCONCLUSIVE), (-0.0201, INCONCLUSIVE),
+    (-0.5, INCONCLUSIVE)])
 def test_non_inferiority_higher_is_better_at_the_margin(ci_low, expected):
     assert status([row("vital_nugget_recall", ci=(ci_low, 0.1))], NI) == [expected]
 
 
-@pytest.mark.parametrize("ci_high,expected", [(0.0199, PASS), (0.02, FAIL), (0.3, FAIL)])
+@pytest.mark.parametrize("ci,expected", [
+    ((-0.5, -0.0201), FAIL), ((-0.5, -0.02), INCONCLUSIVE), ((-0.5, 0.1), INCONCLUSIVE),
+    ((-0.0199, 0.1), PASS)])
+def test_non_inferiority_fails_only_when_the_whole_interval_is_beyond_the_margin(ci, expected):
+    assert status([row("vital_nugget_recall", delta=sum(ci) / 2, ci=ci)], NI) == [expected]
+
+
+@pytest.mark.parametrize("ci_high,expected", [(0.0199, PASS), (0.02, INCONCLUSIVE),
+                                              (0.3, INCONCLUSIVE)])
 def test_non_inferiority_lower_is_better_reads_the_upper_bound(ci_high, expected):
     g = {"metric": "contradicted_claim_rate", "rule": "non_inferior", "margin": 0.02}
     # a lower bound far below zero is an improvement, never a failure
     assert status([row("contradicted_claim_rate", ci=(-0.5, ci_high))], g) == [expected]
+    # the whole interval above the margin: the rise is shown
+    assert status([row("contradicted_claim_rate", delta=0.1, ci=(0.0201, 0.2))], g) == [FAIL]
 
 
 def test_non_inferiority_with_zero_margin_needs_a_positive_lower_bound():
     g = {**NI, "margin": 0}
-    assert status([row("vital_nugget_recall", ci=(0.0, 0.1))], g) == [FAIL]
+    assert status([row("vital_nugget_recall", ci=(0.0, 0.1))], g) == [INCONCLUSIVE]
     assert status([row("vital_nugget_recall", ci=(0.001, 0.1))], g) == [PASS]
+    assert status([row("vital_nugget_recall", ci=(-0.1, -0.001))], g) == [FAIL]
+
+
+def test_an_inconclusive_check_says_how_many_cases_would_settle_it():
+    # 0 changes of 23 pass/fail cases: Tango's interval +-0.143; at 73 cases +-0.04999
+    r = {**row("false_refusal_rate", n=23, ci=(-0.1431, 0.1431)), "ties": 23}
+    g = {"metric": "false_refusal_rate", "rule": "non_inferior", "margin": 0.05}
+    (res,) = evaluate_gates([r], gates(g))
+    assert res["status"] == INCONCLUSIVE
+    assert res["cases_needed"] == 73 and res["settles_as"] == PASS
+    assert "73 paired cases would settle it (pass)" in res["reason"]
+    # an estimate on the threshold is never settled by more of the same
+    on = {**r, "n": 20, "delta": 0.05, "ci_low": -0.03, "ci_high": 0.24, "wins": 0,
+          "losses": 1, "ties": 19}   # 1 case worse of 20: a rise of exactly the margin
+    (res,) = evaluate_gates([on], gates(g))
+    assert res["status"] == INCONCLUSIVE and res["cases_needed"] is None
 
 
 def test_not_worse_reads_one_sided_tests_adjusted_together():
     g = {"metric": "contradicted_claim_rate", "rule": "not_worse"}
     m = "contradicted_claim_rate"
-    # from rows alone (margin 0): half the two-sided p on the bad side, 1 - p/2 otherwise
-    assert status([row(m, delta=0.05, p=0.09)], g) == [FAIL]      # one-sided 0.045
-    assert status([row(m, delta=0.05, p=0.11)], g) == [PASS]      # one-sided 0.055
+    # from rows alone (margin 0): half the two-sided p on the bad side, 1 - p/2 otherwise;
+    # failed below half the level (0.025), each side's level of the 95% interval
+    assert status([row(m, delta=0.05, p=0.045)], g) == [FAIL]      # one-sided 0.0225
+    assert status([row(m, delta=0.05, p=0.09)], g) == [PASS]      # one-sided 0.045
     assert status([row(m, delta=-0.05, p=0.001)], g) == [PASS]    # it improved
     assert status([row(m, delta=0.05, p=None)], g) == [FAIL]      # no test
     # the comparison's own adjustment (a family of hundreds of rows) plays no part
@@ -61,11 +95,12 @@ def test_not_worse_reads_one_sided_tests_adjusted_together():
     # given one-sided p-values, Holm over the gate set's not_worse checks
     two = gates(g, {"metric": "faithfulness", "rule": "not_worse"})
     rows = [row(m, delta=0.05), row("faithfulness", delta=-0.05)]
-    res = evaluate_gates(rows, two, one_sided={(0, None): 0.04, (1, None): 0.03})
-    # Holm: 2 x 0.03 = 0.06, then max(0.06, 0.04): each alone would fail at 0.05
+    res = evaluate_gates(rows, two, one_sided={(0, None): 0.02, (1, None): 0.015})
+    # Holm: 2 x 0.015 = 0.03, then max(0.03, 0.02): each alone would fail at 0.025
     assert [r["status"] for r in res] == [PASS, PASS]
-    assert [r["p_one_sided_adjusted"] for r in res] == [pytest.approx(0.06),
-                                                        pytest.approx(0.06)]
+    assert [r["p_one_sided_adjusted"] for r in res] == [pytest.approx(0.03),
+                                                        pytest.approx(0.03)]
+    assert all(r.get("cases_needed") is None for r in res)   # never inconclusive
     res = evaluate_gates(rows, two, one_sided={(0, None): 0.01, (1, None): 0.2})
     assert [r["status"] for r in res] == [FAIL, PASS]
     assert "worse" in res[0]["reason"] and res[0]["p_one_sided"] == 0.01
@@ -75,19 +110,22 @@ def test_confidence_sets_the_significance_level():
     g = GateSet.model_validate({"confidence": 0.99, "gates": [
         {"metric": "faithfulness", "rule": "not_worse"}]})
     assert g.alpha == 0.01
-    assert evaluate_gates([row("faithfulness", delta=-0.1, p=0.04)], g)[0]["status"] == PASS
-    assert evaluate_gates([row("faithfulness", delta=-0.1, p=0.01)], g)[0]["status"] == FAIL
+    assert evaluate_gates([row("faithfulness", delta=-0.1, p=0.02)], g)[0]["status"] == PASS
+    assert evaluate_gates([row("faithfulness", delta=-0.1, p=0.009)], g)[0]["status"] == FAIL
 
 
 def test_bound_by_interval_reads_the_interval():
     g = {"metric": "false_refusal_rate", "rule": "bound", "max_increase": 0.05,
          "by": "interval"}
     assert status([row("false_refusal_rate", delta=0.01, ci=(-0.02, 0.04))], g) == [PASS]
-    assert status([row("false_refusal_rate", delta=0.01, ci=(-0.02, 0.06))], g) == [FAIL]
+    assert status([row("false_refusal_rate", delta=0.01, ci=(-0.02, 0.06))], g) == \
+        [INCONCLUSIVE]
+    assert status([row("false_refusal_rate", delta=0.1, ci=(0.06, 0.14))], g) == [FAIL]
     est = {**g, "by": "estimate"}
     assert status([row("false_refusal_rate", delta=0.01, ci=(-0.02, 0.06))], est) == [PASS]
     down = {"metric": "faithfulness", "rule": "bound", "max_decrease": 0.02, "by": "interval"}
-    assert status([row("faithfulness", delta=0.0, ci=(-0.03, 0.03))], down) == [FAIL]
+    assert status([row("faithfulness", delta=0.0, ci=(-0.03, 0.03))], down) == [INCONCLUSIVE]
+    assert status([row("faithfulness", delta=-0.1, ci=(-0.13, -0.03))], down) == [FAIL]
     assert status([row("faithfulness", delta=0.0, ci=(-0.01, 0.03))], down) == [PASS]
 
 
@@ -165,7 +203,7 @@ def test_critical_slices_overall_always_and_key_expansion():
     assert got == [
         ("vital_nugget_recall", None, PASS),
         ("vital_nugget_recall", ("answerable", "yes"), PASS),
-        ("vital_nugget_recall", ("intent", "billing"), FAIL),
+        ("vital_nugget_recall", ("intent", "billing"), INCONCLUSIVE),
         ("vital_nugget_recall", ("intent", "tax"), PASS),
         ("vital_nugget_recall", ("region", "EU"), NA),  # no such slice: shown, not blocking
         ("faithfulness", None, NA),  # overall only (not reported here), slices not checked
@@ -178,6 +216,9 @@ def test_decision():
     assert decision_of([{"status": PASS}, {"status": FAIL}]) == NO_GO
     assert decision_of([{"status": NA}]) == NO_GO  # nothing was shown
     assert decision_of([]) == NO_GO
+    assert decision_of([{"status": PASS}, {"status": INCONCLUSIVE}]) == INCONCLUSIVE_DECISION
+    assert decision_of([{"status": INCONCLUSIVE}, {"status": FAIL}]) == NO_GO
+    assert decision_of([{"status": INCONCLUSIVE}, {"status": NA}]) == INCONCLUSIVE_DECISION
 
 
 def test_run_means_reads_both_runs_metrics_json():
@@ -262,12 +303,14 @@ def test_record_of_runs_without_diagnoses_or_flips_renders(tmp_path):
     b = src("b", {"k": 3, "system": {"name": "reference"}}, {"cases_sha256": "c1"})
     c = src("c", {"k": 5, "system": {"name": "reference"}, "extra": None},
             {"cases_sha256": "c2"})
-    comp = Comparison(b, c, [row("vital_nugget_recall", ci=(-0.5, 0.1))], {}, {}, {}, [], {})
+    comp = Comparison(b, c, [row("vital_nugget_recall", delta=-0.3, ci=(-0.5, -0.1))], {}, {},
+                      {}, [], {})
     g = gates({**NI, "slices": "critical"}, critical=[{"key": "intent", "value": "x"}])
     res = evaluate_gates(comp.rows, g)
     rec = build_record(comp, g, "g", "g.yaml", res, name="g", date="2026-01-02",
                        question=None)
-    assert rec["decision"] == NO_GO and rec["counts"] == {PASS: 0, FAIL: 1, NA: 1}
+    assert rec["decision"] == NO_GO
+    assert rec["counts"] == {PASS: 0, FAIL: 1, INCONCLUSIVE: 0, NA: 1}
     assert rec["config_diff"] == [{"key": "extra", "baseline": None, "candidate": "null"},
                                   {"key": "k", "baseline": "3", "candidate": "5"}]
     assert any("different cases files" in w for w in rec["warnings"])
