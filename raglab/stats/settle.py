@@ -96,15 +96,19 @@ def status_at(basis: Basis, conditions: Sequence[Condition], cases: float) -> st
 
 
 def cases_to_settle(basis: Basis, conditions: Sequence[Condition],
-                    limit: int = MAX_CASES) -> tuple[int, str] | None:
-    """``(N, outcome)``: the fewest paired cases (more than ``basis.n``) at which the check
-    would be ``pass`` or ``fail`` if the change seen held, and which; None when no number
-    up to ``limit`` settles it (an estimate on a threshold). A projected interval narrows
-    as ``N`` grows, so the first settled ``N`` is found by doubling, then bisection."""
+                    limit: int = MAX_CASES, after: int | None = None
+                    ) -> tuple[int, str] | None:
+    """``(N, outcome)``: the fewest paired cases (more than ``after``, by default
+    ``basis.n``) at which the check would be ``pass`` or ``fail`` if the change seen held,
+    and which; None when no number up to ``limit`` settles it (an estimate on a threshold).
+    A projected interval narrows as ``N`` grows, so the first settled ``N`` is found by
+    doubling, then bisection."""
     if not conditions:
         raise ValueError("a check needs at least one condition")
-    lo = basis.n
-    hi = max(basis.n, 1)
+    lo = basis.n if after is None else max(int(after), 0)
+    hi = max(lo, 1)
+    if lo == 0 and status_at(basis, conditions, 1) != "inconclusive":
+        return 1, status_at(basis, conditions, 1)
     while True:
         hi = min(hi * 2, limit)
         if status_at(basis, conditions, hi) != "inconclusive":

@@ -34,7 +34,7 @@ def test_junit_summary_annotations_and_comment(runs, tmp_path):  # noqa: F811
     (rec_file,) = (tmp_path / "study").glob("decision-*.json")
     rec = json.loads(rec_file.read_text())
     failed = [r for r in rec["results"] if r["status"] == "fail"]
-    skipped = [r for r in rec["results"] if r["status"] == "n/a"]
+    skipped = [r for r in rec["results"] if r["status"] in ("n/a", "inconclusive")]
     assert failed
     # JUnit: one test case per check of the record, failures = failed checks, with why
     suite = ET.parse(tmp_path / "out" / "junit.xml").getroot()
@@ -128,21 +128,26 @@ def test_the_example_workflow_runs_in_order_without_network(tmp_path):
         proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=project,
                               env=env, capture_output=True, text=True, timeout=600)
         ran.append((step["name"], proc.returncode))
-        last = step["name"] == "Fail on NO-GO"
+        last = step["name"] == "Fail unless GO"
         assert proc.returncode == (1 if last else 0), (step["name"], proc.stdout[-2000:],
                                                        proc.stderr[-2000:])
-    # the same outputs twice on 4 cases: nothing is shown non-inferior, so NO-GO; the
-    # decide step still succeeds (the record, comment and summary go out) and the last
-    # step fails the job
+        if last:   # a team that opts in ships on INCONCLUSIVE
+            ok = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=project,
+                                env={**env, "ACCEPT_INCONCLUSIVE": "true"})
+            assert ok.returncode == 0
+    # the same outputs twice on 4 cases: nothing is shown non-inferior, nor a drop, so
+    # INCONCLUSIVE; the decide step still succeeds (the record, comment and summary go out)
+    # and the last step fails the job
     assert [n for n, _ in ran] == ["Evaluate main's outputs",
                                    "Evaluate this pull request's outputs", "Decide",
-                                   "Fail on NO-GO"]
-    assert "status=1" in gh_output.read_text()
+                                   "Fail unless GO"]
+    assert "status=4" in gh_output.read_text()
     assert (project / "decision-junit.xml").is_file()
     assert (project / "decision-comment.md").read_text().startswith(
         "<!-- raglab-decision: eval/decisions -->")
     assert list((project / "eval" / "decisions").glob("decision-*.html"))
-    assert "## raglab decide: NO-GO" in summary.read_text()
+    assert "## raglab decide: INCONCLUSIVE" in summary.read_text()
+    assert "Inconclusive gates (what it would take):" in summary.read_text()
 
 
 PLUGIN_TEST = '''
