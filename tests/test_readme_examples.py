@@ -154,7 +154,7 @@ def test_the_tour_runs_validate_run_sweep_compare_decide_and_the_ui():
     verbs = [shlex.split(c)[:2] for c in _tour_commands()]
     assert verbs == [["raglab", "validate"], ["raglab", "run"], ["raglab", "run"],
                      ["raglab", "run"], ["raglab", "compare"], ["raglab", "compare"],
-                     ["raglab", "decide"], ["mlflow", "ui"]]
+                     ["raglab", "plan"], ["raglab", "decide"], ["mlflow", "ui"]]
 
 
 def _run_tour(root: Path, extra: list[str]) -> None:
@@ -177,7 +177,8 @@ def _run_tour(root: Path, extra: list[str]) -> None:
             argv += extra
         proc = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True,
                               timeout=900)
-        ok = (0, 1) if argv[3] == "decide" else (0,)  # GO or NO-GO, both a decision
+        # GO, NO-GO or INCONCLUSIVE: each a decision
+        ok = (0, 1, 4) if argv[3] == "decide" else (0,)
         assert proc.returncode in ok, f"{command}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
     assert (root / "runs/base/metrics.json").is_file()
     assert (root / "runs/compare-base-lexical/compare.json").is_file()

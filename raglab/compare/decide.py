@@ -357,7 +357,8 @@ def _bound_sample(gate: Gate, row: Mapping[str, Any], min_n: int) -> str | None:
         why.append(f"n {n} < min_n {min_n}")
     slacks = [b for b in (gate.max_increase, gate.max_decrease) if b is not None]
     lo, hi = row.get("ci_low"), row.get("ci_high")
-    if slacks and lo is not None and hi is not None and hi - lo > min(slacks):
+    if slacks and gate.by == "estimate" and lo is not None and hi is not None \
+            and hi - lo > min(slacks):
         why.append(f"interval [{lo:+.3g}, {hi:+.3g}] is wider than the bound's slack "
                    f"{min(slacks):g}")
     return "; ".join(why) or None

@@ -115,12 +115,16 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
             warnings.append(f"critical slice {ref.label()} is not in the comparison "
                             "(no case has it): its gates did not apply")
     for r in results:
-        if r.get("underpowered"):
+        if r.get("underpowered") and r["status"] in (PASS, FAIL):
             where = _slice_label(r["slice"])
             why = r.get("underpowered_why") or "its sample cannot carry it"
-            warnings.append(f"{r['gate']} [{where}] is underpowered: {why}; a pass "
-                            "there is weak evidence" + (
-                                "" if gates.underpowered == "warn" else ", so it fails"))
+            if str(r.get("reason", "")).startswith("underpowered"):
+                tail = "a pass there is weak evidence, so it fails"
+            elif r["status"] == PASS:
+                tail = "a pass there is weak evidence"
+            else:
+                tail = "its fail rests on few cases: read them before acting on it"
+            warnings.append(f"{r['gate']} [{where}] is underpowered: {why}; {tail}")
     from raglab.compare.human import ppi_warnings
 
     warnings += ppi_warnings(results)
