@@ -60,10 +60,13 @@ class Decision:
             lines.append("  not shown either way (inconclusive; accept with "
                          "assert_go(decision, accept_inconclusive=True)):")
             for r in self.inconclusive:
-                need = (f"{r['cases_needed']} paired cases would settle it"
+                unit = r.get("cases_unit") or "paired cases"
+                need = (f"{r['cases_needed']} {unit} would settle it"
                         if r.get("cases_needed") is not None
-                        else "no number of cases settles it")
-                lines.append(f"  - {r['gate']} [{_where(r)}]: {r.get('n')} paired cases now; "
+                        else f"no number of {unit} settles it")
+                now = (r.get("human_scale") or {}).get("labelled_pairs") \
+                    if unit != "paired cases" else r.get("n")
+                lines.append(f"  - {r['gate']} [{_where(r)}]: {now} {unit} now; "
                              f"{need} if the change seen held")
         if not self.failed and not self.inconclusive:
             lines.append("  (none failed: no gate check passed, so nothing showed a GO)")

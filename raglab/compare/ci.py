@@ -75,11 +75,13 @@ def junit_xml(rec: Mapping[str, Any]) -> str:
 
 def inconclusive_words(r: Mapping[str, Any]) -> str:
     """``inconclusive: N paired cases would settle it (pass) ...; REASON`` of a check."""
-    n = "no" if r.get("n") is None else r["n"]
-    need = (f"{r['cases_needed']} paired cases would settle it ({r['settles_as']}) if the "
+    from raglab.compare.settling import cases_now
+
+    n, unit = cases_now(r)
+    need = (f"{r['cases_needed']} {unit} would settle it ({r['settles_as']}) if the "
             f"change seen held" if r.get("cases_needed") is not None
-            else "no number of cases settles it if the change seen held")
-    return f"inconclusive: {n} paired cases now; {need}"
+            else f"no number of {unit} settles it if the change seen held")
+    return f"inconclusive: {'no' if n is None else n} {unit} now; {need}"
 
 
 def _xml_text(value: Any) -> str:

@@ -42,7 +42,7 @@ from raglab.compare.gates import (
     GateSet,
 )
 from raglab.compare.kappa import MIN_KAPPA
-from raglab.compare.settling import basis_from_row, conditions_of, needed_words
+from raglab.compare.settling import basis_from_row, cases_now, conditions_of, needed_words
 from raglab.stats import PairedStat
 from raglab.stats.settle import Basis, cases_to_settle
 
@@ -331,6 +331,7 @@ def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
             "changed": _changed(r),
             "status": status, "reason": reason, "estimator": gate.estimator,
             "cases_needed": None if needed is None else needed[0],
+            "cases_unit": cases_now(r)[1],
             "settles_as": None if needed is None else needed[1],
             "human_scale": r.get("human_scale"),
         })

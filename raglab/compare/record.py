@@ -257,12 +257,15 @@ def settle_lines(rec: Mapping[str, Any]) -> list[str]:
         if r["status"] != INCONCLUSIVE:
             continue
         where = f"{r['gate']} [{_slice_label(r['slice'])}]"
+        unit = r.get("cases_unit") or "paired cases"
         have = "no" if r.get("n") is None else r["n"]
+        if unit != "paired cases":
+            have = (r.get("human_scale") or {}).get("labelled_pairs", have)
         if r.get("cases_needed") is None:
-            out.append(f"{where}: {have} paired cases; no number of cases settles it if the "
+            out.append(f"{where}: {have} {unit}; no number of them settles it if the "
                        "change seen held")
         else:
-            out.append(f"{where}: {have} paired cases; {r['cases_needed']} would settle it "
+            out.append(f"{where}: {have} {unit}; {r['cases_needed']} would settle it "
                        f"({r['settles_as']}) if the change seen held")
     return out
 
@@ -274,8 +277,12 @@ def inconclusive_note(rec: Mapping[str, Any]) -> str | None:
     k = rec["counts"][INCONCLUSIVE]
     needed = [r["cases_needed"] for r in rec["results"]
               if r["status"] == INCONCLUSIVE and r.get("cases_needed") is not None]
-    most = (f"; the most any of them needs is {max(needed)} paired cases in its slice if the "
-            "change seen held" if needed else "")
+    most = (f"; the most any of them needs is {max(needed)} (paired cases in its slice, or "
+            "labelled pairs on the human scale) if the change seen held" if needed else "")
+    if needed and all((r.get("cases_unit") or "paired cases") == "paired cases"
+                      for r in rec["results"] if r["status"] == INCONCLUSIVE):
+        most = (f"; the most any of them needs is {max(needed)} paired cases in its slice "
+                "if the change seen held")
     return (f"INCONCLUSIVE: no gate was breached, but {k} check{'s' if k != 1 else ''} could "
             f"not be shown with the cases at hand (not having shown \"no drop\" is no evidence "
             f"of a drop){most}.")

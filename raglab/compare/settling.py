@@ -28,22 +28,43 @@ def conditions_of(gate: Gate) -> list[Condition]:
     return []
 
 
+def _labelled(row: Mapping[str, Any]) -> int | None:
+    """The labelled pairs of a check decided on the human scale (``estimator: ppi``)."""
+    hs = row.get("human_scale")
+    return int(hs["labelled_pairs"]) if isinstance(hs, Mapping) and hs.get(
+        "labelled_pairs") else None
+
+
+def cases_now(row: Mapping[str, Any]) -> tuple[int | None, str]:
+    """``(number, unit)`` a check's interval rests on: its paired cases, or its labelled
+    pairs on the human scale."""
+    labelled = _labelled(row)
+    if labelled is not None:
+        return labelled, "labelled pairs"
+    return (None if row.get("n") is None else int(row["n"])), "paired cases"
+
+
 def needed_words(needed: tuple[int, str] | None, row: Mapping[str, Any]) -> str:
-    n = row.get("n")
+    """The reason's words on the cases an inconclusive check needs (labelled pairs, at
+    the same share of the paired cases, for a check on the human scale)."""
+    n, unit = cases_now(row)
     if needed is None:
-        return ("; no number of cases settles it if the change seen held (the estimate "
+        return (f"; no number of {unit} settles it if the change seen held (the estimate "
                 "sits on the threshold, or there is no interval yet)")
     more = "" if n is None else f", {needed[0] - int(n)} more than the {int(n)} now"
-    return (f"; {needed[0]} paired cases would settle it ({needed[1]}) if the change seen "
+    return (f"; {needed[0]} {unit} would settle it ({needed[1]}) if the change seen "
             f"held{more}")
 
 
 def basis_from_row(gate: Gate, row: Mapping[str, Any], confidence: float) -> Basis | None:
     """A check's basis from its row alone: the counts of a pass/fail metric's score
-    interval (``wins`` and ``losses``), else the interval itself (raglab.stats.settle)."""
+    interval (``wins`` and ``losses``), else the interval itself (raglab.stats.settle); a
+    check on the human scale counts its labelled pairs (the interval shrinks with the
+    labels, the unlabelled cases growing with them)."""
     from raglab.metrics.catalog import spec_of
 
     n, d, lo, hi = row.get("n"), row.get("delta"), row.get("ci_low"), row.get("ci_high")
+    n = _labelled(row) or n     # on the human scale the interval rests on the labels
     if not n or d is None or lo is None or hi is None:
         return None
     spec = spec_of(gate.metric)

@@ -130,3 +130,24 @@ def test_plan_lists_each_check_with_cases_now_the_mde_and_cases_needed(tmp_path)
     assert "the margin 0.05 needs 179 cases (149 more)" in more.stdout
     bad = run_cli("plan", str(base), f"gates={gates}", "--changed", "nan", cwd=tmp_path)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.slow  # two demo runs end to end
+def test_two_identical_demo_runs_under_the_default_gates_are_never_no_go(tmp_path):
+    for name in ("a", "b"):
+        proc = run_cli("run", f"hydra.run.dir={tmp_path / name}", "tracking=none",
+                       "progress=off", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    proc = run_cli("decide", str(tmp_path / "a"), str(tmp_path / "b"), "gates=default",
+                   "--study", str(tmp_path / "study"), cwd=tmp_path)
+    assert proc.returncode in (0, 4), proc.stdout + proc.stderr
+    (path,) = (tmp_path / "study").glob("decision-*.json")
+    rec = json.loads(path.read_text())
+    assert rec["decision"] == "INCONCLUSIVE" and rec["counts"]["fail"] == 0
+    hard = [r for r in rec["results"] if r["slice"] == {"key": "difficulty", "value": "hard"}]
+    assert hard and all(r["status"] == "inconclusive" and r["cases_needed"] == 73
+                        for r in hard)
+    plan = run_cli("plan", str(tmp_path / "a"), "gates=default", cwd=tmp_path)
+    assert plan.returncode == 0
+    assert "[difficulty=hard]: 23 cases now" in plan.stdout
+    assert "the margin 0.05 needs 73 cases (50 more)" in plan.stdout
