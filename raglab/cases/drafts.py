@@ -67,14 +67,16 @@ def _generation(rec: dict[str, Any], m: dict[str, Any], cfg: DiagnosisCfg) -> li
 
 
 def _incomplete(rec: dict[str, Any], m: dict[str, Any], cfg: DiagnosisCfg) -> list[str]:
-    out = [(f"faithful, evidence in the context, but vital facts missing (vital nugget "
-            f"recall {_f(m, 'vital_nugget_recall')}): a cautious model or a truncated "
-            "context")]
-    missing = [v.get("item") for v in rec.get("verdicts") or []
-               if v.get("family") == "nuggets" and v.get("vital")
-               and v.get("label") in ("NO", "PARTIAL")]
-    if missing:
-        out.append(f"vital nugget missing: {clip('; '.join(str(x) for x in missing), 200)}")
+    out = [(f"faithful, evidence in the context, but facts missing "
+            f"({_f(m, 'vital_nugget_recall').replace('_', ' ')}, "
+            f"{_f(m, 'nugget_recall').replace('_', ' ')}): a cautious model or a "
+            "truncated context")]
+    nuggets = [v for v in rec.get("verdicts") or []
+               if v.get("family") == "nuggets" and v.get("label") in ("NO", "PARTIAL")]
+    for vital, what in ((True, "vital nugget"), (False, "other nugget")):
+        missing = [v.get("item") for v in nuggets if bool(v.get("vital")) is vital]
+        if missing:
+            out.append(f"{what} missing: {clip('; '.join(str(x) for x in missing), 200)}")
     return out
 
 

@@ -28,7 +28,10 @@ Shape (``compare.json["ppi"]``; the rows keep their contract)::
               labels file)
     ENTRY = {"delta": ESTIMATE or null, "baseline": ESTIMATE or null,
              "candidate": ESTIMATE or null, "why": null or "...", "labelled_pairs": N}
-    ESTIMATE = the fields of raglab.stats.ppi.PPIEstimate, plus "stratified"
+    ESTIMATE = the fields of raglab.stats.ppi.PPIEstimate (raglab.labels.estimate.FIELDS
+               and "interval"), plus "stratified"; the delta's also "mde", its interval's
+               minimum detectable effect at 80% power (raglab.stats.ppi_power; null when
+               out of reach)
 """
 
 from __future__ import annotations
@@ -90,13 +93,16 @@ def _label_state(run_dir: Path, metric: str) -> tuple[Any, dict[str, Any] | None
 
 
 def _estimate(human, judge_l, judge_all, strata, alpha: float,
-              bounds: tuple[float, float]) -> dict[str, Any] | str:
+              bounds: tuple[float, float], power: float | None = None
+              ) -> dict[str, Any] | str:
     """One estimate (or why there is none): ``strata`` None for a simple random sample,
-    else each case's stratum (parallel to ``judge_all``, then to ``human``)."""
+    else each case's stratum (parallel to ``judge_all``, then to ``human``); ``power``:
+    with its minimum detectable effect (``mde``)."""
     from raglab.labels.estimate import Parts, estimate_from
 
     if strata is None:
-        return estimate_from({"all": (human, judge_l, judge_all)}, False, alpha, bounds)
+        return estimate_from({"all": (human, judge_l, judge_all)}, False, alpha, bounds,
+                             power)
     all_strata, lab_strata = strata
     parts: Parts = {}
     for h, v in zip(all_strata, judge_all):
@@ -104,7 +110,7 @@ def _estimate(human, judge_l, judge_all, strata, alpha: float,
     for h, y, f in zip(lab_strata, human, judge_l):
         parts[h][0].append(y)
         parts[h][1].append(f)
-    return estimate_from(parts, True, alpha, bounds)
+    return estimate_from(parts, True, alpha, bounds, power)
 
 
 def _entry(b, c, yb, yc, labelled, idx, strata_of, alpha: float) -> dict[str, Any]:
@@ -113,6 +119,7 @@ def _entry(b, c, yb, yc, labelled, idx, strata_of, alpha: float) -> dict[str, An
     import numpy as np
 
     from raglab.stats.ppi import MIN_LABELS
+    from raglab.stats.ppi_power import POWER
 
     both = ~np.isnan(b[idx]) & ~np.isnan(c[idx])
     pos = idx[both]
@@ -127,8 +134,9 @@ def _entry(b, c, yb, yc, labelled, idx, strata_of, alpha: float) -> dict[str, An
     strata = None if strata_of is None else (strata_of[pos], strata_of[lab])
     for key, human, judge in (("delta", yc - yb, c - b), ("baseline", yb, b),
                               ("candidate", yc, c)):
+        delta = key == "delta"
         got = _estimate(human[lab], judge[lab], judge[pos], strata, alpha,
-                        (-1.0, 1.0) if key == "delta" else (0.0, 1.0))
+                        (-1.0, 1.0) if delta else (0.0, 1.0), POWER if delta else None)
         if isinstance(got, str):
             out["why"] = out["why"] or got
         else:
@@ -314,11 +322,10 @@ def ppi_lines(comp: Any) -> list[str]:
 def ppi_row(section: Mapping[str, Any] | None, row: Mapping[str, Any], alpha: float
             ) -> dict[str, Any]:
     """The comparison ``row`` of a gate with ``estimator: ppi``, its figures replaced by the
-    human-scale ones (the difference, its interval, each run's human-scale mean; ``n`` stays
-    the paired cases) and ``human_scale`` holding the labels used and the effective sample
-    size; ``raglab decide`` has refused beforehand where there is no estimate."""
-    from scipy.special import ndtri
-
+    human-scale ones (the difference, its interval and that interval's minimum detectable
+    effect, each run's human-scale mean; ``n`` stays the paired cases) and
+    ``human_scale`` holding the labels used and the effective sample size; ``raglab
+    decide`` has refused beforehand where there is no estimate."""
     s = row.get("slice")
     target = None if not s else (str(s["key"]), str(s["value"]))
     e = entry_of(section, str(row["metric"]), target) or {}
@@ -331,8 +338,7 @@ def ppi_row(section: Mapping[str, Any] | None, row: Mapping[str, Any], alpha: fl
         return out
     b, c = e.get("baseline") or {}, e.get("candidate") or {}
     out.update(delta=d["estimate"], ci_low=d["ci_low"], ci_high=d["ci_high"],
-               baseline=b.get("estimate"), candidate=c.get("estimate"),
-               mde=float((ndtri(1 - alpha / 2) + ndtri(0.8)) * d["se"]))
+               baseline=b.get("estimate"), candidate=c.get("estimate"), mde=d.get("mde"))
     out["human_scale"] = {
         "estimator": ESTIMATOR, "interval": d.get("interval", "hall"),
         "labelled_pairs": d["n_labelled"],

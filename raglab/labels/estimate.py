@@ -56,20 +56,24 @@ Parts = dict[str, tuple[list[float], list[float], list[float]]]
 
 
 def estimate_from(parts: Parts, stratified: bool, alpha: float,
-                  bounds: tuple[float, float]) -> dict[str, Any] | str:
+                  bounds: tuple[float, float], power: float | None = None
+                  ) -> dict[str, Any] | str:
     """The ESTIMATE (module docstring) from ``parts``: stratum -> (human, judge on the
     labelled cases, judge on every case), one stratum unless ``stratified``; or why there
     is none (too few labels, in a stratum too: :class:`raglab.stats.ppi.TooFewLabels`).
-    Used for a run's metric here and for a paired difference by compare."""
+    Used for a run's metric here and for a paired difference by compare, which asks for
+    ``power``: the ESTIMATE then holds ``mde``, its interval's minimum detectable effect
+    (:mod:`raglab.stats.ppi_power`; None out of reach)."""
     from raglab.stats.ppi import ppi_mean, ppi_stratified
 
     try:
         if not stratified:
             (human, judge_l, judge_all), = parts.values() or [([], [], [])]
-            est = ppi_mean(human, judge_l, judge_all, alpha=alpha, bounds=bounds)
+            est = ppi_mean(human, judge_l, judge_all, alpha=alpha, bounds=bounds,
+                           power=power)
         else:
             est = ppi_stratified(parts, {h: len(p[2]) for h, p in parts.items()},
-                                 alpha=alpha, bounds=bounds)
+                                 alpha=alpha, bounds=bounds, power=power)
     except ValueError as e:
         return " ".join(str(e).split())
     out: dict[str, Any] = {}
@@ -79,6 +83,8 @@ def estimate_from(parts: Parts, stratified: bool, alpha: float,
             (float(v) if v is not None and math.isfinite(float(v)) else None)
     out["stratified"] = stratified
     out["interval"] = est.interval
+    if power is not None:
+        out["mde"] = None if est.mde is None else float(est.mde)
     return out
 
 

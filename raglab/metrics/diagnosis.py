@@ -20,14 +20,17 @@ and ``F`` = ``final.evidence_recall``:
    or it contains one of the case's forbidden strings (``must_not_contain_rate`` is 1).
 7. ``incomplete_answer``: the answer is faithful (``faithfulness`` applies and passes, no
    contradicted claim over the bound) and the gold evidence reached the context (``F``
-   does not apply or ``F >= min_evidence_recall``), yet vital facts are missing:
-   ``vital_nugget_recall < min_vital_nugget_recall``. The evaluation guidance reads
+   does not apply or ``F >= min_evidence_recall``), yet facts are missing: vital ones
+   (``vital_nugget_recall < min_vital_nugget_recall``), or, in an answer that is wrong
+   against the reference (``correctness < min_correctness``), any nugget, vital or not
+   (``nugget_recall < 1``: a PARTIAL counts as missing). The evaluation guidance reads
    faithful-but-incomplete as a cautious model or a truncated context, not as the corpus.
 8. ``stale_or_conflicting_corpus``: the answer is faithful, the evidence reached the
-   context and the answer is complete (``vital_nugget_recall`` does not apply or passes),
-   yet it is wrong against the reference: ``correctness < min_correctness``. Only when
-   everything is high except correctness against the reference should a team check the
-   corpus for stale or conflicting documents.
+   context and the answer is complete (every nugget present: ``nugget_recall`` and
+   ``vital_nugget_recall`` do not apply or pass), yet it is wrong against the reference:
+   ``correctness < min_correctness``. Only when everything is high except correctness
+   against the reference should a team check the corpus for stale or conflicting
+   documents.
 9. ``access_control``: a document the user may not see was retrieved
    (``acl_leak_rate`` is 1). Always listed when it happens, whatever else failed; it is
    the primary cause only when nothing else failed.
@@ -65,8 +68,8 @@ class DiagnosisCfg(BaseModel):
         "`generation`"))
     max_contradicted: float = Field(0.0, ge=0, le=1)
     min_correctness: float = Field(0.5, ge=0, le=1, description=(
-        "faithful and complete, evidence in context, correctness under this: "
-        "`stale_or_conflicting_corpus`"))
+        "correctness under this, faithful, evidence in context: "
+        "`incomplete_answer` if a nugget is missing, else `stale_or_conflicting_corpus`"))
     min_vital_nugget_recall: float = Field(1.0, ge=0, le=1, description=(
         "faithful, evidence in context, vital nugget recall under this: "
         "`incomplete_answer`"))
@@ -99,9 +102,11 @@ def diagnose(record: Mapping[str, Any], cfg: DiagnosisCfg) -> dict[str, Any] | N
         found.add("generation")
     in_context = f is None or f >= thr
     if faith is not None and not unfaithful and in_context:
-        if _below(m.get("vital_nugget_recall"), cfg.min_vital_nugget_recall):
+        wrong = _below(m.get("correctness"), cfg.min_correctness)
+        if _below(m.get("vital_nugget_recall"), cfg.min_vital_nugget_recall) or (
+                wrong and _below(m.get("nugget_recall"), 1.0)):
             found.add("incomplete_answer")  # cautious model or truncated context
-        elif _below(m.get("correctness"), cfg.min_correctness):
+        elif wrong:
             found.add("stale_or_conflicting_corpus")  # complete, faithful, yet wrong
     if m.get("acl_leak_rate") == 1:
         found.add("access_control")

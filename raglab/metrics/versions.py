@@ -20,6 +20,7 @@ CODE_VERSIONS = {
     "relevance": 2,  # 2: a refusal is 0, null when unanswerable; slot/key-term/off-question rubric
     "nuggets": 2,  # 2: polarity and numbers of the aligned sentence; PARTIAL for implied
     "abstention": 2,  # 2: an abstention asserts nothing; must_not_contain kinds and rates
-    "diagnosis": 2,  # failure attribution (raglab.metrics.diagnosis); 2: incomplete_answer
+    "diagnosis": 3,  # failure attribution (raglab.metrics.diagnosis); 2: incomplete_answer;
+                     # 3: a wrong answer missing any nugget (vital or not) is incomplete
 }
 assert tuple(CODE_VERSIONS) == (*FAMILIES, "diagnosis"), "a family without a code version"

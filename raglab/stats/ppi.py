@@ -60,14 +60,15 @@ combined with weights ``N_h / N``: ``var = sum (N_h / N)^2 var_h``, ``k3 = sum (
 k3_h`` and Satterthwaite's degrees of freedom. A stratum with fewer than ``min_labels``
 labels is refused (:class:`TooFewLabels`).
 
-Planning (``raglab label --plan``): :mod:`raglab.stats.ppi_plan`.
+Planning (``raglab label --plan``): :mod:`raglab.stats.ppi_plan`. The minimum detectable
+effect of an estimate's interval (``power``): :mod:`raglab.stats.ppi_power`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -92,6 +93,9 @@ class PPIEstimate:
     labelled_only_se: float  # s.e. of the labels-only mean (for the effective sample size)
     n_effective: float     # n_labelled * (labelled_only_se / se) ** 2
     interval: str = "hall"  # the interval it got: score, hall or clt
+    #: the smallest true difference from 0 its interval excludes 0 at with probability
+    #: ``power`` (raglab.stats.ppi_power); None unless asked for, or out of reach
+    mde: float | None = None
 
 
 def _z(alpha: float) -> float:
@@ -300,8 +304,8 @@ def _check(alpha: float, interval: str, bounds: tuple[float, float] | None) -> N
 
 def ppi_mean(human, judge_labelled, judge_all, *, alpha: float = 0.05,
              lam: float | None = None, min_labels: int = MIN_LABELS,
-             interval: str = "auto", bounds: tuple[float, float] | None = None
-             ) -> PPIEstimate:
+             interval: str = "auto", bounds: tuple[float, float] | None = None,
+             power: float | None = None) -> PPIEstimate:
     """The prediction-powered estimate of the human-scale mean with its ``1 - alpha``
     interval. ``human`` and ``judge_labelled``: the labelled cases (same order);
     ``judge_all``: the judge's value of every case it scored, the labelled ones included.
@@ -310,8 +314,9 @@ def ppi_mean(human, judge_labelled, judge_all, *, alpha: float = 0.05,
     docstring; ``score`` needs ``bounds``). ``bounds``: the range the human values (and so
     the mean) lie in, ``(0, 1)`` for a metric, ``(-1, 1)`` for a paired difference of one:
     the interval is clipped to it, and where the labels did not vary it is the exact bound
-    (:func:`_within`) instead of an interval of no width. :class:`TooFewLabels` below
-    ``min_labels`` labels (and below 2 always)."""
+    (:func:`_within`) instead of an interval of no width. ``power``: also the minimum
+    detectable effect of that interval (``mde``, :mod:`raglab.stats.ppi_power`).
+    :class:`TooFewLabels` below ``min_labels`` labels (and below 2 always)."""
     _check(alpha, interval, bounds)
     p = _parts(human, judge_labelled, judge_all, min_labels, bounds=bounds)
     if lam is not None and not math.isfinite(lam):
@@ -324,7 +329,16 @@ def ppi_mean(human, judge_labelled, judge_all, *, alpha: float = 0.05,
         from raglab.stats.ppi_score import score_interval
 
         score = score_interval(p.y, p.f, p.u, fit.lam, p.judge_mean, alpha, bounds)
-    return _result(fit, alpha, method, bounds, score=score)
+    out = _result(fit, alpha, method, bounds, score=score)
+    if power is None:
+        return out
+    from raglab.stats.ppi_power import interval_mde, score_mde
+
+    if score is not None and bounds is not None:
+        mde = score_mde(p.y, p.f, p.u, fit.lam, alpha, bounds, power, p.judge_mean)
+    else:
+        mde = interval_mde(out.estimate, out.ci_low, out.ci_high, alpha, power)
+    return replace(out, mde=mde)
 
 
 def interval_of(human: np.ndarray, interval: str, bounds: tuple[float, float] | None
@@ -344,16 +358,17 @@ def ppi_stratified(strata: Mapping[str, tuple[Sequence[float], Sequence[float],
                                               Sequence[float]]],
                    population: Mapping[str, int], *, alpha: float = 0.05,
                    min_labels: int = MIN_LABELS, interval: str = "auto",
-                   bounds: tuple[float, float] | None = None) -> PPIEstimate:
+                   bounds: tuple[float, float] | None = None,
+                   power: float | None = None) -> PPIEstimate:
     """The prediction-powered estimate from a stratified sample: ``strata`` maps each
     stratum to ``(human, judge_labelled, judge_all)`` as :func:`ppi_mean` takes them, and
     ``population`` each stratum to its number of cases ``N_h`` (for a metric that applies
     to some cases only, the cases where it applies). Each stratum gets its own power-tuned
     ``lam``; the estimates combine with weights ``N_h / N``. ``lam`` in the result is the
     weighted mean of the strata's; ``labelled_only_se`` that of the stratified mean of the
-    labels alone. ``bounds`` as for :func:`ppi_mean`; ``interval`` ``auto`` is ``hall``
-    here. :class:`TooFewLabels` names a stratum
-    with fewer than ``min_labels``."""
+    labels alone. ``bounds`` and ``power`` as for :func:`ppi_mean` (the MDE here is the
+    interval's, :func:`raglab.stats.ppi_power.interval_mde`); ``interval`` ``auto`` is
+    ``hall`` here. :class:`TooFewLabels` names a stratum with fewer than ``min_labels``."""
     _check(alpha, interval, bounds)
     if interval == "score":
         raise ValueError("the score interval is for a simple random sample; a stratified "
@@ -386,4 +401,9 @@ def ppi_stratified(strata: Mapping[str, tuple[Sequence[float], Sequence[float],
                     lam=sum(w * f.lam for w, f in fits), n=sum(f.n for _, f in fits),
                     n_all=sum(f.n_all for _, f in fits),
                     judge_mean=sum(w * f.judge_mean for w, f in fits))
-    return _result(combined, alpha, interval, bounds, fits)
+    out = _result(combined, alpha, interval, bounds, fits)
+    if power is None:
+        return out
+    from raglab.stats.ppi_power import interval_mde
+
+    return replace(out, mde=interval_mde(out.estimate, out.ci_low, out.ci_high, alpha, power))

@@ -52,16 +52,18 @@ def on_a_scale(human: np.ndarray) -> bool:
     return np.unique(human).size <= SCALE_MAX
 
 
-def _restricted_variance(vals: np.ndarray, counts: np.ndarray, mu: float,
-                         ends: tuple[float, float]) -> float | None:
-    """The variance about ``mu`` of the maximum-likelihood distribution with mean ``mu`` on
-    ``vals`` (observed, with ``counts``) plus the extension points ``ends`` that lie beyond
-    them; None where no distribution on that support has mean ``mu``."""
+def restricted(vals: np.ndarray, counts: np.ndarray, mu: float,
+               ends: tuple[float, float]
+               ) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """The maximum-likelihood distribution with mean ``mu`` on ``vals`` (observed, with
+    ``counts``, which may be fractional weights) plus the extension points ``ends`` that lie
+    beyond them: ``(support, probabilities, variance about mu)``; None where no
+    distribution on that support has mean ``mu``."""
     n = float(counts.sum())
     d = vals - mu
     mean = float((counts * vals).sum()) / n
     if abs(mean - mu) <= _TOL * max(1.0, abs(mu)):
-        return float((counts * d * d).sum()) / n
+        return vals, counts / n, float((counts * d * d).sum()) / n
     up = mu > mean
     e = ends[1] if up else ends[0]
     beyond = e > vals.max() + _TOL if up else e < vals.min() - _TOL
@@ -69,7 +71,8 @@ def _restricted_variance(vals: np.ndarray, counts: np.ndarray, mu: float,
         p = counts * (mu - e) / (n * (vals - e))
         w = 1.0 - float(p.sum())
         if w >= 0.0:
-            return float((p * d * d).sum()) + w * (e - mu) ** 2
+            return (np.append(vals, e), np.append(p, w),
+                    float((p * d * d).sum()) + w * (e - mu) ** 2)
     if d.max() <= _TOL or d.min() >= -_TOL:
         return None               # mu outside what the support can reach
     from scipy.optimize import brentq
@@ -81,7 +84,14 @@ def _restricted_variance(vals: np.ndarray, counts: np.ndarray, mu: float,
     t = brentq(tilt, lo * (1.0 - 1e-12), hi * (1.0 - 1e-12), xtol=1e-15)
     p = counts / (1.0 + t * d)
     p = p / p.sum()
-    return float((p * d * d).sum())
+    return vals, p, float((p * d * d).sum())
+
+
+def _restricted_variance(vals: np.ndarray, counts: np.ndarray, mu: float,
+                         ends: tuple[float, float]) -> float | None:
+    """The variance about ``mu`` of :func:`restricted`'s distribution (None: none)."""
+    got = restricted(vals, counts, mu, ends)
+    return None if got is None else got[2]
 
 
 def score_interval(y: np.ndarray, f: np.ndarray, u: np.ndarray, lam: float,

@@ -25,6 +25,8 @@ def _rec(**metrics):
      "stale_or_conflicting_corpus"),
     ({"faithfulness": 1.0, "contradicted_claim_rate": 0.0, "vital_nugget_recall": 0.5},
      "incomplete_answer"),
+    ({"faithfulness": 1.0, "contradicted_claim_rate": 0.0, "vital_nugget_recall": 1.0,
+      "nugget_recall": 0.5, "correctness": 0.0}, "incomplete_answer"),
     ({"acl_leak_rate": 1.0}, "access_control"),
 ])
 def test_a_case_fails_for_drafts_exactly_when_it_has_a_diagnosis(metrics, cause):
@@ -48,3 +50,15 @@ def test_errors_say_what_failed():
     rec = {**_rec(), "error": "system: timeout\nafter 30 s"}
     assert failure_reasons(rec) == ["error: system: timeout after 30 s"]
     assert diagnose(rec, DiagnosisCfg())["causes"] == [CAUSES[0]]
+
+
+def test_an_incomplete_answer_names_the_missing_nuggets_vital_or_not():
+    rec = _rec(faithfulness=1.0, contradicted_claim_rate=0.0, vital_nugget_recall=1.0,
+               nugget_recall=0.5, correctness=0.0)
+    rec["verdicts"] = [
+        {"family": "nuggets", "item": "MFA is required", "label": "YES", "vital": True},
+        {"family": "nuggets", "item": "codes expire in 30 s", "label": "NO", "vital": False}]
+    reasons = failure_reasons(rec)
+    assert reasons[0].startswith("faithful, evidence in the context, but facts missing "
+                                 "(vital nugget recall 1.00, nugget recall 0.50)")
+    assert reasons[1:] == ["other nugget missing: codes expire in 30 s"]

@@ -310,3 +310,40 @@ def test_the_human_scale_difference_is_an_mlflow_figure_of_the_comparison(tmp_pa
         "compare.ppi.faithfulness.ci_low": delta["ci_low"],
         "compare.ppi.faithfulness.ci_high": delta["ci_high"]}
     assert human_scale_figures(None) == {}
+
+
+def _all_yes(run):
+    path = run / LABELS_DIR / LABELS_FILE
+    labs = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    path.write_text("".join(json.dumps({**lab, "label": 1.0}) + "\n" for lab in labs))
+
+
+def test_the_human_scale_mde_agrees_with_its_interval(tmp_path):
+    """Labels all yes in 10 pairs: the interval is +-0.28 (Tango's z^2 / (n + z^2)); the
+    MDE beside it was (z + z_0.8) se = 0, and a 0.03 margin passed as powered. It is the
+    score interval's own, 0.517 (tests/stats/test_ppi_power.py works it by hand)."""
+    from raglab.compare.decide import evaluate_gates
+
+    gates = parse_gate_set({"gates": [{"metric": "faithfulness", "rule": "non_inferior",
+                                       "margin": 0.03, "estimator": "ppi"}]}, "g.yaml")
+    base, cand, _ = labelled_pair(tmp_path / "yes", n=10)
+    for run in (base, cand):
+        _all_yes(run)
+    comp = _compare(base, cand)
+    d = comp.ppi["metrics"]["faithfulness"]["overall"]["delta"]
+    assert (round(d["ci_low"], 2), round(d["ci_high"], 2), d["se"]) == (-0.28, 0.28, 0.0)
+    r = evaluate_gates(comp.rows, gates, ppi=comp.ppi)[0]
+    assert (round(r["mde"], 3), r["underpowered"]) == (0.517, True)
+    assert r["mde"] == pytest.approx(d["mde"])
+    from raglab.stats.ppi_power import interval_mde
+
+    # a [0, 1] share with labels that vary: Hall's interval, its half-width scaled
+    base, cand, _ = labelled_pair(tmp_path / "share")
+    comp = _compare(base, cand)
+    d = comp.ppi["metrics"]["faithfulness"]["overall"]["delta"]
+    assert d["interval"] == "hall"
+    assert d["mde"] == pytest.approx(interval_mde(d["estimate"], d["ci_low"], d["ci_high"],
+                                                  0.05))
+    assert evaluate_gates(comp.rows, gates, ppi=comp.ppi)[0]["mde"] == pytest.approx(d["mde"])
+    # the runs' own means carry no MDE (it is the difference's)
+    assert "mde" not in comp.ppi["metrics"]["faithfulness"]["overall"]["baseline"]

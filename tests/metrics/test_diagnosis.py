@@ -241,7 +241,31 @@ def test_faithful_but_incomplete_is_an_incomplete_answer_not_the_corpus():
         ("generation", ["generation"])
 
 
+def test_a_wrong_answer_missing_a_non_vital_fact_is_incomplete_not_the_corpus():
+    """Demo case acl-03 under a LangChain pipeline: faithful, the evidence in the context,
+    every vital nugget present but a non-vital fact missing, wrong against the reference.
+    Diagnosis 2 sent it to the corpus; it is an incomplete answer (diagnosis 3)."""
+    r = rec(faithfulness=1.0, vital_nugget_recall=1.0, nugget_recall=0.5, correctness=0.0)
+    assert causes(r) == ("incomplete_answer", ["incomplete_answer"])
+    # a PARTIAL non-vital nugget is missing too (as a PARTIAL vital one is)
+    r = rec(vital_nugget_recall=1.0, nugget_recall=0.75, correctness=0.25)
+    assert causes(r) == ("incomplete_answer", ["incomplete_answer"])
+    # no vital nugget in the reference, a non-vital one missing, wrong: incomplete
+    r = rec(vital_nugget_recall=None, nugget_recall=0.0, correctness=0.0)
+    assert causes(r) == ("incomplete_answer", ["incomplete_answer"])
+    # every nugget present, wrong: only now the corpus
+    r = rec(vital_nugget_recall=1.0, nugget_recall=1.0, correctness=0.0)
+    assert causes(r) == ("stale_or_conflicting_corpus", ["stale_or_conflicting_corpus"])
+    # a missing non-vital fact in a correct answer is no failure (vital ones gate alone)
+    assert diagnose(rec(vital_nugget_recall=1.0, nugget_recall=0.5, correctness=1.0),
+                    CFG) is None
+    # unfaithful, wrong and incomplete: generation only
+    r = rec(faithfulness=0.5, vital_nugget_recall=1.0, nugget_recall=0.5, correctness=0.0)
+    assert causes(r) == ("generation", ["generation"])
+
+
 def test_the_diagnosis_version_changed_with_the_new_cause():
     from raglab.metrics.versions import CODE_VERSIONS
 
-    assert CODE_VERSIONS["diagnosis"] == 2
+    # 2: incomplete_answer; 3: a wrong answer missing any nugget is incomplete_answer
+    assert CODE_VERSIONS["diagnosis"] == 3
