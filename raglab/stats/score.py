@@ -158,14 +158,16 @@ def paired_z(g, lost, n, d0):
     With ``V = n (2 p~ + d0 (1 - d0))`` Tango's variance and ``mu3 = n d0 (1 - 3 psi~ +
     2 d0^2)`` the third central moment of ``g - lost`` under ``H0`` (``psi~ = 2 p~ + d0``,
     the restricted discordance), the corrected statistic ``s`` solves ``s + gamma (s^2 -
-    1) = Z_c`` with ``gamma = mu3 / (6 V^{3/2})`` (Gart and Nam 1988's skewness correction
+    1) = Z_c`` with ``gamma = t mu3 / (6 V^{3/2})`` (Gart and Nam 1988's skewness correction
     of a score statistic, in its stable form ``s = 2 (Z_c + gamma) / (1 + sqrt(1 + 4 gamma
     (Z_c + gamma)))``, continued linearly where the square root's argument is negative),
-    and ``Z_c = (g - lost - n d0 -+ c) / sqrt(V)``, the numerator moved ``c = CONTINUITY x
-    min(1, n |d0|)`` counts towards 0 (and 0 inside). At ``d0 = 0`` both corrections
-    vanish (``mu3 = 0``, ``c = 0``): the statistic is McNemar's ``(g - lost) / sqrt(g +
-    lost)``. Decreasing in ``d0``; 0 where the variance and the numerator are 0, +-inf
-    where only the variance is."""
+    and ``Z_c = (g - lost - n d0 -+ c) / sqrt(V)``, the numerator moved ``c = CONTINUITY t``
+    counts towards 0 (and 0 inside), where ``t = min(1, n |d0|)`` tapers both corrections
+    in over the first case away from 0. At ``d0 = 0`` both vanish: the statistic is
+    McNemar's ``(g - lost) / sqrt(g + lost)``. Decreasing in ``d0`` wherever ``|s| >= 0.5``
+    (within 0.5 of 0 the skewness term can move it back by about 0.02), so each end of an
+    interval at 40% confidence or more is one root; 0 where the variance and the numerator
+    are 0, +-inf where only the variance is."""
     g, lost, n, d0 = (np.asarray(x, dtype=np.float64) for x in (g, lost, n, d0))
     p = restricted_loss_rate(g, lost, n, d0)
     num = g - lost - n * d0
