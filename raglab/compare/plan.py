@@ -7,7 +7,7 @@ Nothing about the candidate is known yet, so the plan assumes a candidate that c
 share ``changed`` of the cases (default 0: none), as many for the better as for the worse
 (no true change): the most favourable case for a non-inferiority margin, so fewer cases are
 never enough. The figures come from the functions ``compare`` and ``decide`` use: the
-interval of a pass/fail metric or a share is Tango's score interval on those gains and
+interval of a pass/fail metric or a share is the paired score interval on those gains and
 losses (raglab.stats.settle), the minimum detectable effect is the one the comparison's
 rows state. A metric of another kind (latency, cost, counts) has no plan without the spread
 of its changes: run a candidate and read the decision's ``cases_needed``.
@@ -28,12 +28,12 @@ def _pseudo_rows(table: Any) -> list[dict[str, Any]]:
 
 
 def _mde(kind: str, n: int, changed: float, alpha: float) -> float | None:
-    from raglab.stats.score import mcnemar_mde, normal_mde
+    from raglab.stats.score import normal_mde, score_mde
 
     if n < 1:
         return None
     if kind == "binary":
-        return mcnemar_mde(n, round(changed, 6), round(alpha, 9))
+        return score_mde(n, round(changed, 6), round(alpha, 9))
     v = float(normal_mde(float(n), changed, alpha))
     return None if v != v else v
 
@@ -46,7 +46,7 @@ def plan_checks(table: Any, gates: GateSet, changed: float = 0.0) -> list[dict[s
     from raglab.compare.decide import _targets
     from raglab.compare.settling import conditions_of
     from raglab.metrics.catalog import spec_of
-    from raglab.stats.score import score_interval
+    from raglab.stats.score import paired_interval
     from raglab.stats.settle import Basis, cases_to_settle
 
     if not 0.0 <= changed <= 1.0:
@@ -83,7 +83,7 @@ def plan_checks(table: Any, gates: GateSet, changed: float = 0.0) -> list[dict[s
                 entry["why"] = f"a {kind} metric: its plan needs the spread of the changes"
                 continue
             half = changed * n / 2.0
-            lo, hi = score_interval(half, half, float(n), gates.confidence)
+            lo, hi = paired_interval(half, half, float(n), gates.confidence)
             basis = Basis(n, 0.0, float(lo[0]), float(hi[0]), gates.confidence,
                           (half, half, float(n)))
             settled = cases_to_settle(basis, conds, after=0)

@@ -77,14 +77,14 @@ def _row_cells(r: dict, info: dict) -> list[Any]:
 ROW_HEAD = ["baseline", "candidate", "delta", "CI", "p", "p adj.", "n", "MDE", "W/T/L", ""]
 
 INTERVAL_WORDS = {
-    "auto": "by metric kind: Tango's score interval for pass/fail metrics (and Tango's bound "
-            "on the gain and loss mass for shares where fewer than 10 cases changed), the "
+    "auto": "by metric kind: the score interval for pass/fail metrics (Tango's, corrected "
+            "for skewness and discreteness; on the gain and loss mass for shares where few "
+            "cases changed), the "
             "bootstrap-t for graded metrics, the cluster sign-flip inversion with clusters "
             "(docs: Statistics)",
     "signflip": "inversion of the paired sign-flip permutation test (the values of the "
                 "difference the test does not reject, with the p-value's own sign vectors: "
-                "an interval excludes 0 exactly when p <= {alpha:g}, but for pass/fail "
-                "metrics, whose p is McNemar's exact test)",
+                "an interval excludes 0 exactly when p <= {alpha:g})",
     "bca": "paired bootstrap, BCa where valid, percentile otherwise",
     "percentile": "paired bootstrap, percentile",
 }
@@ -112,7 +112,8 @@ def method_lines(comp) -> list[str]:
         f"resamples, seed {s['seed']}. p-values: paired sign-flip permutation test from a "
         "fixed plan, so the same data give the same p whatever the seed (tails beyond the "
         "resamples' resolution from a saddlepoint approximation of the same distribution); "
-        "exact McNemar for pass/fail metrics.",
+        "for pass/fail metrics the score test the interval inverts (p < alpha exactly when "
+        "the interval excludes 0).",
         f"p adj.: the confirmatory family, the headline metrics overall, is adjusted by "
         f"{s['adjust_name']} ({s['family_size']} tests); every other row (other metrics, "
         f"every slice) is exploratory, adjusted by "
@@ -123,7 +124,7 @@ def method_lines(comp) -> list[str]:
         f"zero cannot reject and has p adj. 1; better/worse marks a difference significant at "
         f"{s['alpha']:g} after adjustment. MDE: the smallest true difference the two-sided "
         f"test detects with 80% power at {s['alpha']:g}: for pass/fail metrics the exact power "
-        f"of McNemar's test at the discordance the difference needs (never below the "
+        f"of the score test at the discordance the difference needs (never below the "
         f"observed; for shares where few cases changed, its normal approximation), for "
         f"graded metrics from the observed variance of the differences. Slices under "
         f"{s['min_slice_n']} cases are marked small.",

@@ -12,7 +12,7 @@ headline metric) and its one-line meaning.
 
 Kinds (the value of one case):
 - ``share``: a score in [0, 1] (a fraction, a reciprocal rank, a graded gain);
-- ``binary``: 0 or 1, a pass/fail (paired tests use exact McNemar);
+- ``binary``: 0 or 1, a pass/fail (paired tests use the score test and interval);
 - ``rank``: a 1-based rank;
 - ``count``: a count (tokens);
 - ``latency``: milliseconds;

@@ -13,9 +13,10 @@ Methods (``paired_table``):
   the metric's direction (``none``: a win is a higher value).
 - Interval (``interval="auto"``, the default), by metric kind (``paired._method``; the
   Statistics page of the manual has the simulations): pass/fail metrics get Tango's score
-  interval (``score.score_interval``: the variance under the hypothesised difference, so an
-  unchanged metric gets ``+-z^2 / (n + z^2)``, not ``[0, 0]``); shares with fewer than 50
-  changed units Tango's interval on their gain and loss mass (``score-bound``, conservative
+  interval corrected for skewness and discreteness (``score.paired_interval``: the variance
+  under the hypothesised difference, so an unchanged metric gets about ``+-z^2 / (n +
+  z^2)``, not ``[0, 0]``); shares with fewer than 50 changed units that interval on their
+  gain and loss mass (``score-bound``, conservative
   since ``E d^2 <= E |d|``); graded metrics with 50 or more changed units the bootstrap-t
   (``studentized``); unbounded graded metrics with fewer, and clustered comparisons, the
   inversion of the sign-flip test below with the same sign vectors as its p-value (limits
@@ -27,20 +28,22 @@ Methods (``paired_table``):
 - Weights and clusters: with ``weights`` every mean and statistic is weighted (the
   difference is ``sum w d / sum w``, sign flips and resamples carry the weights; ``n_eff``
   is Kish's effective sample size); with ``clusters`` the cases of one cluster are flipped
-  and resampled together (units are clusters). Weighted or clustered binary columns use the
-  sign-flip test instead of McNemar's.
+  and resampled together (units are clusters). Weighted binary columns get the score test
+  on effective counts; clustered ones the cluster sign-flip test.
 - Power: ``mde``, the minimum detectable effect of the two-sided test at ``1 -
-  confidence`` with 80% power: for pass/fail metrics (and shares in the score regime) from
-  the exact power of McNemar's test planned at the discordance ``max(observed, delta)``
-  (``score.mcnemar_mde``), else ``(z_{1-alpha/2} + z_0.8) * se`` from the observed variance.
+  confidence`` with 80% power: for pass/fail metrics from the exact power of their score
+  test planned at the discordance ``max(observed, delta)`` (``score.score_mde``; shares in
+  the score regime: its normal approximation, ``score.normal_mde``), else ``(z_{1-alpha/2}
+  + z_0.8) * se`` from the observed variance.
 - One-sided tests (``one_sided``): the test of ``delta < t`` or ``delta > t`` whose inversion
-  is the column's interval (Tango's score test, the bootstrap-t or the sign-flip test): the
-  test behind the ``not_worse`` gate.
-- Test, two-sided: ``binary`` metrics (per-case pass/fail) use the exact McNemar test,
-  i.e. the binomial test at 1/2 of the discordant pairs (``mcnemar-exact``; 1 when there
-  is none). Other kinds use a paired sign-flip permutation test of the mean difference,
-  which assumes only that under the null each case's difference is symmetric about zero:
-  exact enumeration of the ``2**n`` sign vectors when ``2**n <= n_resamples``
+  is the column's interval (the corrected score test, the bootstrap-t or the sign-flip
+  test): the test behind the ``not_worse`` gate.
+- Test, two-sided: ``binary`` metrics (per-case pass/fail) with the score interval use
+  the test it inverts at 0 (``score``): McNemar's score statistic ``(g - l) / sqrt(g +
+  l)`` against the normal (1 when no pair is discordant), so p < 1 - confidence exactly
+  when the interval excludes 0. Other kinds use a paired sign-flip permutation test of the
+  mean difference, which assumes only that under the null each case's difference is
+  symmetric about zero: exact enumeration of the ``2**n`` sign vectors when ``2**n <= n_resamples``
   (``permutation-exact``), else ``n_resamples`` random sign vectors with the
   ``(b + 1) / (m + 1)`` correction (``permutation``), which keeps the p-value valid.
   Where fewer than 10 random sign vectors reach the observed sum (p below the Monte Carlo

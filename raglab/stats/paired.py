@@ -17,10 +17,10 @@ from raglab.stats.resample import (
     unit_bootstrap_interval,
 )
 from raglab.stats.score import (
-    mcnemar_mde,
     normal_mde,
-    score_interval,
-    score_pvalue,
+    paired_interval,
+    paired_pvalue,
+    score_mde,
     weighted_counts,
 )
 from raglab.stats.studentized import (
@@ -52,7 +52,7 @@ class PairedStat:
     ties: int
     losses: int
     ci_method: str   # "signflip" | "bca" | "percentile" | "degenerate" | "unbounded" | "none"
-    test: str                # "permutation" | "permutation-exact" | "mcnemar-exact" | "none"
+    test: str                # "permutation" | "permutation-exact" | "score" | "none"
     mde: float | None = None     # minimum detectable effect (two-sided, 1 - confidence, 80% power)
     n_eff: float | None = None   # effective sample size: n unweighted, Kish's with weights
     units: int | None = None     # independent units: n, or the clusters among the n cases
@@ -152,18 +152,6 @@ def _diffs(base: np.ndarray, cand: np.ndarray, w: np.ndarray | None):
     return ok, np.where(zero, 0.0, diffs), zero
 
 
-def _mcnemar(b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """Exact two-sided McNemar p-values from the discordant counts ``b`` (baseline passed,
-    candidate failed) and ``c``: the binomial test of ``c`` out of ``b + c`` at 1/2, which
-    for p = 1/2 is ``min(1, 2 P(X <= min(b, c)))`` (what ``scipy.stats.binomtest`` gives);
-    1 when there is no discordant pair."""
-    from scipy.stats import binom
-
-    n = b + c
-    p = np.minimum(1.0, 2.0 * binom.cdf(np.minimum(b, c), n, 0.5))
-    return np.where(n > 0, p, 1.0)
-
-
 def minimum_detectable_effect(U: np.ndarray, W: np.ndarray, alpha: float, power: float = POWER,
                               sided: int = 2) -> np.ndarray:
     """The smallest true difference a test at level ``alpha`` (two-sided, or one-sided with
@@ -200,8 +188,9 @@ def _method(kind: str, interval: str, clustered: bool, changed: int,
             bounded: bool = True) -> str:
     """The interval (and one-sided test) of a column under ``interval="auto"``:
 
-    - pass/fail (``binary``): ``score``, Tango's score interval;
-    - ``share`` (per-case values in [0, 1]): ``score-bound``, Tango's interval on the gain
+    - pass/fail (``binary``): ``score``, the corrected score interval
+      (``score.paired_interval``);
+    - ``share`` (per-case values in [0, 1]): ``score-bound``, that interval on the gain
       and loss mass (conservative: ``E d^2 <= E |d|``), until ``DENSE_MIN`` units changed,
       then ``bootstrap-t``;
     - unbounded graded kinds (rank, count, latency, cost): ``bootstrap-t`` from
@@ -237,7 +226,7 @@ def _score_counts(U: np.ndarray, W: np.ndarray, weighted: bool):
 
 def _score_mde(g: float, lost: float, n: float, alpha: float) -> float | None:
     m = max(int(round(n)), 1)
-    return mcnemar_mde(m, round(min((g + lost) / n, 1.0), 6), round(alpha, 9))
+    return score_mde(m, round(min((g + lost) / n, 1.0), 6), round(alpha, 9))
 
 
 def _plan(n: int, stream: int) -> np.random.Generator:
@@ -260,14 +249,18 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
     are weighted). ``clusters``: one label per case; cases with one label are flipped and
     resampled together.
 
-    Two-sided p-values: unweighted, unclustered ``binary`` columns (values 0/1) get the exact
-    McNemar test, the others the sign-flip permutation test of the (weighted) mean
-    difference, drawn from a fixed plan (the same data give the same p-value whatever
-    ``seed``). Intervals (``interval="auto"``, by kind, see :func:`_method`): Tango's score
-    interval for pass/fail metrics, the bootstrap-t for graded ones, the cluster sign-flip
-    inversion with clusters; ``signflip``, ``bca`` and ``percentile`` apply one method to
-    every column. ``mde``: for pass/fail metrics (and sparse shares) from the exact power of
-    McNemar's test at the planned discordance, else from the observed variance.
+    Two-sided p-values: ``binary`` columns (values 0/1) with the score interval get the
+    test that interval inverts (``score.paired_pvalue`` at 0, on effective counts when
+    weighted: p < 1 - confidence exactly when 0 is outside the interval), the others the
+    sign-flip permutation test of the (weighted) mean difference, drawn from a fixed plan
+    (the same data give the same p-value whatever ``seed``). Intervals
+    (``interval="auto"``, by kind, see :func:`_method`): the corrected score interval
+    (``score.paired_interval``) for pass/fail metrics and, on the gain and loss mass, for
+    sparse shares, the bootstrap-t for graded ones, the cluster sign-flip inversion with
+    clusters; ``signflip``, ``bca`` and ``percentile`` apply one method to every column.
+    ``mde``: for pass/fail metrics the exact power of that two-sided test at the planned
+    discordance (sparse shares: its normal approximation), else from the observed
+    variance.
     Deterministic: bootstrap resamples come from ``numpy.random.default_rng([seed, n,
     stream])`` for each distinct number of units ``n``.
     """
@@ -335,22 +328,16 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
         sel = scored
         if sel.any():
             gs, ls, nn = _score_counts(U[:, sel], W[:, sel], w is not None)
-            low[sel], high[sel] = score_interval(gs, ls, nn, confidence)
+            low[sel], high[sel] = paired_interval(gs, ls, nn, confidence)
             pf = np.array([methods[i] == "score" for i in np.flatnonzero(sel)])
+            # pass/fail: the two-sided test whose inversion is the interval
+            p[np.flatnonzero(sel)[pf]] = paired_pvalue(gs[pf], ls[pf], nn[pf], 0.0, "two")
             planned = normal_mde(nn, np.minimum((gs + ls) / np.maximum(nn, 1e-300), 1.0),
                                  alpha)
             planned[pf] = [np.nan if v is None else v for v in
                            (_score_mde(a, b, c, alpha)
                             for a, b, c in zip(gs[pf], ls[pf], nn[pf]))]
             mde[sel] = planned
-        binary = np.array([kinds[j] == "binary" for j in cols]) & plain
-        if binary.any():
-            bcols = [j for j, is_b in zip(cols, binary) if is_b]
-            b_vals = np.stack([base[ok[:, j], j] for j in bcols], axis=1)
-            c_vals = np.stack([cand[ok[:, j], j] for j in bcols], axis=1)
-            lost = ((b_vals == 1) & (c_vals == 0)).sum(axis=0)
-            gained = ((b_vals == 0) & (c_vals == 1)).sum(axis=0)
-            p[binary] = _mcnemar(lost, gained)
 
         for i, j in enumerate(cols):
             d = float(delta[i])
@@ -369,8 +356,8 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
                 lo, hi = float(low[i]), float(high[i])
                 if method in ("bca", "percentile"):
                     method = "bca" if bca[i] else "percentile"
-            if binary[i]:
-                test = "mcnemar-exact"
+            if methods[i] == "score":
+                test = "score"
             else:
                 test = "permutation-exact" if exact else "permutation"
             better, worse = (neg[j], pos[j]) if directions[j] == "lower" else (pos[j], neg[j])
@@ -390,9 +377,9 @@ def one_sided(base: np.ndarray, cand: np.ndarray, thetas: Sequence[float],
     thetas[j]`` against ``delta < thetas[j]`` (small when the candidate is lower than the
     baseline by more than ``-thetas[j]``), ``"greater"`` the mirror. The test is the one
     whose inversion is the column's interval in :func:`paired_table` (same kinds, seed,
-    weights and clusters): Tango's score test for pass/fail metrics (and sparse shares), the
-    bootstrap-t for graded ones, the sign-flip test with clusters or ``interval="signflip"``.
-    None where no case is paired."""
+    weights and clusters): the corrected score test for pass/fail metrics (and sparse
+    shares, ``score.paired_pvalue``), the bootstrap-t for graded ones, the sign-flip test
+    with clusters or ``interval="signflip"``. None where no case is paired."""
     base = np.asarray(base, dtype=np.float64)
     cand = np.asarray(cand, dtype=np.float64)
     if base.ndim != 2 or base.shape != cand.shape:
@@ -415,7 +402,7 @@ def one_sided(base: np.ndarray, cand: np.ndarray, thetas: Sequence[float],
                              bool(bounded[i]))
             if method.startswith("score"):
                 gs, ls, nn = _score_counts(U, W, w is not None)
-                v = float(score_pvalue(gs, ls, nn, theta, side)[0])
+                v = float(paired_pvalue(gs, ls, nn, theta, side)[0])
             elif method == "bootstrap-t":
                 th, se, t = studentized_replicates(U, W, n_resamples,
                                                    np.random.default_rng([seed, g.n, 2]))

@@ -11,12 +11,12 @@ inconclusive: the data neither show the requirement nor its breach.
 The projection (:func:`projected`) keeps what was seen and changes only the number of
 cases:
 
-- an interval that is Tango's score interval on gain and loss counts (pass/fail metrics; the
-  gain and loss mass of a sparse share; effective counts of weighted cases) is recomputed
-  with every count scaled by ``N / n``: the same share of gains and losses in ``N`` cases,
-  by the same function the comparison used. With nothing changed the interval of ``N``
-  cases is ``+-z^2 / (N + z^2)``, so a non-inferiority margin ``m`` is met once
-  ``z^2 / (N + z^2) < m`` (73 cases for ``m = 0.05`` at 95%);
+- an interval that is the paired score interval on gain and loss counts
+  (raglab.stats.score.paired_interval: pass/fail metrics; the gain and loss mass of a
+  sparse share; effective counts of weighted cases) is recomputed with every count scaled
+  by ``N / n``: the same share of gains and losses in ``N`` cases, by the same function the
+  comparison used. With nothing changed the interval of ``N`` cases is about ``+-z^2 / (N +
+  z^2)``, so a non-inferiority margin of 0.05 at 95% is met from 74 cases;
 - any other interval (bootstrap-t, sign-flip) keeps its estimate, and each end's distance
   from it shrinks as ``sqrt(n / N)``: the same spread of the paired differences.
 
@@ -42,7 +42,7 @@ Side = Literal["above", "below"]
 class Basis:
     """What a check's interval was made of: ``n`` paired cases, the estimate ``delta`` and
     its interval at ``confidence``; ``score``: ``(gain, loss, n_eff)`` when the interval is
-    Tango's score interval on those (possibly fractional) counts, else None."""
+    the paired score interval on those (possibly fractional) counts, else None."""
     n: int
     delta: float
     ci_low: float
@@ -75,10 +75,10 @@ def projected(basis: Basis, cases: float) -> tuple[float, float]:
         raise ValueError(f"cases and basis.n must be positive, got {cases} and {basis.n}")
     f = cases / basis.n
     if basis.score is not None:
-        from raglab.stats.score import score_interval
+        from raglab.stats.score import paired_interval
 
         g, lost, n_eff = basis.score
-        lo, hi = score_interval(g * f, lost * f, n_eff * f, basis.confidence)
+        lo, hi = paired_interval(g * f, lost * f, n_eff * f, basis.confidence)
         return float(lo[0]), float(hi[0])
     s = math.sqrt(1.0 / f)
     return (basis.delta - (basis.delta - basis.ci_low) * s,

@@ -27,10 +27,10 @@ def runs(tmp_path_factory):
         assert p.returncode == 0, p.stderr
     versions = json.loads((root / "cand" / "metrics.json").read_text())["metric_versions"]
     gates = root / "trust.yaml"
-    # a margin 4 cases can meet (docs/statistics.md); the hand-written records name no
-    # dataset, so the gate set accepts a calibration from any
+    # a margin 3-4 cases can meet (docs/statistics.md: +-0.73 at n = 3); the hand-written
+    # records name no dataset, so the gate set accepts a calibration from any
     gates.write_text("gates:\n"
-                     "  - {metric: faithfulness, rule: non_inferior, margin: 0.7}\n"
+                     "  - {metric: faithfulness, rule: non_inferior, margin: 0.8}\n"
                      "  - {metric: acl_leak_rate, rule: bound, max: 0}\n"
                      "min_kappa: {faithfulness: 0.3}\n"
                      "calibration_from: any\n"

@@ -54,35 +54,35 @@ def test_identical_runs_of_30_are_inconclusive_and_say_what_it_would_take(tmp_pa
     assert rec["decision"] == "INCONCLUSIVE" and "decision: INCONCLUSIVE" in proc.stdout
     (check,) = rec["results"]
     assert check["status"] == "inconclusive" and check["settles_as"] == "pass"
-    assert check["cases_needed"] == 73 and rec["counts"]["inconclusive"] == 1
-    assert "73 paired cases would settle it (pass)" in proc.stdout
+    assert check["cases_needed"] == 74 and rec["counts"]["inconclusive"] == 1
+    assert "74 paired cases would settle it (pass)" in proc.stdout
     # the Markdown (and so the HTML) record, the job summary, the annotation and JUnit
     (md,) = (root / "study").glob("decision-*.md")
-    assert "## What it would take" in md.read_text() and "73 would settle it" in md.read_text()
+    assert "## What it would take" in md.read_text() and "74 would settle it" in md.read_text()
     (html,) = (root / "study").glob("decision-*.html")
     assert "What it would take" in html.read_text()
     assert "## raglab decide: INCONCLUSIVE" in summary.read_text()
-    assert "73 paired cases would settle it" in (root / "comment.md").read_text()
+    assert "74 paired cases would settle it" in (root / "comment.md").read_text()
     warnings = [x for x in proc.stdout.splitlines() if x.startswith("::warning ")]
-    assert len(warnings) == 1 and "73 paired cases would settle it" in warnings[0]
+    assert len(warnings) == 1 and "74 paired cases would settle it" in warnings[0]
     assert "::error" not in proc.stdout
     suite = ET.parse(root / "junit.xml").getroot()
     assert suite.get("failures") == "0" and suite.get("skipped") == "1"
     skipped = suite.find("testcase/skipped")
     assert skipped is not None and skipped.get("message").startswith("inconclusive: 30 ")
     props = {p.get("name"): p.get("value") for p in suite.findall("testcase/properties/property")}
-    assert props == {"status": "inconclusive", "cases_needed": "73"}
+    assert props == {"status": "inconclusive", "cases_needed": "74"}
     # the pytest helper fails on it, with what it would take, unless accepted
     decision = Decision(rec["decision"], proc.returncode, rec, root / "d.json")
-    with pytest.raises(AssertionError, match="30 paired cases now; 73 paired cases would"):
+    with pytest.raises(AssertionError, match="30 paired cases now; 74 paired cases would"):
         assert_go(decision)
     assert_go(decision, accept_inconclusive=True)
     assert "no evidence of a drop" in inconclusive_note(rec)
 
 
 @pytest.mark.parametrize("n,lost,code,decision", [
-    (73, 0, 0, "GO"),               # identical runs of cases_needed cases
-    (36, 0, 4, "INCONCLUSIVE"),     # half as many
+    (74, 0, 0, "GO"),               # identical runs of cases_needed cases
+    (37, 0, 4, "INCONCLUSIVE"),     # half as many
     (200, 20, 1, "NO-GO"),          # 20 losses of 200: the drop is shown
     (40, 3, 4, "INCONCLUSIVE"),     # 3 losses of 40: neither shown
 ])
@@ -103,10 +103,11 @@ def test_cases_needed_is_what_it_takes_for_a_change_seen():
     (n, outcome) = cases_to_settle(b, [Condition("above", -0.05)])
     assert outcome == "fail"
     assert projected(b, n)[1] < -0.05 <= projected(b, n - 1)[1]
-    # with nothing changed: the least N with z^2 / (N + z^2) < 0.05
-    zero = Basis(30, 0.0, -0.1135, 0.1135, 0.95, (0.0, 0.0, 30.0))
-    assert cases_to_settle(zero, [Condition("above", -0.05)]) == (73, "pass")
-    assert cases_to_settle(zero, [Condition("above", -0.05)], after=0) == (73, "pass")
+    # with nothing changed: the least N whose interval of no change fits in +-0.05
+    # (+-0.0506 at 73, +-0.04996 at 74)
+    zero = Basis(30, 0.0, -0.12, 0.12, 0.95, (0.0, 0.0, 30.0))
+    assert cases_to_settle(zero, [Condition("above", -0.05)]) == (74, "pass")
+    assert cases_to_settle(zero, [Condition("above", -0.05)], after=0) == (74, "pass")
     # an interval that is not a score interval shrinks as sqrt(n / N) about its estimate
     t = Basis(100, 0.01, -0.05, 0.07, 0.95)
     assert projected(t, 400) == pytest.approx((0.01 - 0.03, 0.01 + 0.03))
@@ -124,7 +125,7 @@ def test_plan_lists_each_check_with_cases_now_the_mde_and_cases_needed(tmp_path)
     ni, nw, bound = lines[2:5]
     assert ni.startswith("  final.hit_rate@5 non_inferior [overall]: 30 cases now; smallest "
                          "change detectable ")
-    assert ni.endswith("the margin 0.05 needs 73 cases (43 more)")
+    assert ni.endswith("the margin 0.05 needs 74 cases (44 more)")
     assert "never waits for cases" in nw and "candidate's own figures" in bound
     more = run_cli("plan", str(base), f"gates={gates}", "--changed", "0.1", cwd=tmp_path)
     assert "the margin 0.05 needs 179 cases (149 more)" in more.stdout

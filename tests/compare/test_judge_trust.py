@@ -45,10 +45,11 @@ def runs(tmp_path_factory):
 def _gates(tmp_path, min_kappa: dict | None, name: str = "trust",
            calibration_from: str | None = "any") -> str:
     # 3-4 paired cases cannot show non-inferiority at a margin of 0.05 (with no case
-    # changed the score interval is +-z^2 / (n + z^2), +-0.56 at n = 3): margins of 0.7
+    # changed the score interval is +-0.73 at n = 3, where no change is still 2.5% likely
+    # at a true difference of 0.71): margins of 0.8
     lines = ["gates:",
-             "  - {metric: faithfulness, rule: non_inferior, margin: 0.7}",
-             "  - {metric: vital_nugget_recall, rule: non_inferior, margin: 0.7}",
+             "  - {metric: faithfulness, rule: non_inferior, margin: 0.8}",
+             "  - {metric: vital_nugget_recall, rule: non_inferior, margin: 0.8}",
              "  - {metric: acl_leak_rate, rule: bound, max: 0}"]
     if min_kappa is not None:
         lines.append("min_kappa: " + json.dumps(min_kappa))

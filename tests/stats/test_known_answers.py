@@ -21,6 +21,7 @@ import pytest
 from scipy import stats
 
 from raglab.stats import PairedStat, adjust_pvalues, non_inferior, paired_table, significantly_worse
+from raglab.stats.score import paired_interval
 
 BIG_B = 100_000
 
@@ -140,20 +141,23 @@ def test_exact_permutation_by_hand():
     assert stat.delta == pytest.approx(1.375)
 
 
-def test_mcnemar_by_hand_and_against_binomtest():
-    # 1 case lost (1 -> 0), 7 gained (0 -> 1), 12 concordant:
-    # p = 2 P(X <= 1 | n = 8, 1/2) = 2 (1 + 8) / 256
+def test_binary_score_test_by_hand():
+    # 1 case lost (1 -> 0), 7 gained (0 -> 1), 12 concordant: the test whose inversion is
+    # the interval is, at 0, McNemar's score statistic (7 - 1) / sqrt(7 + 1)
     b = [1] * 1 + [0] * 7 + [1] * 6 + [0] * 6
     c = [0] * 1 + [1] * 7 + [1] * 6 + [0] * 6
     stat = _one(b, c, kind="binary")
-    assert stat.test == "mcnemar-exact"
-    assert stat.p_value == pytest.approx(18 / 256, abs=1e-15)
-    assert stat.p_value == pytest.approx(stats.binomtest(7, 8, 0.5).pvalue, abs=1e-15)
+    assert stat.test == "score"
+    assert stat.p_value == pytest.approx(2 * stats.norm.sf(6 / np.sqrt(8)), rel=1e-12)
+    assert stat.p_value == pytest.approx(0.033895, abs=1e-6)
     assert (stat.wins, stat.ties, stat.losses) == (7, 12, 1)
     assert stat.delta == pytest.approx(6 / 20)
+    assert stat.p_value < 0.05 and stat.ci_low > 0      # the interval agrees
 
 
-def test_mcnemar_many_against_binomtest():
+def test_binary_score_test_many_against_mcnemars_chi_square():
+    # McNemar's uncorrected chi-square (b - c)^2 / (b + c), 1 df, is the square of the
+    # score statistic at 0
     rng = np.random.default_rng(2)
     n, k = 40, 60
     base = (rng.random((n, k)) < 0.5).astype(float)
@@ -163,8 +167,10 @@ def test_mcnemar_many_against_binomtest():
     for j, stat in enumerate(out):
         lost = int(((base[:, j] == 1) & (cand[:, j] == 0)).sum())
         gained = int(((base[:, j] == 0) & (cand[:, j] == 1)).sum())
-        ref = stats.binomtest(gained, lost + gained, 0.5).pvalue if lost + gained else 1.0
-        assert stat.p_value == pytest.approx(ref, rel=1e-12, abs=1e-15)
+        m = lost + gained
+        ref = stats.chi2.sf((gained - lost) ** 2 / m, 1) if m else 1.0
+        assert stat.p_value == pytest.approx(ref, rel=1e-9, abs=1e-15)
+        assert (stat.p_value < 0.05) == (not stat.ci_low <= 0 <= stat.ci_high)
 
 
 def test_holm_by_hand():
@@ -210,10 +216,12 @@ def test_float_noise_is_a_tie():
     c = np.array([0.3 - 0.2, 0.1 + 0.1, 0.7] * 3)     # equal up to rounding
     stat = _one(b, c)
     assert stat.ties == 9 and stat.delta == 0.0
-    # a share where nothing changed: Tango's bound, +-z^2 / (n + z^2), not [0, 0]
-    z2 = stats.norm.ppf(0.975) ** 2
+    # a share where nothing changed: the pass/fail interval of no change (near Tango's
+    # +-z^2 / (n + z^2) = 0.299, here 0.344 with the continuity correction), not [0, 0]
     assert stat.ci_method == "score-bound"
-    assert stat.ci_high == pytest.approx(z2 / (9 + z2), rel=1e-9) == -stat.ci_low
+    assert stat.ci_high == pytest.approx(paired_interval(0, 0, 9)[1][0], rel=1e-9) \
+        == -stat.ci_low
+    assert stat.ci_high == pytest.approx(0.343908, abs=1e-6)
     assert _one(b, c, kind="latency").ci_method == "degenerate"
 
 

@@ -1,5 +1,5 @@
-"""Tango's score interval and test, the power of McNemar's exact test, and the bootstrap-t:
-known answers from published examples and independent implementations."""
+"""Tango's score interval and test, the power of the paired pass/fail test, and the
+bootstrap-t: known answers from published examples and independent implementations."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from scipy.stats import binom, norm
 from raglab.stats import non_inferior, paired_table
 from raglab.stats.paired import one_sided
 from raglab.stats.score import (
-    mcnemar_mde,
-    mcnemar_power,
+    paired_pvalue,
     score_interval,
+    score_mde,
+    score_power,
     score_pvalue,
     score_z,
     weighted_counts,
@@ -57,7 +58,8 @@ def test_changes_all_one_way_leave_both_ends_informative():
     b[:3] = 1
     stat = paired_table(b, c, ["binary"], ["higher"])[0]
     assert stat.ci_low < -3 / 87 < 0 < stat.ci_high
-    assert stat.p_value == pytest.approx(0.25)          # the exact McNemar test stays
+    # the test the interval inverts: McNemar's score statistic -3 / sqrt(3) at 0
+    assert stat.p_value == pytest.approx(2 * norm.sf(np.sqrt(3))) and stat.p_value > 0.05
 
 
 def test_two_losses_in_a_hundred_is_not_non_inferior_at_005():
@@ -66,9 +68,10 @@ def test_two_losses_in_a_hundred_is_not_non_inferior_at_005():
     c[:2] = 0
     stat = paired_table(b, c, ["binary"], ["higher"])[0]
     assert stat.ci_low < -0.05 and not non_inferior(stat, 0.05, "higher")
-    # the matching one-sided score test: H0 delta <= -0.05 is not rejected at 2.5%
+    # the matching one-sided test: H0 delta <= -0.05 is not rejected at 2.5%
     p = one_sided(b, c, [-0.05], ["greater"], kinds=["binary"])[0]
-    assert 0.025 < p == pytest.approx(score_pvalue(0, 2, 100, -0.05, "greater"))
+    assert 0.025 < p == pytest.approx(paired_pvalue(0, 2, 100, -0.05, "greater")[()])
+    assert score_pvalue(0, 2, 100, -0.05, "greater") > 0.025      # and Tango's agrees
 
 
 def test_interval_is_the_set_the_test_does_not_reject():
@@ -95,28 +98,29 @@ def test_weighted_counts_equal_weights_are_the_plain_counts():
     assert n_star < w.sum() ** 2 / (w ** 2).sum()
 
 
-def test_mcnemar_power_against_its_definition():
-    # the exact power, summed by hand over every (gains, losses) outcome of n = 30
+def test_score_power_against_its_definition():
+    # the exact power, summed by hand over every (gains, losses) outcome of n = 30: the
+    # probability that the two-sided test (0 outside the interval) rejects
     n, psi, delta, alpha = 30, 0.2, 0.1, 0.05
     pg, pl = (psi + delta) / 2, (psi - delta) / 2
     total = 0.0
     for m in range(n + 1):
         for g in range(m + 1):
-            p = min(1.0, 2 * binom.cdf(min(g, m - g), m, 0.5)) if m else 1.0
-            if p <= alpha:
+            p = paired_pvalue(g, m - g, n, 0.0, "two") if m else 1.0
+            if p < alpha:
                 total += (binom.pmf(m, n, psi) * binom.pmf(g, m, pg / psi))
-    assert mcnemar_power(n, psi, delta, alpha) == pytest.approx(total, rel=1e-9)
+    assert score_power(n, psi, delta, alpha) == pytest.approx(total, rel=1e-9)
     assert pl >= 0
 
 
 def test_mde_has_the_stated_power_and_is_planned_at_the_needed_discordance():
-    mde = mcnemar_mde(200, 0.1, 0.05)
-    assert mcnemar_power(200, 0.1, mde, 0.05) == pytest.approx(0.8, abs=1e-6)
+    mde = score_mde(200, 0.1, 0.05)
+    assert score_power(200, 0.1, mde, 0.05) == pytest.approx(0.8, abs=1e-6)
     # nothing changed: the plan uses the discordance a difference needs, not 0
-    none = mcnemar_mde(50, 0.0, 0.05)
-    assert none is not None and mcnemar_power(50, none, none, 0.05) == pytest.approx(0.8,
-                                                                                     abs=1e-6)
-    assert mcnemar_mde(3, 0.0, 0.05) is None    # 3 cases can never reach 5%
+    none = score_mde(50, 0.0, 0.05)
+    assert none is not None and score_power(50, none, none, 0.05) == pytest.approx(0.8,
+                                                                                   abs=1e-6)
+    assert score_mde(3, 0.0, 0.05) is None    # 3 cases can never reach 5%
 
 
 def test_bootstrap_t_matches_a_direct_implementation():
