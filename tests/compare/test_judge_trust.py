@@ -65,7 +65,7 @@ def _decide(runs, tmp_path, gates: str, base="base", cand="same", *extra: str):
     proc = run_cli("decide", str(runs[base]), str(runs[cand]), f"gates={gates}",
                    "--study", str(study), *extra, cwd=tmp_path)
     stem = f"decision-{date.today().isoformat()}-{'trust'}"
-    if proc.returncode in (0, 1):
+    if proc.returncode in (0, 1, 4):
         # a second decision of the day is numbered (-2, -3, ...): read the one just written
         made = sorted(study.glob(f"{stem}*.json"), key=lambda p: p.stat().st_mtime_ns)
         last = made[-1]
