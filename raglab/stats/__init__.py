@@ -48,7 +48,10 @@ Methods (``paired_table``):
   permutation distribution is computed: enumerated up to n = 20, else by its saddlepoint
   approximation (``resample.saddlepoint_tail``). p-values are never 0: an underflow reads
   as the smallest positive double. The random sign vectors are a fixed plan that depends on
-  ``n`` only, never on ``seed``: the same data give the same p-value.
+  ``n`` only, never on ``seed``, applied to each column's units in a canonical order
+  (sorted by difference, then weight): the same multiset of paired units gives the same
+  p-value, whatever the seed and the order of the cases. The bootstrap-t (interval and
+  one-sided test) follows a fixed plan of its own in the same order.
 - Multiplicity (``adjust_pvalues``): Holm's step-down adjustment (family-wise error control
   under any dependence) or Benjamini-Hochberg (false discovery rate); which family each
   test belongs to is the caller's (raglab.compare: the headline metrics overall are
@@ -59,8 +62,9 @@ Methods (``paired_table``):
 
 Speed: columns with the same number of units ``n`` share one resample stream and are
 resampled together as matrix products (bootstrap replicates are ``counts @ D``, sign flips
-``bits @ U`` and ``bits @ W``), in bounded chunks; bootstrap resamples are seeded with
-``numpy.random.default_rng([seed, n, stream])``, so results are deterministic.
+``bits @ U`` and ``bits @ W``), in bounded chunks; the ``bca`` / ``percentile`` bootstrap
+resamples are seeded with ``numpy.random.default_rng([seed, n, 0])``, the rest follow the
+fixed plans, so results are deterministic.
 
 Agreement between raters (:mod:`.agreement`, for grader calibration): Cohen's kappa
 (unweighted and quadratic-weighted), Fleiss' kappa, accuracy, per-label precision and

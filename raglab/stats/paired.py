@@ -33,7 +33,7 @@ KINDS = ("share", "binary", "rank", "count", "latency", "cost")
 DIRECTIONS = ("higher", "lower", "none")
 INTERVALS = ("auto", "signflip", "bca", "percentile")
 DENSE_MIN = 50      # changed units from which graded metrics get the bootstrap-t
-_PLAN = 0x52414721  # the fixed seed of the p-values' sign-flip plan
+_PLAN = 0x52414721  # the fixed seed of the tests' resample plans (sign flips, bootstrap-t)
 SIDES = ("two", "less", "greater")
 POWER = 0.8        # the power at which the minimum detectable effect is stated
 _TIE_RTOL = 1e-12   # |cand - base| <= this x max(|cand|, |base|) is a tie (and a zero diff)
@@ -115,7 +115,10 @@ class _Group:
 def _groups(diffs: np.ndarray, ok: np.ndarray, w: np.ndarray | None,
             codes: np.ndarray | None) -> Iterator[_Group]:
     """Each column's units (cases, or clusters of cases) with their weighted sums of
-    differences ``U`` and weights ``W``, grouped by the number of units with weight."""
+    differences ``U`` and weights ``W``, grouped by the number of units with weight. Each
+    column's units are put in a canonical order (sorted by ``U``, then ``W``), so every
+    figure computed from a group, with the fixed resample plans of the p-values, is a
+    function of the multiset of units, never of the order of the cases."""
     n_cases, m = diffs.shape
     weight = np.where(ok, 1.0 if w is None else w[:, None], 0.0)
     contrib = np.where(ok, diffs, 0.0) * weight
@@ -124,8 +127,10 @@ def _groups(diffs: np.ndarray, ok: np.ndarray, w: np.ndarray | None,
     else:
         G = int(codes.max()) + 1 if n_cases else 0
         U_all, W_all = np.zeros((G, m)), np.zeros((G, m))
-        np.add.at(U_all, codes, contrib)
-        np.add.at(W_all, codes, weight)
+        for j in range(m):      # summed in a canonical order: the sums are order-free too
+            order = np.lexsort((weight[:, j], contrib[:, j], codes))
+            np.add.at(U_all[:, j], codes[order], contrib[order, j])
+            np.add.at(W_all[:, j], codes[order], weight[order, j])
     active = W_all > 0
     by_n: dict[int, list[int]] = defaultdict(list)
     for j in range(m):
@@ -136,8 +141,9 @@ def _groups(diffs: np.ndarray, ok: np.ndarray, w: np.ndarray | None,
         U = np.empty((n, len(cols)))
         W = np.empty((n, len(cols)))
         for i, j in enumerate(cols):
-            U[:, i] = U_all[active[:, j], j]
-            W[:, i] = W_all[active[:, j], j]
+            u, v = U_all[active[:, j], j], W_all[active[:, j], j]
+            order = np.lexsort((v, u))          # canonical order: by U, then by W
+            U[:, i], W[:, i] = u[order], v[order]
         yield _Group(cols, U, W)
 
 
@@ -241,8 +247,11 @@ def _score_mde(g: float, lost: float, n: float, alpha: float) -> float | None:
 
 
 def _plan(n: int, stream: int) -> np.random.Generator:
-    """The fixed resample plan of the p-values: the same data give the same p-value, whatever
-    the seed (which moves only the bootstrap intervals)."""
+    """The fixed resample plan of the tests and of the intervals that invert them (stream 1:
+    sign vectors; stream 2: the bootstrap-t's resamples): applied to the units in their
+    canonical order (:func:`_groups`), the same multiset of units gives the same p-value and
+    interval whatever the seed (which moves only the ``bca`` and ``percentile``
+    intervals) and whatever the order of the cases."""
     return np.random.default_rng([_PLAN, n, stream])
 
 
@@ -263,13 +272,15 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
     Two-sided p-values: unweighted, unclustered ``binary`` columns (values 0/1) get the exact
     McNemar test, the others the sign-flip permutation test of the (weighted) mean
     difference, drawn from a fixed plan (the same data give the same p-value whatever
-    ``seed``). Intervals (``interval="auto"``, by kind, see :func:`_method`): Tango's score
-    interval for pass/fail metrics, the bootstrap-t for graded ones, the cluster sign-flip
-    inversion with clusters; ``signflip``, ``bca`` and ``percentile`` apply one method to
-    every column. ``mde``: for pass/fail metrics (and sparse shares) from the exact power of
-    McNemar's test at the planned discordance, else from the observed variance.
-    Deterministic: bootstrap resamples come from ``numpy.random.default_rng([seed, n,
-    stream])`` for each distinct number of units ``n``.
+    ``seed`` and whatever the order of the cases). Intervals (``interval="auto"``, by
+    kind, see :func:`_method`): Tango's score interval for pass/fail metrics, the
+    bootstrap-t for graded ones, the cluster sign-flip inversion with clusters;
+    ``signflip``, ``bca`` and ``percentile`` apply one method to every column. ``mde``:
+    for pass/fail metrics (and sparse shares) from the exact power of McNemar's test at
+    the planned discordance, else from the observed variance.
+    Deterministic: the sign-flip and bootstrap-t resamples follow the fixed plan of
+    :func:`_plan` (seed-free); the ``bca`` and ``percentile`` resamples come from
+    ``numpy.random.default_rng([seed, n, 0])`` for each distinct number of units ``n``.
     """
     base, cand = _check(base, cand, kinds, directions)
     _validate(confidence, interval, seed, n_resamples)
@@ -288,7 +299,7 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
     if w is None:
         n_eff = ns.astype(np.float64)
     else:
-        wm = np.where(ok, w[:, None], 0.0)
+        wm = np.sort(np.where(ok, w[:, None], 0.0), axis=0)    # order-free sums
         with np.errstate(invalid="ignore", divide="ignore"):
             n_eff = wm.sum(axis=0) ** 2 / (wm ** 2).sum(axis=0)
     alpha = 1.0 - confidence
@@ -329,8 +340,7 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
             low[sel], high[sel], bca[sel] = lo_, hi_, b_
         sel = np.array([mt == "bootstrap-t" for mt in methods])
         if sel.any():
-            th, se, t = studentized_replicates(U[:, sel], W[:, sel], n_resamples,
-                                               np.random.default_rng([seed, n, 2]))
+            th, se, t = studentized_replicates(U[:, sel], W[:, sel], n_resamples, _plan(n, 2))
             low[sel], high[sel] = bootstrap_t_interval(th, se, t, confidence)
         sel = scored
         if sel.any():
@@ -389,10 +399,12 @@ def one_sided(base: np.ndarray, cand: np.ndarray, thetas: Sequence[float],
     """One-sided p-values, one per column: ``sides[j] == "less"`` tests ``H0: delta >=
     thetas[j]`` against ``delta < thetas[j]`` (small when the candidate is lower than the
     baseline by more than ``-thetas[j]``), ``"greater"`` the mirror. The test is the one
-    whose inversion is the column's interval in :func:`paired_table` (same kinds, seed,
+    whose inversion is the column's interval in :func:`paired_table` (same kinds,
     weights and clusters): Tango's score test for pass/fail metrics (and sparse shares), the
-    bootstrap-t for graded ones, the sign-flip test with clusters or ``interval="signflip"``.
-    None where no case is paired."""
+    bootstrap-t for graded ones (with the interval's fixed plan: seed-free), the sign-flip
+    test with clusters or ``interval="signflip"``. A function of the multiset of paired
+    units, not of their order; ``seed`` moves none of these tests. None where no case is
+    paired."""
     base = np.asarray(base, dtype=np.float64)
     cand = np.asarray(cand, dtype=np.float64)
     if base.ndim != 2 or base.shape != cand.shape:
@@ -417,8 +429,7 @@ def one_sided(base: np.ndarray, cand: np.ndarray, thetas: Sequence[float],
                 gs, ls, nn = _score_counts(U, W, w is not None)
                 v = float(score_pvalue(gs, ls, nn, theta, side)[0])
             elif method == "bootstrap-t":
-                th, se, t = studentized_replicates(U, W, n_resamples,
-                                                   np.random.default_rng([seed, g.n, 2]))
+                th, se, t = studentized_replicates(U, W, n_resamples, _plan(g.n, 2))
                 if not se[0] > 0:       # no variation: the difference is known
                     v = 1.0 if (th[0] >= theta if side == "less" else th[0] <= theta) else 0.0
                 else:
