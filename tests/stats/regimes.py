@@ -129,3 +129,33 @@ def share_cell(n: int, q: float, shift: float, k: int, seed: int) -> dict:
     return {"n": n, "q": q, "delta": float(true), "k": k, "methods": methods,
             "coverage": float(np.mean([s.ci_low is not None and s.ci_high is not None
                                        and s.ci_low <= true <= s.ci_high for s in stats]))}
+
+
+# (share of cases weighing 4x, change rate there, change rate elsewhere, share of changes
+# that are gains): the changes sit mostly or only in the heavy cases
+WEIGHTED_GRID = ((0.25, 0.10, 0.0, 0.5), (0.25, 0.20, 0.0, 0.7), (0.25, 0.20, 0.02, 0.5),
+                 (0.25, 0.20, 0.02, 0.7), (0.25, 0.40, 0.02, 0.7), (0.10, 0.40, 0.0, 0.7))
+
+
+def weighted_heavy_cell(n: int, frac: float, qh: float, ql: float, ph: float, k: int,
+                        seed: int) -> dict:
+    """A pass/fail metric whose changes sit in 4x-weighted cases: a share ``frac`` of the
+    cases weighs 4, changes with probability ``qh`` there and ``ql`` elsewhere; a change is
+    a gain with probability ``ph`` (in the light cases one half)."""
+    rng = np.random.default_rng([seed, n, int(frac * 100), int(qh * 100), int(ql * 100),
+                                 int(ph * 100)])
+    heavy = np.arange(n) < int(round(n * frac))
+    w = np.where(heavy, 4.0, 1.0)
+    q = np.where(heavy, qh, ql)[:, None]
+    p = np.where(heavy, ph, 0.5)[:, None]
+    changed = rng.random((n, k)) < q
+    gain = changed & (rng.random((n, k)) < p)
+    loss = changed & ~gain
+    both = ~changed & (rng.random((n, k)) < BASE_RATE)
+    b = np.where(loss | both, 1.0, 0.0)
+    c = np.where(gain | both, 1.0, 0.0)
+    true = float(np.sum(w * np.where(heavy, qh * (2 * ph - 1), 0.0)) / w.sum())
+    stats = paired_table(b, c, ["binary"] * k, ["higher"] * k, weights=w)
+    return {"n": n, "k": k, "delta": true, "changed": float(changed.sum(0).mean()),
+            "coverage": float(np.mean([s.ci_low <= true <= s.ci_high for s in stats])),
+            "width": float(np.mean([s.ci_high - s.ci_low for s in stats]))}
