@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from raglab.stats.bound import bound_scale
 from raglab.stats.resample import (
     bootstrap_interval,
     bootstrap_means,
@@ -208,8 +209,8 @@ def _method(kind: str, interval: str, clustered: bool, changed: int,
 
     - pass/fail (``binary``): ``score``, Tango's score interval;
     - ``share`` (per-case values in [0, 1]): ``score-bound``, Tango's interval on the gain
-      and loss mass (conservative: ``E d^2 <= E |d|``), until ``DENSE_MIN`` units changed,
-      then ``bootstrap-t``;
+      and loss mass in units of a scale that shrinks with the size of the changes
+      (:mod:`raglab.stats.bound`), until ``DENSE_MIN`` units changed, then ``bootstrap-t``;
     - unbounded graded kinds (rank, count, latency, cost): ``bootstrap-t`` from
       ``DENSE_MIN`` changed units; below, where no bound exists and the bootstrap-t
       under-covers, the sign-flip inversion (``signflip``);
@@ -228,12 +229,13 @@ def _method(kind: str, interval: str, clustered: bool, changed: int,
     return "score-bound" if kind == "share" and bounded else "signflip"
 
 
-def _score_counts(U: np.ndarray, W: np.ndarray, weighted: bool):
-    """``(g, lost, n)`` per column for the score methods: gain and loss (mass, for shares) and
-    the number of cases; effective figures when the cases are weighted."""
+def _score_counts(U: np.ndarray, W: np.ndarray, weighted: bool, scale=1.0):
+    """``(g, lost, n)`` per column for the score methods: gain and loss (mass in units of
+    ``scale``, for shares: :mod:`raglab.stats.bound`) and the number of cases; effective
+    figures when the cases are weighted."""
     with np.errstate(invalid="ignore", divide="ignore"):
         d = np.where(W > 0, U / np.where(W > 0, W, 1.0), 0.0)
-    gain, loss = np.maximum(d, 0.0), np.maximum(-d, 0.0)
+    gain, loss = np.maximum(d, 0.0) / scale, np.maximum(-d, 0.0) / scale
     if not weighted:
         n = float(U.shape[0])
         return gain.sum(0), loss.sum(0), np.full(U.shape[1], n)
@@ -344,11 +346,13 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
             low[sel], high[sel] = bootstrap_t_interval(th, se, t, confidence)
         sel = scored
         if sel.any():
-            gs, ls, nn = _score_counts(U[:, sel], W[:, sel], w is not None)
-            low[sel], high[sel] = score_interval(gs, ls, nn, confidence)
             pf = np.array([methods[i] == "score" for i in np.flatnonzero(sel)])
-            planned = normal_mde(nn, np.minimum((gs + ls) / np.maximum(nn, 1e-300), 1.0),
-                                 alpha)
+            sc = np.where(pf, 1.0, bound_scale(U[:, sel], W[:, sel]))   # shares: scaled
+            gs, ls, nn = _score_counts(U[:, sel], W[:, sel], w is not None, sc)
+            lo_, hi_ = score_interval(gs, ls, nn, confidence)
+            low[sel], high[sel] = lo_ * sc, hi_ * sc
+            planned = sc * normal_mde(nn, np.minimum((gs + ls) / np.maximum(nn, 1e-300), 1.0),
+                                      alpha)
             planned[pf] = [np.nan if v is None else v for v in
                            (_score_mde(a, b, c, alpha)
                             for a, b, c in zip(gs[pf], ls[pf], nn[pf]))]
@@ -426,8 +430,10 @@ def one_sided(base: np.ndarray, cand: np.ndarray, thetas: Sequence[float],
             method = _method(kinds[j], interval, codes is not None, int(changed[i]),
                              bool(bounded[i]))
             if method.startswith("score"):
-                gs, ls, nn = _score_counts(U, W, w is not None)
-                v = float(score_pvalue(gs, ls, nn, theta, side)[0])
+                sc = 1.0 if method == "score" else float(bound_scale(U, W)[0])
+                gs, ls, nn = _score_counts(U, W, w is not None, sc)
+                t0 = theta if method == "score" else min(max(theta / sc, -1.0), 1.0)
+                v = float(score_pvalue(gs, ls, nn, t0, side)[0])
             elif method == "bootstrap-t":
                 th, se, t = studentized_replicates(U, W, n_resamples, _plan(g.n, 2))
                 if not se[0] > 0:       # no variation: the difference is known

@@ -19,7 +19,8 @@ its ends move when every change goes one way. Fagerland, Lydersen and Laake (201
 
 The counts may be fractional: weighted cases use effective counts (``weighted_counts``,
 from the design effect of the discordance), and graded shares in ``[0, 1]`` their gain and
-loss mass (a conservative bound, since ``E d^2 <= E |d|`` for ``|d| <= 1``).
+loss mass (a bound, since ``E d^2 <= E |d|`` for ``|d| <= 1``; in units of a scale that
+shrinks with the size of the changes: :mod:`raglab.stats.bound`).
 
 Power (``mcnemar_mde``): the exact power of the two-sided exact McNemar test, summed over
 the binomial number of discordant pairs, and the smallest difference it detects with 80%

@@ -19,11 +19,13 @@ from pathlib import Path
 from tests.stats.regimes import (
     NS,
     SHARES,
+    SMALL_GRID,
     WEIGHTED_GRID,
     binary_cell,
     deltas,
     power_at_mde,
     share_cell,
+    small_share_cell,
     weighted_cell,
     weighted_heavy_cell,
 )
@@ -86,6 +88,16 @@ def tables(k: int) -> str:
                 c = share_cell(n, q, shift, kk, seed=4)
                 lines.append(f"| {n} | {100 * q:.0f}% | {c['delta']:.4f} | "
                              f"{', '.join(c['methods'])} | {_pct(c['coverage'])} |")
+    lines += ["", "Graded share whose changes are mostly small (±0.01-0.05; a gain with "
+              "P(gain)), a share of them large (0.3-1, a gain with P(large gain)); data sets "
+              f"with 50 or more changes left out ({k:,} each):", "",
+              "| n | changed (mean) | P(gain) | large | P(large gain) | true delta | interval | "
+              "coverage | mean width |", "|---|---|---|---|---|---|---|---|---|"]
+    for n, q, p, big, pb in SMALL_GRID:
+        c = small_share_cell(n, q, p, big, pb, k, seed=6)
+        lines.append(f"| {n} | {c['changed']:.1f} | {p} | {100 * big:.0f}% | {pb} | "
+                     f"{c['delta']:.4f} | {', '.join(c['methods'])} | "
+                     f"{_pct(c['coverage'])} | {c['width']:.4f} |")
     return "\n".join(lines)
 
 
