@@ -84,7 +84,7 @@ def test_graded_shares_keep_coverage(n, q, shift):
 def test_small_graded_changes_keep_coverage_with_a_narrower_bound(n, q, p, big, pb):
     # mostly small changes (+-0.01..0.05), some with a share of large ones (0.3..1) that
     # all go one way: the scaled bound keeps 95%; with the observed second moment alone
-    # (no pseudo-change) these covered 77-91%
+    # (no pseudo-change) the mixed cells covered 77-93%
     cell = small_share_cell(n, q, p, big, pb, K, seed=6)
     assert cell["methods"] == ["score-bound"], cell
     assert cell["coverage"] >= 0.95 - 2 * mc_se(0.95, K), cell
