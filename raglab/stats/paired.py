@@ -143,8 +143,11 @@ def _groups(diffs: np.ndarray, ok: np.ndarray, w: np.ndarray | None,
         W = np.empty((n, len(cols)))
         for i, j in enumerate(cols):
             u, v = U_all[active[:, j], j], W_all[active[:, j], j]
-            order = np.lexsort((v, u))          # canonical order: by U, then by W
-            U[:, i], W[:, i] = u[order], v[order]
+            if (v == v[0]).all():               # canonical order: by U, then by W
+                U[:, i], W[:, i] = np.sort(u), v
+            else:
+                order = np.lexsort((v, u))
+                U[:, i], W[:, i] = u[order], v[order]
         yield _Group(cols, U, W)
 
 
