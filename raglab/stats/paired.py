@@ -116,10 +116,9 @@ class _Group:
 def _groups(diffs: np.ndarray, ok: np.ndarray, w: np.ndarray | None,
             codes: np.ndarray | None) -> Iterator[_Group]:
     """Each column's units (cases, or clusters of cases) with their weighted sums of
-    differences ``U`` and weights ``W``, grouped by the number of units with weight. Each
-    column's units are put in a canonical order (sorted by ``U``, then ``W``), so every
-    figure computed from a group, with the fixed resample plans of the p-values, is a
-    function of the multiset of units, never of the order of the cases."""
+    differences ``U`` and weights ``W``, grouped by the number of units with weight, in a
+    canonical order (by ``U``, then ``W``): with the fixed plans every figure of a group is
+    a function of the multiset of units, never of the order of the cases."""
     n_cases, m = diffs.shape
     weight = np.where(ok, 1.0 if w is None else w[:, None], 0.0)
     contrib = np.where(ok, diffs, 0.0) * weight
@@ -252,11 +251,9 @@ def _score_mde(g: float, lost: float, n: float, alpha: float) -> float | None:
 
 
 def _plan(n: int, stream: int) -> np.random.Generator:
-    """The fixed resample plan of the tests and of the intervals that invert them (stream 1:
-    sign vectors; stream 2: the bootstrap-t's resamples): applied to the units in their
-    canonical order (:func:`_groups`), the same multiset of units gives the same p-value and
-    interval whatever the seed (which moves only the ``bca`` and ``percentile``
-    intervals) and whatever the order of the cases."""
+    """The fixed resample plan of the tests and of the intervals inverting them (stream 1:
+    sign vectors, 2: the bootstrap-t's resamples), applied to units in canonical order
+    (:func:`_groups`): the same units give the same figures whatever the seed and order."""
     return np.random.default_rng([_PLAN, n, stream])
 
 
