@@ -87,13 +87,16 @@ class Comparison:
         if row is None or info is None or not row["n"] or row["delta"] is None \
                 or row["ci_low"] is None or row["ci_high"] is None:
             return None
-        score = None
+        score = moments = None
         idx = None if self.table is None else self.table.positions(slice)
         if info["ci_method"] in ("score", "score-bound") and idx is not None:
             assert self.table is not None
             score = self.table.score_counts(idx, metric)
+            if info["ci_method"] == "score-bound":
+                moments = self.table.share_moments(idx, metric)
         return Basis(int(row["n"]), float(row["delta"]), float(row["ci_low"]),
-                     float(row["ci_high"]), float(self.settings["confidence"]), score)
+                     float(row["ci_high"]), float(self.settings["confidence"]), score,
+                     moments)
 
     def _position(self, metric: str, slice: tuple[str, str] | None) -> int | None:
         if self._index is None:

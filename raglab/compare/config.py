@@ -23,8 +23,9 @@ class CompareCfg(BaseModel):
     n_bootstrap: int = Field(2000, gt=0, le=100_000, description=(
         "bootstrap resamples (intervals) and permutations (p-values)"))
     seed: int = Field(0, ge=0, le=2**32 - 1, description=(
-        "the seed of the bootstrap intervals; p-values come from a fixed plan, so the same "
-        "data give the same p-value whatever the seed"))
+        "the seed of the bca and percentile intervals; p-values, the bootstrap-t and the "
+        "sign-flip intervals come from fixed plans, so the same data give the same figures "
+        "whatever the seed and the order of the cases"))
     interval: Literal["auto", "signflip", "bca", "percentile"] = Field("auto", description=(
         "the paired interval: auto chooses by metric kind (Tango's score interval for "
         "pass/fail metrics and shares where few cases changed, the bootstrap-t for graded "

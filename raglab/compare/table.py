@@ -230,6 +230,15 @@ class PairedTable:
         return score_counts(self.B[idx][:, j], self.C[idx][:, j],
                             None if self.weights is None else self.weights[idx])
 
+    def share_moments(self, idx, metric: str) -> tuple[float, float, float]:
+        """The moments of a graded share's differences its score bound's scale is made of
+        (raglab.stats.settle.share_moments)."""
+        from raglab.stats.settle import share_moments
+
+        j = self.names.index(metric)
+        return share_moments(self.B[idx][:, j], self.C[idx][:, j],
+                             None if self.weights is None else self.weights[idx])
+
     def one_sided(self, idx, metric: str, theta: float, side: str) -> float | None:
         """The one-sided test of ``metric`` at ``theta`` on the cases at ``idx``: the test
         whose inversion is that metric's interval."""

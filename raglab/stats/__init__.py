@@ -16,11 +16,12 @@ Methods (``paired_table``):
   interval corrected for skewness and discreteness (``score.paired_interval``: the variance
   under the hypothesised difference, so an unchanged metric gets about ``+-z^2 / (n +
   z^2)``, not ``[0, 0]``); shares with fewer than 50 changed units that interval on their
-  gain and loss mass (``score-bound``, conservative
-  since ``E d^2 <= E |d|``); graded metrics with 50 or more changed units the bootstrap-t
-  (``studentized``); unbounded graded metrics with fewer, and clustered comparisons, the
-  inversion of the sign-flip test below with the same sign vectors as its p-value (limits
-  are order statistics of subset means, ``resample.signflip_interval``). ``signflip``,
+  gain and loss mass in units of a scale that shrinks with the size of the changes
+  (``score-bound``, :mod:`.bound`); graded metrics with 50 or more changed units the
+  bootstrap-t (``studentized``); unbounded graded metrics with fewer, and clustered
+  comparisons, the inversion of the sign-flip test below with the same sign vectors as its
+  p-value (limits are order statistics of subset means, ``resample.signflip_interval``).
+  ``signflip``,
   ``bca`` and ``percentile`` apply one method to every column. When every difference is
   equal (outside the score methods) the interval is ``[delta, delta]`` (``degenerate``);
   when the sign-flip test cannot reach the level (n <= 5) it is ``unbounded`` (None);
@@ -51,7 +52,10 @@ Methods (``paired_table``):
   permutation distribution is computed: enumerated up to n = 20, else by its saddlepoint
   approximation (``resample.saddlepoint_tail``). p-values are never 0: an underflow reads
   as the smallest positive double. The random sign vectors are a fixed plan that depends on
-  ``n`` only, never on ``seed``: the same data give the same p-value.
+  ``n`` only, never on ``seed``, applied to each column's units in a canonical order
+  (sorted by difference, then weight): the same multiset of paired units gives the same
+  p-value, whatever the seed and the order of the cases. The bootstrap-t (interval and
+  one-sided test) follows a fixed plan of its own in the same order.
 - Multiplicity (``adjust_pvalues``): Holm's step-down adjustment (family-wise error control
   under any dependence) or Benjamini-Hochberg (false discovery rate); which family each
   test belongs to is the caller's (raglab.compare: the headline metrics overall are
@@ -62,8 +66,9 @@ Methods (``paired_table``):
 
 Speed: columns with the same number of units ``n`` share one resample stream and are
 resampled together as matrix products (bootstrap replicates are ``counts @ D``, sign flips
-``bits @ U`` and ``bits @ W``), in bounded chunks; bootstrap resamples are seeded with
-``numpy.random.default_rng([seed, n, stream])``, so results are deterministic.
+``bits @ U`` and ``bits @ W``), in bounded chunks; the ``bca`` / ``percentile`` bootstrap
+resamples are seeded with ``numpy.random.default_rng([seed, n, 0])``, the rest follow the
+fixed plans, so results are deterministic.
 
 Agreement between raters (:mod:`.agreement`, for grader calibration): Cohen's kappa
 (unweighted and quadratic-weighted), Fleiss' kappa, accuracy, per-label precision and

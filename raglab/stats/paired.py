@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from raglab.stats.bound import bound_scale
 from raglab.stats.resample import (
     bootstrap_interval,
     bootstrap_means,
@@ -33,7 +34,7 @@ KINDS = ("share", "binary", "rank", "count", "latency", "cost")
 DIRECTIONS = ("higher", "lower", "none")
 INTERVALS = ("auto", "signflip", "bca", "percentile")
 DENSE_MIN = 50      # changed units from which graded metrics get the bootstrap-t
-_PLAN = 0x52414721  # the fixed seed of the p-values' sign-flip plan
+_PLAN = 0x52414721  # the fixed seed of the tests' resample plans (sign flips, bootstrap-t)
 SIDES = ("two", "less", "greater")
 POWER = 0.8        # the power at which the minimum detectable effect is stated
 _TIE_RTOL = 1e-12   # |cand - base| <= this x max(|cand|, |base|) is a tie (and a zero diff)
@@ -115,7 +116,9 @@ class _Group:
 def _groups(diffs: np.ndarray, ok: np.ndarray, w: np.ndarray | None,
             codes: np.ndarray | None) -> Iterator[_Group]:
     """Each column's units (cases, or clusters of cases) with their weighted sums of
-    differences ``U`` and weights ``W``, grouped by the number of units with weight."""
+    differences ``U`` and weights ``W``, grouped by the number of units with weight, in a
+    canonical order (by ``U``, then ``W``): with the fixed plans every figure of a group is
+    a function of the multiset of units, never of the order of the cases."""
     n_cases, m = diffs.shape
     weight = np.where(ok, 1.0 if w is None else w[:, None], 0.0)
     contrib = np.where(ok, diffs, 0.0) * weight
@@ -124,8 +127,10 @@ def _groups(diffs: np.ndarray, ok: np.ndarray, w: np.ndarray | None,
     else:
         G = int(codes.max()) + 1 if n_cases else 0
         U_all, W_all = np.zeros((G, m)), np.zeros((G, m))
-        np.add.at(U_all, codes, contrib)
-        np.add.at(W_all, codes, weight)
+        for j in range(m):      # summed in a canonical order: the sums are order-free too
+            order = np.lexsort((weight[:, j], contrib[:, j], codes))
+            np.add.at(U_all[:, j], codes[order], contrib[order, j])
+            np.add.at(W_all[:, j], codes[order], weight[order, j])
     active = W_all > 0
     by_n: dict[int, list[int]] = defaultdict(list)
     for j in range(m):
@@ -136,8 +141,12 @@ def _groups(diffs: np.ndarray, ok: np.ndarray, w: np.ndarray | None,
         U = np.empty((n, len(cols)))
         W = np.empty((n, len(cols)))
         for i, j in enumerate(cols):
-            U[:, i] = U_all[active[:, j], j]
-            W[:, i] = W_all[active[:, j], j]
+            u, v = U_all[active[:, j], j], W_all[active[:, j], j]
+            if (v == v[0]).all():               # canonical order: by U, then by W
+                U[:, i], W[:, i] = np.sort(u), v
+            else:
+                order = np.lexsort((v, u))
+                U[:, i], W[:, i] = u[order], v[order]
         yield _Group(cols, U, W)
 
 
@@ -191,8 +200,8 @@ def _method(kind: str, interval: str, clustered: bool, changed: int,
     - pass/fail (``binary``): ``score``, the corrected score interval
       (``score.paired_interval``);
     - ``share`` (per-case values in [0, 1]): ``score-bound``, that interval on the gain
-      and loss mass (conservative: ``E d^2 <= E |d|``), until ``DENSE_MIN`` units changed,
-      then ``bootstrap-t``;
+      and loss mass in units of a scale that shrinks with the size of the changes
+      (:mod:`raglab.stats.bound`), until ``DENSE_MIN`` units changed, then ``bootstrap-t``;
     - unbounded graded kinds (rank, count, latency, cost): ``bootstrap-t`` from
       ``DENSE_MIN`` changed units; below, where no bound exists and the bootstrap-t
       under-covers, the sign-flip inversion (``signflip``);
@@ -211,12 +220,13 @@ def _method(kind: str, interval: str, clustered: bool, changed: int,
     return "score-bound" if kind == "share" and bounded else "signflip"
 
 
-def _score_counts(U: np.ndarray, W: np.ndarray, weighted: bool):
-    """``(g, lost, n)`` per column for the score methods: gain and loss (mass, for shares) and
-    the number of cases; effective figures when the cases are weighted."""
+def _score_counts(U: np.ndarray, W: np.ndarray, weighted: bool, scale=1.0):
+    """``(g, lost, n)`` per column for the score methods: gain and loss (mass in units of
+    ``scale``, for shares: :mod:`raglab.stats.bound`) and the number of cases; effective
+    figures when the cases are weighted."""
     with np.errstate(invalid="ignore", divide="ignore"):
         d = np.where(W > 0, U / np.where(W > 0, W, 1.0), 0.0)
-    gain, loss = np.maximum(d, 0.0), np.maximum(-d, 0.0)
+    gain, loss = np.maximum(d, 0.0) / scale, np.maximum(-d, 0.0) / scale
     if not weighted:
         n = float(U.shape[0])
         return gain.sum(0), loss.sum(0), np.full(U.shape[1], n)
@@ -230,8 +240,9 @@ def _score_mde(g: float, lost: float, n: float, alpha: float) -> float | None:
 
 
 def _plan(n: int, stream: int) -> np.random.Generator:
-    """The fixed resample plan of the p-values: the same data give the same p-value, whatever
-    the seed (which moves only the bootstrap intervals)."""
+    """The fixed resample plan of the tests and of the intervals inverting them (stream 1:
+    sign vectors, 2: the bootstrap-t's resamples), applied to units in canonical order
+    (:func:`_groups`): the same units give the same figures whatever the seed and order."""
     return np.random.default_rng([_PLAN, n, stream])
 
 
@@ -253,16 +264,17 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
     test that interval inverts (``score.paired_pvalue`` at 0, on effective counts when
     weighted: p < 1 - confidence exactly when 0 is outside the interval), the others the
     sign-flip permutation test of the (weighted) mean difference, drawn from a fixed plan
-    (the same data give the same p-value whatever ``seed``). Intervals
-    (``interval="auto"``, by kind, see :func:`_method`): the corrected score interval
-    (``score.paired_interval``) for pass/fail metrics and, on the gain and loss mass, for
-    sparse shares, the bootstrap-t for graded ones, the cluster sign-flip inversion with
-    clusters; ``signflip``, ``bca`` and ``percentile`` apply one method to every column.
-    ``mde``: for pass/fail metrics the exact power of that two-sided test at the planned
-    discordance (sparse shares: its normal approximation), else from the observed
-    variance.
-    Deterministic: bootstrap resamples come from ``numpy.random.default_rng([seed, n,
-    stream])`` for each distinct number of units ``n``.
+    (the same data give the same p-value whatever ``seed`` and whatever the order of the
+    cases). Intervals (``interval="auto"``, by kind, see :func:`_method`): the corrected
+    score interval (``score.paired_interval``) for pass/fail metrics and, on the scaled
+    gain and loss mass, for sparse shares, the bootstrap-t for graded ones, the cluster
+    sign-flip inversion with clusters; ``signflip``, ``bca`` and ``percentile`` apply one
+    method to every column. ``mde``: for pass/fail metrics the exact power of that
+    two-sided test at the planned discordance (sparse shares: its normal approximation,
+    scaled), else from the observed variance.
+    Deterministic: the sign-flip and bootstrap-t resamples follow the fixed plan of
+    :func:`_plan` (seed-free); the ``bca`` and ``percentile`` resamples come from
+    ``numpy.random.default_rng([seed, n, 0])`` for each distinct number of units ``n``.
     """
     base, cand = _check(base, cand, kinds, directions)
     _validate(confidence, interval, seed, n_resamples)
@@ -281,7 +293,7 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
     if w is None:
         n_eff = ns.astype(np.float64)
     else:
-        wm = np.where(ok, w[:, None], 0.0)
+        wm = np.sort(np.where(ok, w[:, None], 0.0), axis=0)    # order-free sums
         with np.errstate(invalid="ignore", divide="ignore"):
             n_eff = wm.sum(axis=0) ** 2 / (wm ** 2).sum(axis=0)
     alpha = 1.0 - confidence
@@ -322,18 +334,19 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
             low[sel], high[sel], bca[sel] = lo_, hi_, b_
         sel = np.array([mt == "bootstrap-t" for mt in methods])
         if sel.any():
-            th, se, t = studentized_replicates(U[:, sel], W[:, sel], n_resamples,
-                                               np.random.default_rng([seed, n, 2]))
+            th, se, t = studentized_replicates(U[:, sel], W[:, sel], n_resamples, _plan(n, 2))
             low[sel], high[sel] = bootstrap_t_interval(th, se, t, confidence)
         sel = scored
         if sel.any():
-            gs, ls, nn = _score_counts(U[:, sel], W[:, sel], w is not None)
-            low[sel], high[sel] = paired_interval(gs, ls, nn, confidence)
             pf = np.array([methods[i] == "score" for i in np.flatnonzero(sel)])
+            sc = np.where(pf, 1.0, bound_scale(U[:, sel], W[:, sel]))   # shares: scaled
+            gs, ls, nn = _score_counts(U[:, sel], W[:, sel], w is not None, sc)
+            lo_, hi_ = paired_interval(gs, ls, nn, confidence)
+            low[sel], high[sel] = lo_ * sc, hi_ * sc
             # pass/fail: the two-sided test whose inversion is the interval
             p[np.flatnonzero(sel)[pf]] = paired_pvalue(gs[pf], ls[pf], nn[pf], 0.0, "two")
-            planned = normal_mde(nn, np.minimum((gs + ls) / np.maximum(nn, 1e-300), 1.0),
-                                 alpha)
+            planned = sc * normal_mde(nn, np.minimum((gs + ls) / np.maximum(nn, 1e-300), 1.0),
+                                      alpha)
             planned[pf] = [np.nan if v is None else v for v in
                            (_score_mde(a, b, c, alpha)
                             for a, b, c in zip(gs[pf], ls[pf], nn[pf]))]
@@ -376,10 +389,12 @@ def one_sided(base: np.ndarray, cand: np.ndarray, thetas: Sequence[float],
     """One-sided p-values, one per column: ``sides[j] == "less"`` tests ``H0: delta >=
     thetas[j]`` against ``delta < thetas[j]`` (small when the candidate is lower than the
     baseline by more than ``-thetas[j]``), ``"greater"`` the mirror. The test is the one
-    whose inversion is the column's interval in :func:`paired_table` (same kinds, seed,
+    whose inversion is the column's interval in :func:`paired_table` (same kinds,
     weights and clusters): the corrected score test for pass/fail metrics (and sparse
-    shares, ``score.paired_pvalue``), the bootstrap-t for graded ones, the sign-flip test
-    with clusters or ``interval="signflip"``. None where no case is paired."""
+    shares, on their scaled mass; ``score.paired_pvalue``), the bootstrap-t for graded ones
+    (with the interval's fixed plan: seed-free), the sign-flip test with clusters or
+    ``interval="signflip"``. A function of the multiset of paired units, not of their
+    order; ``seed`` moves none of these tests. None where no case is paired."""
     base = np.asarray(base, dtype=np.float64)
     cand = np.asarray(cand, dtype=np.float64)
     if base.ndim != 2 or base.shape != cand.shape:
@@ -401,11 +416,12 @@ def one_sided(base: np.ndarray, cand: np.ndarray, thetas: Sequence[float],
             method = _method(kinds[j], interval, codes is not None, int(changed[i]),
                              bool(bounded[i]))
             if method.startswith("score"):
-                gs, ls, nn = _score_counts(U, W, w is not None)
-                v = float(paired_pvalue(gs, ls, nn, theta, side)[0])
+                sc = 1.0 if method == "score" else float(bound_scale(U, W)[0])
+                gs, ls, nn = _score_counts(U, W, w is not None, sc)
+                t0 = theta if method == "score" else min(max(theta / sc, -1.0), 1.0)
+                v = float(paired_pvalue(gs, ls, nn, t0, side)[0])
             elif method == "bootstrap-t":
-                th, se, t = studentized_replicates(U, W, n_resamples,
-                                                   np.random.default_rng([seed, g.n, 2]))
+                th, se, t = studentized_replicates(U, W, n_resamples, _plan(g.n, 2))
                 if not se[0] > 0:       # no variation: the difference is known
                     v = 1.0 if (th[0] >= theta if side == "less" else th[0] <= theta) else 0.0
                 else:

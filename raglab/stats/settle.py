@@ -42,13 +42,16 @@ Side = Literal["above", "below"]
 class Basis:
     """What a check's interval was made of: ``n`` paired cases, the estimate ``delta`` and
     its interval at ``confidence``; ``score``: ``(gain, loss, n_eff)`` when the interval is
-    the paired score interval on those (possibly fractional) counts, else None."""
+    the paired score interval on those (possibly fractional) counts, else None;
+    ``moments``: ``(sum w d^2, sum w |d|, mean weight)`` of a graded share's differences,
+    whose score interval is in units of the scale they give (raglab.stats.bound)."""
     n: int
     delta: float
     ci_low: float
     ci_high: float
     confidence: float
     score: tuple[float, float, float] | None = None
+    moments: tuple[float, float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,12 @@ def projected(basis: Basis, cases: float) -> tuple[float, float]:
         from raglab.stats.score import paired_interval
 
         g, lost, n_eff = basis.score
-        lo, hi = paired_interval(g * f, lost * f, n_eff * f, basis.confidence)
-        return float(lo[0]), float(hi[0])
+        s = 1.0
+        if basis.moments is not None:     # the scale of N cases' moments (bound.py)
+            m2, m1, pseudo = basis.moments
+            s = min((f * m2 + pseudo) / (f * m1 + pseudo), 1.0) if f * m1 + pseudo > 0 else 1.0
+        lo, hi = paired_interval(g * f / s, lost * f / s, n_eff * f, basis.confidence)
+        return float(lo[0]) * s, float(hi[0]) * s
     s = math.sqrt(1.0 / f)
     return (basis.delta - (basis.delta - basis.ci_low) * s,
             basis.delta + (basis.ci_high - basis.delta) * s)
@@ -127,9 +134,10 @@ def cases_to_settle(basis: Basis, conditions: Sequence[Condition],
 
 def score_counts(base, cand, weights=None) -> tuple[float, float, float]:
     """``(gain, loss, n)`` of the paired cases where both values are finite (and the weight
-    positive), as the score interval of raglab.stats.paired reads them: the summed positive
-    and negative differences (counts for pass/fail values), or their effective figures with
-    weights (raglab.stats.score.weighted_counts)."""
+    positive), as the score interval of raglab.stats.paired reads them before any scale:
+    the summed positive and negative differences (counts for pass/fail values), or their
+    effective figures with weights (raglab.stats.score.weighted_counts, which scale with
+    the masses, so a scale divides them afterwards)."""
     import numpy as np
 
     b = np.asarray(base, dtype=np.float64)
@@ -146,3 +154,18 @@ def score_counts(base, cand, weights=None) -> tuple[float, float, float]:
 
     g, lost, n = weighted_counts(gain, loss, w[ok])
     return float(g), float(lost), float(n)
+
+
+def share_moments(base, cand, weights=None) -> tuple[float, float, float]:
+    """``(sum w d^2, sum w |d|, mean weight)`` of the paired differences: what the score
+    bound's scale of a graded share is made of (raglab.stats.bound.bound_scale)."""
+    import numpy as np
+
+    b = np.asarray(base, dtype=np.float64)
+    c = np.asarray(cand, dtype=np.float64)
+    ok = np.isfinite(b) & np.isfinite(c)
+    w = np.ones_like(b) if weights is None else np.asarray(weights, dtype=np.float64)
+    ok &= w > 0
+    a = np.abs(c[ok] - b[ok])
+    ww = w[ok]
+    return float((ww * a * a).sum()), float((ww * a).sum()), float(ww.sum() / max(len(a), 1))

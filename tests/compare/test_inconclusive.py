@@ -8,6 +8,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from raglab.compare.record import inconclusive_note
@@ -152,3 +153,52 @@ def test_two_identical_demo_runs_under_the_default_gates_are_never_no_go(tmp_pat
     assert plan.returncode == 0
     assert "[difficulty=hard]: 23 cases now" in plan.stdout
     assert "the margin 0.05 needs 73 cases (50 more)" in plan.stdout
+
+
+def _table_runs(rng, n, weights=None):
+    """Two runs of ``n`` cases with a pass/fail metric (a few changed) and a graded share
+    (a few cases changed by small and large steps)."""
+    from raglab.compare.comparison import RunSource
+
+    hit_b = (rng.random(n) < 0.7).astype(float)
+    hit_c = np.where(rng.random(n) < 0.08, 1.0 - hit_b, hit_b)
+    f_b = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], size=n)
+    step = rng.choice([-0.5, -0.03, 0.02, 0.25], size=n)
+    f_c = np.clip(np.where(rng.random(n) < 0.12, f_b + step, f_b), 0.0, 1.0)
+    runs = []
+    for label, hit, faith in (("b", hit_b, f_b), ("c", hit_c, f_c)):
+        records = []
+        for i in range(n):
+            r = {"case_id": f"c{i}", "tags": {"tier": "x"}, "gold": {"answerable": True},
+                 "output": {"answer": "a"}, "error": None,
+                 "metrics": {"final.hit_rate@1": float(hit[i]), "faithfulness": float(faith[i])}}
+            if weights is not None:
+                r["weight"] = float(weights[i])
+            records.append(r)
+        metrics = {"metric_versions": {"retrieval": "r1", "faithfulness": "f1"},
+                   "n_cases": n}
+        runs.append(RunSource(label, Path("/nonexistent") / label, label, {}, metrics,
+                              records))
+    return runs
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_basis_projected_to_its_own_cases_is_the_comparisons_interval(weighted):
+    # the projection starts from what the comparison computed: score intervals (pass/fail,
+    # and a sparse share's scaled bound) rebuilt from the cases, at N = n, are the rows'
+    from raglab.compare.comparison import CompareCfg, compare_runs
+
+    rng = np.random.default_rng(5)
+    n = 120
+    weights = rng.choice([1.0, 4.0], size=n) if weighted else None
+    b, c = _table_runs(rng, n, weights)
+    comp = compare_runs(b, c, CompareCfg(n_bootstrap=200))
+    seen = set()
+    for metric in ("final.hit_rate@1", "faithfulness"):
+        basis = comp.basis(metric, None)
+        row, info = comp.row(metric), comp.info(metric)
+        seen.add(info["ci_method"])
+        assert basis is not None and basis.score is not None
+        assert projected(basis, basis.n) == pytest.approx((row["ci_low"], row["ci_high"]),
+                                                          abs=1e-9)
+    assert seen == {"score", "score-bound"}

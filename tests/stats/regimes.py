@@ -129,3 +129,67 @@ def share_cell(n: int, q: float, shift: float, k: int, seed: int) -> dict:
     return {"n": n, "q": q, "delta": float(true), "k": k, "methods": methods,
             "coverage": float(np.mean([s.ci_low is not None and s.ci_high is not None
                                        and s.ci_low <= true <= s.ci_high for s in stats]))}
+
+
+# (share of cases weighing 4x, change rate there, change rate elsewhere, share of changes
+# that are gains): the changes sit mostly or only in the heavy cases
+WEIGHTED_GRID = ((0.25, 0.10, 0.0, 0.5), (0.25, 0.20, 0.0, 0.7), (0.25, 0.20, 0.02, 0.5),
+                 (0.25, 0.20, 0.02, 0.7), (0.25, 0.40, 0.02, 0.7), (0.10, 0.40, 0.0, 0.7))
+
+
+def weighted_heavy_cell(n: int, frac: float, qh: float, ql: float, ph: float, k: int,
+                        seed: int) -> dict:
+    """A pass/fail metric whose changes sit in 4x-weighted cases: a share ``frac`` of the
+    cases weighs 4, changes with probability ``qh`` there and ``ql`` elsewhere; a change is
+    a gain with probability ``ph`` (in the light cases one half)."""
+    rng = np.random.default_rng([seed, n, int(frac * 100), int(qh * 100), int(ql * 100),
+                                 int(ph * 100)])
+    heavy = np.arange(n) < int(round(n * frac))
+    w = np.where(heavy, 4.0, 1.0)
+    q = np.where(heavy, qh, ql)[:, None]
+    p = np.where(heavy, ph, 0.5)[:, None]
+    changed = rng.random((n, k)) < q
+    gain = changed & (rng.random((n, k)) < p)
+    loss = changed & ~gain
+    both = ~changed & (rng.random((n, k)) < BASE_RATE)
+    b = np.where(loss | both, 1.0, 0.0)
+    c = np.where(gain | both, 1.0, 0.0)
+    true = float(np.sum(w * np.where(heavy, qh * (2 * ph - 1), 0.0)) / w.sum())
+    stats = paired_table(b, c, ["binary"] * k, ["higher"] * k, weights=w)
+    return {"n": n, "k": k, "delta": true, "changed": float(changed.sum(0).mean()),
+            "coverage": float(np.mean([s.ci_low <= true <= s.ci_high for s in stats])),
+            "width": float(np.mean([s.ci_high - s.ci_low for s in stats]))}
+
+
+# (n, share of cases changed, P(a small change is a gain), share of changes that are large,
+# P(a large change is a gain)): fewer than 50 changed cases, the score-bound regime
+SMALL_GRID = ((150, 0.2, 0.5, 0.0, 0.5), (150, 0.2, 1.0, 0.0, 0.5),
+              (300, 0.1, 0.75, 0.0, 0.5), (500, 0.08, 1.0, 0.0, 0.5),
+              (150, 0.1, 1.0, 0.1, 0.0), (150, 0.25, 0.5, 0.1, 1.0),
+              (300, 0.12, 0.75, 0.1, 0.0), (150, 0.1, 0.5, 0.3, 0.0))
+
+
+def small_share_cell(n: int, q: float, p: float, big: float, pb: float, k: int,
+                     seed: int) -> dict:
+    """A graded share whose changes are mostly small: a share ``q`` of the cases changes, by
+    +-0.01..0.05 (a gain with probability ``p``), or, for a share ``big`` of the changes,
+    by 0.3..1 (a gain with probability ``pb``). Data sets with 50 or more changed cases
+    (the bootstrap-t's) are left out."""
+    rng = np.random.default_rng([seed, n, int(q * 100), int(p * 100), int(big * 100),
+                                 int(pb * 100)])
+    changed = rng.random((n, k)) < q
+    large = rng.random((n, k)) < big
+    size = np.where(large, rng.uniform(0.3, 1.0, (n, k)), rng.uniform(0.01, 0.05, (n, k)))
+    up = rng.random((n, k)) < np.where(large, pb, p)
+    d = np.where(changed, np.where(up, size, -size), 0.0)
+    keep = changed.sum(axis=0) < 50
+    d = d[:, keep]
+    base = np.where(d < 0, 1.0, 0.0)
+    cand = base + d
+    true = q * ((1 - big) * 0.03 * (2 * p - 1) + big * 0.65 * (2 * pb - 1))
+    kk = d.shape[1]
+    stats = paired_table(base, cand, ["share"] * kk, ["higher"] * kk)
+    return {"n": n, "k": kk, "delta": float(true), "changed": float(changed[:, keep].sum(0).mean()),
+            "methods": sorted({s.ci_method for s in stats}),
+            "coverage": float(np.mean([s.ci_low <= true <= s.ci_high for s in stats])),
+            "width": float(np.mean([s.ci_high - s.ci_low for s in stats]))}
