@@ -4,6 +4,7 @@ the gate set's family, families and aliases of compare's rows, power and weights
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from raglab.compare.comparison import CompareCfg, RunSource, compare_runs
 from raglab.compare.decide import NO_GO, decision_of, evaluate_gates, not_worse_tests
@@ -69,6 +70,15 @@ def test_not_worse_with_a_margin_tolerates_a_drop_within_it():
          "slices": "critical"}]})
     res = evaluate_gates(comp.rows, g, None, not_worse_tests(comp, g))
     assert res[1]["status"] == "pass"          # -0.17 is within a 0.3 margin
+    # the figures of docs/compare.md: margins 0, 0.05 and 0.1 (Holm over two checks)
+    want = {0.0: ("fail", 1.9e-5), 0.05: ("fail", 8.1e-4), 0.1: ("pass", 0.0206)}
+    for margin, (status, p) in want.items():
+        g = GateSet.model_validate({**GATES.model_dump(), "gates": [
+            {"metric": "final.hit_rate@1", "rule": "not_worse", "margin": margin,
+             "slices": "critical"}]})
+        res = evaluate_gates(comp.rows, g, None, not_worse_tests(comp, g))
+        assert res[1]["status"] == status and res[1]["p_one_sided"] == pytest.approx(
+            p, rel=0.02), (margin, res[1])
 
 
 def test_compare_rows_carry_family_aliases_mde_and_weighted():
