@@ -27,9 +27,10 @@ class CompareCfg(BaseModel):
         "sign-flip intervals come from fixed plans, so the same data give the same figures "
         "whatever the seed and the order of the cases"))
     interval: Literal["auto", "signflip", "bca", "percentile"] = Field("auto", description=(
-        "the paired interval: auto chooses by metric kind (Tango's score interval for "
-        "pass/fail metrics and shares where few cases changed, the bootstrap-t for graded "
-        "ones, the cluster sign-flip inversion with compare.cluster); signflip inverts the "
+        "the paired interval: auto chooses by metric kind (the corrected score interval for "
+        "pass/fail metrics, on the scaled gain and loss mass for shares, the bootstrap-t for "
+        "unbounded graded ones, the cluster sign-flip inversion with compare.cluster); "
+        "signflip inverts the "
         "sign-flip permutation test for every metric; bca and percentile are paired "
         "bootstraps"))
     adjust: Literal["holm", "bh"] = Field("holm", description=(

@@ -78,10 +78,9 @@ ROW_HEAD = ["baseline", "candidate", "delta", "CI", "p", "p adj.", "n", "MDE", "
 
 INTERVAL_WORDS = {
     "auto": "by metric kind: the score interval for pass/fail metrics (Tango's, corrected "
-            "for skewness and discreteness; on the gain and loss mass for shares where few "
-            "cases changed), the "
-            "bootstrap-t for graded metrics, the cluster sign-flip inversion with clusters "
-            "(docs: Statistics)",
+            "for skewness and discreteness; on the scaled gain and loss mass for shares), "
+            "the bootstrap-t for unbounded graded metrics where many cases changed, the "
+            "sign-flip inversion where few did and with clusters (docs: Statistics)",
     "signflip": "inversion of the paired sign-flip permutation test (the values of the "
                 "difference the test does not reject, with the p-value's own sign vectors: "
                 "an interval excludes 0 exactly when p <= {alpha:g})",

@@ -15,12 +15,12 @@ Methods (``paired_table``):
   Statistics page of the manual has the simulations): pass/fail metrics get Tango's score
   interval corrected for skewness and discreteness (``score.paired_interval``: the variance
   under the hypothesised difference, so an unchanged metric gets about ``+-z^2 / (n +
-  z^2)``, not ``[0, 0]``); shares with fewer than 50 changed units that interval on their
-  gain and loss mass in units of a scale that shrinks with the size of the changes
-  (``score-bound``, :mod:`.bound`); graded metrics with 50 or more changed units the
-  bootstrap-t (``studentized``); unbounded graded metrics with fewer, and clustered
-  comparisons, the inversion of the sign-flip test below with the same sign vectors as its
-  p-value (limits are order statistics of subset means, ``resample.signflip_interval``).
+  z^2)``, not ``[0, 0]``); shares that interval on their gain and loss mass in units of a
+  scale that shrinks with the size of the changes (``score-bound``, :mod:`.bound`), however
+  many changed; unbounded graded metrics with 50 or more changed units the bootstrap-t
+  (``studentized``); unbounded graded metrics with fewer, and clustered comparisons, the
+  inversion of the sign-flip test below with the same sign vectors as its p-value (limits
+  are order statistics of subset means, ``resample.signflip_interval``).
   ``signflip``,
   ``bca`` and ``percentile`` apply one method to every column. When every difference is
   equal (outside the score methods) the interval is ``[delta, delta]`` (``degenerate``);

@@ -81,6 +81,7 @@ def test_identical_runs_of_30_are_inconclusive_and_say_what_it_would_take(tmp_pa
     assert "no evidence of a drop" in inconclusive_note(rec)
 
 
+@pytest.mark.slow  # four decisions end to end (the identical-30 one above is in the default run)
 @pytest.mark.parametrize("n,lost,code,decision", [
     (74, 0, 0, "GO"),               # identical runs of cases_needed cases
     (37, 0, 4, "INCONCLUSIVE"),     # half as many

@@ -43,14 +43,20 @@ def test_signflip_type1_error_where_few_cases_change(n, changed):
 
 @pytest.mark.parametrize("n", [80, 150, 300])
 def test_bootstrap_t_coverage_and_one_sided_error(n):
-    # a skewed graded share where most cases change: the bootstrap-t regime
+    # a skewed graded metric where most cases change: the bootstrap-t regime of an
+    # unbounded kind; a share with the same values keeps its score bound, whose sides hold
     rng = np.random.default_rng([12, n])
     x = rng.beta(2.0, 3.0, (n, K))
     y = np.where(rng.random((n, K)) < 0.4, x, rng.beta(2.0, 3.0, (n, K))) ** 1.3
     # E[Y^1.3] - E[X] for Beta(2, 3): B(2 + 1.3, 3) / B(2, 3) - 2 / 5
     true = float(beta_fn(3.3, 3.0) / beta_fn(2.0, 3.0) - 0.4)
-    stats = paired_table(x, y, ["share"] * K, ["higher"] * K)
+    # as a count (unbounded kind) it gets the bootstrap-t; as a share, its score bound
+    stats = paired_table(x, y, ["count"] * K, ["higher"] * K)
     assert {s.ci_method for s in stats} == {"bootstrap-t"}
+    shares = paired_table(x, y, ["share"] * K, ["higher"] * K)
+    assert {s.ci_method for s in shares} == {"score-bound"}
+    assert np.mean([s.ci_low > true for s in shares]) <= 0.025 + 2 * _se(0.025, K)
+    assert np.mean([s.ci_high < true for s in shares]) <= 0.025 + 2 * _se(0.025, K)
     cover = np.mean([s.ci_low <= true <= s.ci_high for s in stats])
     # each side is a one-sided test at 2.5% (a false not_worse pass at the margin true)
     above = np.mean([s.ci_low > true for s in stats])

@@ -61,7 +61,7 @@ def test_bootstrap_t_and_signflip_results_are_order_free(design):
         kw["weights"] = rng.choice([1.0, 4.0], n)
     if design == "clusters":
         kw["clusters"] = rng.integers(0, 30, n)
-    kinds, dirs = ["share", "latency"], ["higher", "lower"]
+    kinds, dirs = ["count", "latency"], ["higher", "lower"]   # (a share keeps its bound)
     first = paired_table(base, cand, kinds, dirs, **kw)
     if design != "clusters":
         assert {s.ci_method for s in first} == {"bootstrap-t"}
@@ -77,7 +77,7 @@ def test_bootstrap_t_and_signflip_results_are_order_free(design):
 
 def test_bootstrap_t_interval_and_one_sided_test_do_not_follow_the_seed():
     base, cand = _dense()
-    kinds, dirs = ["share", "latency"], ["higher", "higher"]
+    kinds, dirs = ["count", "latency"], ["higher", "higher"]
     first = paired_table(base, cand, kinds, dirs, seed=0)
     assert {s.ci_method for s in first} == {"bootstrap-t"}
     one = one_sided(base, cand, [0.0, 0.05], ["greater", "less"], kinds=kinds, seed=0)
@@ -91,14 +91,14 @@ def test_the_one_sided_bootstrap_t_test_inverts_the_interval():
     # one procedure: the one-sided p at an end of the 95% interval is about 2.5%
     base, cand = _dense()
     base, cand = base[:, :1], cand[:, :1]
-    stat = paired_table(base, cand, ["share"], ["higher"])[0]
+    stat = paired_table(base, cand, ["count"], ["higher"])[0]
     assert stat.ci_method == "bootstrap-t"
     eps = 1e-9
     for theta, side, rejects in ((stat.ci_low - eps, "greater", True),
                                  (stat.ci_low + eps, "greater", False),
                                  (stat.ci_high + eps, "less", True),
                                  (stat.ci_high - eps, "less", False)):
-        p = one_sided(base, cand, [theta], [side], kinds=["share"])[0]
+        p = one_sided(base, cand, [theta], [side], kinds=["count"])[0]
         assert (p <= 0.025) == rejects, (theta, side, p)
 
 
