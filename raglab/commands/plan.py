@@ -21,8 +21,11 @@ EPILOG = """examples:
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="raglab plan", description=DESCRIPTION, epilog=EPILOG,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="raglab plan", description=DESCRIPTION, epilog=EPILOG,
+        usage="raglab plan BASELINE gates=NAME [gates.FIELD=VALUE ...] [--changed SHARE] "
+              "[--uri URI] [--allow-incomplete]",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("baseline", metavar="BASELINE", help="run directory or MLflow run id")
     ap.add_argument("--changed", type=float, default=0.0, metavar="SHARE",
                     help="share of cases the candidate is expected to change, half each way "

@@ -163,7 +163,11 @@ def test_missing_runs_exit_2(runs, tmp_path):
 def test_help_is_fast_and_lists_exit_codes(tmp_path):
     proc = run_cli("decide", "--help", cwd=tmp_path)
     assert proc.returncode == 0 and "Exit 0 GO, 1 NO-GO" in proc.stdout
-    assert "decide BASELINE CANDIDATE" in run_cli("--help", cwd=tmp_path).stdout
+    assert "4 INCONCLUSIVE" in proc.stdout
+    top = run_cli("--help", cwd=tmp_path).stdout
+    assert "decide BASELINE CANDIDATE" in top and "plan BASELINE gates=NAME" in top
+    plan = run_cli("plan", "--help", cwd=tmp_path)
+    assert plan.returncode == 0 and "usage: raglab plan BASELINE gates=NAME" in plan.stdout
 
 
 @pytest.mark.slow  # an end-to-end run: in the slow suite
