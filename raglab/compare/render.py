@@ -124,7 +124,7 @@ def method_lines(comp) -> list[str]:
         f"{s['alpha']:g} after adjustment. MDE: the smallest true difference the two-sided "
         f"test detects with 80% power at {s['alpha']:g}: for pass/fail metrics the exact power "
         f"of the score test at the discordance the difference needs (never below the "
-        f"observed; for shares where few cases changed, its normal approximation), for "
+        f"observed; for shares, its normal approximation on the scaled mass), for other "
         f"graded metrics from the observed variance of the differences. Slices under "
         f"{s['min_slice_n']} cases are marked small.",
     ]
