@@ -14,11 +14,9 @@ table goes into docs/statistics.md between its ``decisions`` markers.
 
 from __future__ import annotations
 
-import argparse
-import re
-import time
 from pathlib import Path
 
+from tests.benchmarks.common import doc_table_main
 from tests.stats.decisions_sim import CHANGED, ERRORS, KINDS, MARGIN, NS, cell, mc_se
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "statistics.md"
@@ -51,21 +49,8 @@ def table(k: int) -> str:
 
 
 def main(args: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks decisions")
-    parser.add_argument("--k", type=int, default=4000, help="comparisons per row")
-    parser.add_argument("--write", action="store_true",
-                        help="put the table into docs/statistics.md")
-    opts = parser.parse_args(args)
-    t0 = time.process_time()
-    text = table(opts.k)
-    print(text)
-    print(f"\n(CPU {time.process_time() - t0:.1f} s)")
-    if opts.write:
-        page = DOC.read_text(encoding="utf-8")
-        new = re.sub(f"{re.escape(BEGIN)}.*?{re.escape(END)}",
-                     lambda _: f"{BEGIN}\n{text}\n{END}", page, flags=re.S)
-        DOC.write_text(new, encoding="utf-8")
-        print(f"wrote the table into {DOC}")
+    doc_table_main("python -m tests.benchmarks decisions", args, table, 4000, DOC, BEGIN, END,
+                   "row")
 
 
 if __name__ == "__main__":

@@ -11,11 +11,9 @@ shares. The simulations are tests/stats/regimes.py, the same code the slow tests
 
 from __future__ import annotations
 
-import argparse
-import re
-import time
 from pathlib import Path
 
+from tests.benchmarks.common import doc_table_main
 from tests.stats.regimes import (
     NS,
     SHARES,
@@ -102,21 +100,8 @@ def tables(k: int) -> str:
 
 
 def main(args: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m tests.benchmarks regimes")
-    parser.add_argument("--k", type=int, default=2000, help="data sets per row")
-    parser.add_argument("--write", action="store_true",
-                        help="put the tables into docs/statistics.md")
-    opts = parser.parse_args(args)
-    t0 = time.process_time()
-    text = tables(opts.k)
-    print(text)
-    print(f"\n(CPU {time.process_time() - t0:.1f} s)")
-    if opts.write:
-        page = DOC.read_text(encoding="utf-8")
-        new = re.sub(f"{re.escape(BEGIN)}.*?{re.escape(END)}",
-                     lambda _: f"{BEGIN}\n{text}\n{END}", page, flags=re.S)
-        DOC.write_text(new, encoding="utf-8")
-        print(f"wrote the tables into {DOC}")
+    doc_table_main("python -m tests.benchmarks regimes", args, tables, 2000, DOC, BEGIN, END,
+                   "row")
 
 
 if __name__ == "__main__":

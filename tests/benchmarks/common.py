@@ -50,3 +50,26 @@ def python() -> str:
 
 def verdict(ok: bool) -> str:
     return "met" if ok else "NOT met"
+
+
+def doc_table_main(prog: str, args: list[str] | None, table, default_k: int, doc: Path,
+                   begin: str, end: str, what: str = "rows") -> None:
+    """``main`` of a benchmark that prints a simulation table (``table(k)``) and, with
+    ``--write``, puts it into ``doc`` between the markers ``begin`` and ``end``."""
+    import argparse
+    import re
+
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--k", type=int, default=default_k, help=f"data sets per {what}")
+    parser.add_argument("--write", action="store_true", help=f"put the table into {doc.name}")
+    opts = parser.parse_args(args)
+    t0 = time.process_time()
+    text = table(opts.k)
+    print(text)
+    print(f"\n(CPU {time.process_time() - t0:.1f} s)")
+    if opts.write:
+        page = doc.read_text(encoding="utf-8")
+        new = re.sub(f"{re.escape(begin)}.*?{re.escape(end)}",
+                     lambda _: f"{begin}\n{text}\n{end}", page, flags=re.S)
+        doc.write_text(new, encoding="utf-8")
+        print(f"wrote the table into {doc}")
