@@ -317,10 +317,11 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
         lines[-1:-1] = [_md(verdict_note(rec["turns_on"]))]
     if inconclusive_note(rec):
         lines += [_md(inconclusive_note(rec)), ""]
-        lines += ["## What it would take", ""]
-        lines += [f"- {_md(x)}" for x in settle_lines(rec)] + [""]
     if rec["gates"]["description"]:
         lines += [rec["gates"]["description"], ""]
+    if inconclusive_note(rec):
+        lines += ["## What it would take", ""]
+        lines += [f"- {_md(x)}" for x in settle_lines(rec)] + [""]
     if rec["warnings"]:
         lines += ["## Warnings", ""] + [f"- {_md(w)}" for w in rec["warnings"]] + [""]
     lines += ["## Runs", ""]
