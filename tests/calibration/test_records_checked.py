@@ -73,7 +73,7 @@ def test_a_good_record_gates_and_a_kappa_of_7_5_is_refused(runs, tmp_path):
     _write(runs, _record(runs["versions"]))
     p = _decide(runs, tmp_path)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr
-    assert "PASS  faithfulness judge kappa" in p.stdout
+    assert f"{'PASS':12}  faithfulness judge kappa" in p.stdout
     _write(runs, _record(runs["versions"]), _record(runs["versions"], kappa=7.5))
     p = _decide(runs, tmp_path)
     _one_line(p, "2", "field 'claims.kappa': Input should be less than or equal to 1")

@@ -148,12 +148,12 @@ def test_two_identical_demo_runs_under_the_default_gates_are_never_no_go(tmp_pat
     rec = json.loads(path.read_text())
     assert rec["decision"] == "INCONCLUSIVE" and rec["counts"]["fail"] == 0
     hard = [r for r in rec["results"] if r["slice"] == {"key": "difficulty", "value": "hard"}]
-    assert hard and all(r["status"] == "inconclusive" and r["cases_needed"] == 73
+    assert hard and all(r["status"] == "inconclusive" and r["cases_needed"] == 74
                         for r in hard)
     plan = run_cli("plan", str(tmp_path / "a"), "gates=default", cwd=tmp_path)
     assert plan.returncode == 0
     assert "[difficulty=hard]: 23 cases now" in plan.stdout
-    assert "the margin 0.05 needs 73 cases (50 more)" in plan.stdout
+    assert "the margin 0.05 needs 74 cases (51 more)" in plan.stdout
 
 
 def _table_runs(rng, n, weights=None):

@@ -109,7 +109,7 @@ def test_kappa_above_the_minimum_is_go(runs, tmp_path):
     row = next(x for x in md.splitlines() if x.startswith(f"| faithfulness | {version} |"))
     assert f"| 0.347 [0.243, 0.455] | 157 claim | {sha} |" in row
     assert row.endswith("| same | 0.25 | PASS |")
-    assert "PASS  faithfulness judge kappa" in proc.stdout
+    assert f"{'PASS':12}  faithfulness judge kappa" in proc.stdout
 
 
 def test_kappa_below_the_minimum_is_no_go_naming_family_and_kappa(runs, tmp_path):
@@ -125,7 +125,7 @@ def test_kappa_below_the_minimum_is_no_go_naming_family_and_kappa(runs, tmp_path
     assert _check(rec, "nuggets")["status"] == "pass"
     # every gate itself passed: the judge's kappa alone made it NO-GO
     assert {r["status"] for r in rec["results"] if r["rule"] != "min_kappa"} <= {"pass", "n/a"}
-    assert "FAIL  faithfulness judge kappa" in proc.stdout and "< 0.3" in proc.stdout
+    assert f"{'FAIL':12}  faithfulness judge kappa" in proc.stdout and "< 0.3" in proc.stdout
 
 
 def test_uncalibrated_grader_version_is_no_go(runs, tmp_path):
