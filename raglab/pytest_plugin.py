@@ -100,6 +100,8 @@ def _decide(study_root: Path, baseline: str | Path, candidate: str | Path,
             gates: str = "default", *extra: str, study: str | Path | None = None,
             cwd: str | Path | None = None) -> Decision:
     folder = Path(study) if study is not None else study_root
+    if cwd is not None and not folder.is_absolute():
+        folder = Path(cwd) / folder      # where `raglab decide --study` writes it, run in cwd
     folder.mkdir(parents=True, exist_ok=True)
     before = set(folder.glob("decision-*.json"))
     proc = subprocess.run(

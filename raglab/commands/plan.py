@@ -11,8 +11,9 @@ DESCRIPTION = """Before anyone runs a candidate: for each check a gate set would
 baseline run's cases (run directory or MLflow run id), one line with the paired cases there
 now, the smallest change its test detects with 80% power, and the cases the gate's margin
 needs (raglab.compare.plan). The plan assumes a candidate that changes a share --changed of
-the cases, as many for the better as for the worse (default 0: none, the most favourable
-case, so fewer cases are never enough). Exit 0, 2 usage or input error."""
+the cases, as many for the better as for the worse (default 0: none; a candidate that changes
+more cases needs more, one that improves may need fewer). Exit 0, 2 usage or input
+error."""
 
 EPILOG = """examples:
   raglab plan runs/base gates=default

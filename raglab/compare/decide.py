@@ -91,8 +91,9 @@ def requirement(gate: Gate, alpha: float) -> str:
 
 def _requirement(gate: Gate, alpha: float) -> str:
     if gate.rule == "non_inferior":
-        return (f"CI low > -{gate.margin:g}" if gate.direction == "higher"
-                else f"CI high < {gate.margin:g}")
+        bound = f"{gate.margin:g}"
+        return (f"CI low > {'-' + bound if gate.margin else '0'}"
+                if gate.direction == "higher" else f"CI high < {bound}")
     if gate.rule == "not_worse":
         m = gate.margin or 0.0
         worse = (f"delta < -{m:g}" if gate.direction == "higher" else f"delta > +{m:g}") \

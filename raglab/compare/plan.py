@@ -5,12 +5,14 @@ the paired cases the check needs to be settled.
 
 Nothing about the candidate is known yet, so the plan assumes a candidate that changes a
 share ``changed`` of the cases (default 0: none), as many for the better as for the worse
-(no true change): the most favourable case for a non-inferiority margin, so fewer cases are
-never enough. The figures come from the functions ``compare`` and ``decide`` use: the
-interval of a pass/fail metric or a share is the paired score interval on those gains and
-losses (raglab.stats.settle), the minimum detectable effect is the one the comparison's
-rows state. A metric of another kind (latency, cost, counts) has no plan without the spread
-of its changes: run a candidate and read the decision's ``cases_needed``.
+(no true change). A candidate that changes more cases needs more; one that improves the
+metric may need fewer. The smallest change detectable is another question: the true
+difference the check's test finds with 80% power. The figures come from the functions
+``compare`` and ``decide`` use: the interval of a pass/fail metric or a share is the paired
+score interval on those gains and losses (raglab.stats.settle), the minimum detectable
+effect is the one the comparison's rows state. A metric of another kind (latency, cost,
+counts) has no plan without the spread of its changes: run a candidate and read the
+decision's ``cases_needed``.
 """
 
 from __future__ import annotations
@@ -110,10 +112,12 @@ def _no_count(gate: Gate) -> str:
 
 def plan_lines(checks: Sequence[dict[str, Any]], gates: GateSet, changed: float) -> list[str]:
     """The plan as the terminal shows it."""
-    assumption = ("a candidate that changes no case" if changed == 0 else
-                  f"a candidate that changes {changed:.0%} of the cases, as many for the "
-                  "better as for the worse")
-    lines = [f"  (if {assumption}; intervals at {gates.confidence:.0%}, power 80%)"]
+    assumption = ("changes no case" if changed == 0 else
+                  f"changes {100 * changed:g}% of the cases, as many for the better as for "
+                  "the worse")
+    lines = [f"  (cases needed: for a candidate that {assumption}; smallest change "
+             f"detectable: the true difference found with 80% power; intervals at "
+             f"{gates.confidence:.0%})"]
     for c in checks:
         where = "overall" if not c["slice"] else f"{c['slice']['key']}={c['slice']['value']}"
         mde = "n/a" if c["mde"] is None else f"{c['mde']:.3g}"

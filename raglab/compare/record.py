@@ -120,6 +120,9 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
             why = r.get("underpowered_why") or "its sample cannot carry it"
             if str(r.get("reason", "")).startswith("underpowered"):
                 tail = "a pass there is weak evidence, so it fails"
+            elif r["status"] == PASS and r.get("rule") == "non_inferior":
+                tail = ("it passed, but with no true change a pass was less than 80% likely "
+                        "on these cases")
             elif r["status"] == PASS:
                 tail = "a pass there is weak evidence"
             else:
@@ -259,6 +262,8 @@ def settle_lines(rec: Mapping[str, Any]) -> list[str]:
         where = f"{r['gate']} [{_slice_label(r['slice'])}]"
         unit = r.get("cases_unit") or "paired cases"
         have = "no" if r.get("n") is None else r["n"]
+        if unit == "paired cases":
+            unit = "paired cases where the metric applies"
         if unit != "paired cases":
             have = (r.get("human_scale") or {}).get("labelled_pairs", have)
         if r.get("cases_needed") is None:
@@ -274,18 +279,22 @@ def inconclusive_note(rec: Mapping[str, Any]) -> str | None:
     """The verdict's note on an INCONCLUSIVE decision: what it means, and what it takes."""
     if rec["decision"] != "INCONCLUSIVE":
         return None
-    k = rec["counts"][INCONCLUSIVE]
-    needed = [r["cases_needed"] for r in rec["results"]
-              if r["status"] == INCONCLUSIVE and r.get("cases_needed") is not None]
-    most = (f"; the most any of them needs is {max(needed)} (paired cases in its slice, or "
-            "labelled pairs on the human scale) if the change seen held" if needed else "")
-    if needed and all((r.get("cases_unit") or "paired cases") == "paired cases"
-                      for r in rec["results"] if r["status"] == INCONCLUSIVE):
-        most = (f"; the most any of them needs is {max(needed)} paired cases in its slice "
-                "if the change seen held")
+    open_ = [r for r in rec["results"] if r["status"] == INCONCLUSIVE]
+    k = len(open_)
+    needed = [r["cases_needed"] for r in open_ if r.get("cases_needed") is not None]
+    unit = ("paired cases where the metric applies, in its slice"
+            if all((r.get("cases_unit") or "paired cases") == "paired cases" for r in open_)
+            else "paired cases where the metric applies in its slice, or labelled pairs on "
+                 "the human scale")
+    most = (f" The most any of them needs is {max(needed)} ({unit}) if the change seen held."
+            if needed else "")
+    failing = [f"{r['gate']} [{_slice_label(r['slice'])}]" for r in open_
+               if r.get("settles_as") == FAIL]
+    lean = (f" {len(failing)} of them would fail with more cases like these: "
+            f"{'; '.join(failing)}." if failing else "")
     return (f"INCONCLUSIVE: no gate was breached, but {k} check{'s' if k != 1 else ''} could "
-            f"not be shown with the cases at hand (not having shown \"no drop\" is no evidence "
-            f"of a drop){most}.")
+            f"not be shown either way with the cases at hand. Not having shown a gate met is "
+            f"no evidence that it is breached, nor the reverse.{lean}{most}")
 
 
 def _where(run: Mapping[str, Any]) -> str:
@@ -320,7 +329,11 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
     if rec["gates"]["description"]:
         lines += [rec["gates"]["description"], ""]
     if inconclusive_note(rec):
-        lines += ["## What it would take", ""]
+        lines += ["## What it would take", "",
+                  "Each check not shown, with the cases it has and the cases that would settle "
+                  "it if the change seen held: add cases of that kind (where the metric "
+                  "applies, in that slice), or decide whether the margin is the one the "
+                  "release needs.", ""]
         lines += [f"- {_md(x)}" for x in settle_lines(rec)] + [""]
     if rec["warnings"]:
         lines += ["## Warnings", ""] + [f"- {_md(w)}" for w in rec["warnings"]] + [""]

@@ -78,7 +78,8 @@ def test_identical_runs_of_30_are_inconclusive_and_say_what_it_would_take(tmp_pa
     with pytest.raises(AssertionError, match="30 paired cases now; 74 paired cases would"):
         assert_go(decision)
     assert_go(decision, accept_inconclusive=True)
-    assert "no evidence of a drop" in inconclusive_note(rec)
+    assert "no evidence that it is breached" in inconclusive_note(rec)
+    assert "would fail with more cases" not in inconclusive_note(rec)
 
 
 @pytest.mark.slow  # four decisions end to end (the identical-30 one above is in the default run)
@@ -203,3 +204,38 @@ def test_a_basis_projected_to_its_own_cases_is_the_comparisons_interval(weighted
         assert projected(basis, basis.n) == pytest.approx((row["ci_low"], row["ci_high"]),
                                                           abs=1e-9)
     assert seen == {"score", "score-bound"}
+
+
+def test_the_note_names_checks_that_would_fail_and_the_requirement_reads_0(tmp_path):
+    # 3 losses of 40 at margin 0.02: inconclusive, heading for a fail; the note says which
+    from raglab.compare.decide import evaluate_gates
+    from raglab.compare.gates import GateSet
+    from raglab.compare.record import inconclusive_note
+
+    row = {"metric": "final.hit_rate@5", "slice": None, "baseline": 1.0, "candidate": 0.925,
+           "delta": -0.075, "ci_low": -0.2, "ci_high": 0.01, "p_value": 0.1,
+           "p_adjusted": 0.1, "n": 40, "wins": 0, "ties": 37, "losses": 3, "comparable": True}
+    gates = GateSet.model_validate({"gates": [
+        {"metric": "final.hit_rate@5", "rule": "non_inferior", "margin": 0.02},
+        {"metric": "final.hit_rate@5", "rule": "non_inferior", "margin": 0}]})
+    results = evaluate_gates([row], gates)
+    assert [r["settles_as"] for r in results] == ["fail", "fail"]
+    assert results[1]["requirement"] == "CI low > 0"
+    rec = {"decision": "INCONCLUSIVE", "results": results,
+           "counts": {"inconclusive": 2}}
+    note = inconclusive_note(rec)
+    assert "2 of them would fail with more cases like these" in note
+    assert "final.hit_rate@5 non_inferior [overall]" in note
+
+
+def test_the_plugin_finds_a_relative_study_under_its_cwd(tmp_path):
+    from raglab.pytest_plugin import _decide
+
+    root = tmp_path / "project"
+    root.mkdir()
+    base, cand = _run(root, "base", 30), _run(root, "cand", 30)
+    (root / "gates.yaml").write_text(GATES)
+    d = _decide(tmp_path / "unused", base, cand, str(root / "gates.yaml"), study="study",
+                cwd=root)
+    assert d.decision == "INCONCLUSIVE" and d.exit_code == 4
+    assert d.path.parent == root / "study"
