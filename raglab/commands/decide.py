@@ -32,6 +32,10 @@ compare options (--set, --adjust, --allow-*) work as in `raglab compare`; the in
 confidence and the significance level come from the gate set's `confidence`."""
 
 
+#: the exit code of each decision (DESIGN.md: 2 and 3 are usage and version errors)
+EXIT_CODES = {"GO": 0, "NO-GO": 1, "INCONCLUSIVE": 4}
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="raglab decide", description=DESCRIPTION, epilog=EPILOG,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -179,9 +183,6 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
               f"raglab.decision.gates={record['gates']['name']}, artifacts decision/")
     return EXIT_CODES[record["decision"]]
 
-
-#: the exit code of each decision (DESIGN.md: 2 and 3 are usage and version errors)
-EXIT_CODES = {"GO": 0, "NO-GO": 1, "INCONCLUSIVE": 4}
 
 
 def hand_over(args, record: dict, md_text: str, stem: str) -> None:

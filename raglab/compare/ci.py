@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from raglab.compare.gates import FAIL, INCONCLUSIVE, NA
+from raglab.compare.settling import cases_now
 
 #: GitHub's limit on an issue or pull-request comment body, in characters
 COMMENT_LIMIT = 65_536
@@ -74,9 +75,8 @@ def junit_xml(rec: Mapping[str, Any]) -> str:
 
 
 def inconclusive_words(r: Mapping[str, Any]) -> str:
-    """``inconclusive: N paired cases would settle it (pass) ...; REASON`` of a check."""
-    from raglab.compare.settling import cases_now
-
+    """``inconclusive: N paired cases now; M paired cases would settle it (pass) if the
+    change seen held`` of an inconclusive check (labelled pairs on the human scale)."""
     n, unit = cases_now(r)
     need = (f"{r['cases_needed']} {unit} would settle it ({r['settles_as']}) if the "
             f"change seen held" if r.get("cases_needed") is not None

@@ -91,9 +91,8 @@ class Comparison:
         idx = None if self.table is None else self.table.positions(slice)
         if info["ci_method"] in ("score", "score-bound") and idx is not None:
             assert self.table is not None
-            score = self.table.score_counts(idx, metric)
-            if info["ci_method"] == "score-bound":
-                moments = self.table.share_moments(idx, metric)
+            score, moments = self.table.score_basis(idx, metric,
+                                                    info["ci_method"] == "score-bound")
         return Basis(int(row["n"]), float(row["delta"]), float(row["ci_low"]),
                      float(row["ci_high"]), float(self.settings["confidence"]), score,
                      moments)

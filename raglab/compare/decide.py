@@ -293,7 +293,7 @@ def evaluate_gates(rows: Sequence[Mapping[str, Any]], gates: GateSet,
                                     means.get((gate.metric, target), (None, None)),
                                     adjusted.get(c))
         r = row or {}
-        mde = _gate_mde(gate, r, gates.alpha)
+        mde = _gate_mde(gate, r)
         under, why = None, None
         if gate.rule == "bound" and status != NA:
             why = _bound_sample(gate, r, gates.min_n)
@@ -378,9 +378,9 @@ def turns_on(results: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
                         "n": r["n"]} for r in failed]}
 
 
-def _gate_mde(gate: Gate, row: Mapping[str, Any], alpha: float) -> float | None:
+def _gate_mde(gate: Gate, row: Mapping[str, Any]) -> float | None:
     """The minimum detectable effect of a check at 80% power: the row's, whose two-sided
-    test at ``alpha`` is the one-sided test at ``alpha / 2`` that ``non_inferior`` and
+    test at 1 - confidence is the one-sided test at half of it that ``non_inferior`` and
     ``not_worse`` checks make."""
     mde = row.get("mde")
     if mde is None or gate.rule == "bound":

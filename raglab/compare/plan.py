@@ -90,7 +90,7 @@ def plan_checks(table: Any, gates: GateSet, changed: float = 0.0) -> list[dict[s
                           (half, half, float(n)))
             settled = cases_to_settle(basis, conds, after=0)
             if settled is None:
-                entry["why"] = "no number of cases shows it"  # (not reached: delta 0)
+                entry["why"] = "no number of cases shows it"  # a margin of 0 around 0
             else:
                 entry["cases_needed"] = settled[0]
     return out

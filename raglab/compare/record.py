@@ -11,6 +11,7 @@ from typing import Any
 from raglab.compare.decide import _fmt, decision_of, turns_on
 from raglab.compare.gates import FAIL, INCONCLUSIVE, NA, PASS, GateSet
 from raglab.compare.kappa import gated_families, judge_lines
+from raglab.compare.settling import cases_now
 from raglab.metrics.diagnosis import CAUSES
 
 
@@ -260,12 +261,10 @@ def settle_lines(rec: Mapping[str, Any]) -> list[str]:
         if r["status"] != INCONCLUSIVE:
             continue
         where = f"{r['gate']} [{_slice_label(r['slice'])}]"
-        unit = r.get("cases_unit") or "paired cases"
-        have = "no" if r.get("n") is None else r["n"]
+        n, unit = cases_now(r)
+        have = "no" if n is None else n
         if unit == "paired cases":
             unit = "paired cases where the metric applies"
-        if unit != "paired cases":
-            have = (r.get("human_scale") or {}).get("labelled_pairs", have)
         if r.get("cases_needed") is None:
             out.append(f"{where}: {have} {unit}; no number of them settles it if the "
                        "change seen held")
@@ -324,11 +323,12 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
               f"{rec['counts'][NA]} did not apply.", ""]
     if rec.get("turns_on"):
         lines[-1:-1] = [_md(verdict_note(rec["turns_on"]))]
-    if inconclusive_note(rec):
-        lines += [_md(inconclusive_note(rec)), ""]
+    note = inconclusive_note(rec)
+    if note:
+        lines += [_md(note), ""]
     if rec["gates"]["description"]:
         lines += [rec["gates"]["description"], ""]
-    if inconclusive_note(rec):
+    if note:
         lines += ["## What it would take", "",
                   "Each check not shown, with the cases it has and the cases that would settle "
                   "it if the change seen held: add cases of that kind (where the metric "

@@ -221,23 +221,15 @@ class PairedTable:
                             weights=None if self.weights is None else self.weights[idx],
                             clusters=None if self.clusters is None else self.clusters[idx])
 
-    def score_counts(self, idx, metric: str) -> tuple[float, float, float]:
-        """The gain, loss and (effective) number of cases the score interval of ``metric``
-        on the cases at ``idx`` was made of (raglab.stats.settle.score_counts)."""
-        from raglab.stats.settle import score_counts
+    def score_basis(self, idx, metric: str, scaled: bool):
+        """What the score interval of ``metric`` on the cases at ``idx`` was made of
+        (raglab.stats.settle.score_basis): gain, loss and (effective) cases, and with
+        ``scaled`` the moments of a share's scale."""
+        from raglab.stats.settle import score_basis
 
         j = self.names.index(metric)
-        return score_counts(self.B[idx][:, j], self.C[idx][:, j],
-                            None if self.weights is None else self.weights[idx])
-
-    def share_moments(self, idx, metric: str) -> tuple[float, float, float]:
-        """The moments of a graded share's differences its score bound's scale is made of
-        (raglab.stats.settle.share_moments)."""
-        from raglab.stats.settle import share_moments
-
-        j = self.names.index(metric)
-        return share_moments(self.B[idx][:, j], self.C[idx][:, j],
-                             None if self.weights is None else self.weights[idx])
+        return score_basis(self.B[idx][:, j], self.C[idx][:, j],
+                           None if self.weights is None else self.weights[idx], scaled)
 
     def one_sided(self, idx, metric: str, theta: float, side: str) -> float | None:
         """The one-sided test of ``metric`` at ``theta`` on the cases at ``idx``: the test

@@ -29,12 +29,23 @@ from __future__ import annotations
 import numpy as np
 
 
-def bound_scale(U: np.ndarray, W: np.ndarray) -> np.ndarray:
-    """The scale ``s`` in ``(0, 1]`` of each column of units (``U`` their weighted sums of
-    differences, ``W`` their weights; the difference of a unit is ``U / W``)."""
+def bound_moments(U: np.ndarray, W: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``(sum w d^2, sum w |d|, w_bar)`` of each column of units (``U`` their weighted sums
+    of differences, ``W`` their weights; the difference of a unit is ``U / W``)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         d = np.where(W > 0, U / np.where(W > 0, W, 1.0), 0.0)
-    pseudo = W.sum(axis=0) / max(U.shape[0], 1)
     a = np.abs(d)
-    s = ((W * a * a).sum(axis=0) + pseudo) / ((W * a).sum(axis=0) + pseudo)
-    return np.minimum(s, 1.0)
+    return (W * a * a).sum(axis=0), (W * a).sum(axis=0), W.sum(axis=0) / max(U.shape[0], 1)
+
+
+def scale_of(m2, m1, pseudo):
+    """The scale ``s = (m2 + w_bar) / (m1 + w_bar)``, at most 1, of the moments of
+    :func:`bound_moments` (of ``N`` cases like these: ``f m2`` and ``f m1`` with ``f = N /
+    n``, as raglab.stats.settle projects it)."""
+    m2, m1, pseudo = (np.asarray(x, dtype=np.float64) for x in (m2, m1, pseudo))
+    return np.minimum((m2 + pseudo) / (m1 + pseudo), 1.0)
+
+
+def bound_scale(U: np.ndarray, W: np.ndarray) -> np.ndarray:
+    """The scale ``s`` in ``(0, 1]`` of each column of units."""
+    return scale_of(*bound_moments(U, W))

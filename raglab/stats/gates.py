@@ -17,14 +17,15 @@ def non_inferior(stat: PairedStat, margin: float, direction: str) -> bool:
     baseline by ``margin`` or more. ``higher``: ``ci_low > -margin``; ``lower``:
     ``ci_high < margin``. With the default two-sided 95% interval this is a one-sided test
     at 2.5%. No paired case (``n == 0``) is never non-inferior."""
+    from raglab.stats.settle import Condition
+
     direction = _checked(direction)
     if margin < 0:
         raise ValueError(f"a non-inferiority margin must be >= 0, got {margin}")
     if stat.ci_low is None or stat.ci_high is None:
         return False
-    if direction == "higher":
-        return stat.ci_low > -margin
-    return stat.ci_high < margin
+    cond = Condition("above", -margin) if direction == "higher" else Condition("below", margin)
+    return cond.status(stat.ci_low, stat.ci_high) == "pass"
 
 
 def significantly_worse(stat: PairedStat, direction: str, alpha: float = 0.05,

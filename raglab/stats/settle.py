@@ -78,13 +78,14 @@ def projected(basis: Basis, cases: float) -> tuple[float, float]:
         raise ValueError(f"cases and basis.n must be positive, got {cases} and {basis.n}")
     f = cases / basis.n
     if basis.score is not None:
+        from raglab.stats.bound import scale_of
         from raglab.stats.score import paired_interval
 
         g, lost, n_eff = basis.score
         s = 1.0
         if basis.moments is not None:     # the scale of N cases' moments (bound.py)
             m2, m1, pseudo = basis.moments
-            s = min((f * m2 + pseudo) / (f * m1 + pseudo), 1.0) if f * m1 + pseudo > 0 else 1.0
+            s = float(scale_of(f * m2, f * m1, pseudo))
         lo, hi = paired_interval(g * f / s, lost * f / s, n_eff * f, basis.confidence)
         return float(lo[0]) * s, float(hi[0]) * s
     s = math.sqrt(1.0 / f)
@@ -113,16 +114,11 @@ def cases_to_settle(basis: Basis, conditions: Sequence[Condition],
     if not conditions:
         raise ValueError("a check needs at least one condition")
     lo = basis.n if after is None else max(int(after), 0)
-    hi = max(lo, 1)
-    if lo == 0 and status_at(basis, conditions, 1) != "inconclusive":
-        return 1, status_at(basis, conditions, 1)
-    while True:
-        hi = min(hi * 2, limit)
-        if status_at(basis, conditions, hi) != "inconclusive":
-            break
+    hi = lo + 1
+    while status_at(basis, conditions, hi) == "inconclusive":
         if hi >= limit:
             return None
-        lo = hi
+        lo, hi = hi, min(hi * 2, limit)
     while hi - lo > 1:           # the answer is in (lo, hi]
         mid = (lo + hi) // 2
         if status_at(basis, conditions, mid) == "inconclusive":
@@ -132,40 +128,28 @@ def cases_to_settle(basis: Basis, conditions: Sequence[Condition],
     return hi, status_at(basis, conditions, hi)
 
 
-def score_counts(base, cand, weights=None) -> tuple[float, float, float]:
-    """``(gain, loss, n)`` of the paired cases where both values are finite (and the weight
-    positive), as the score interval of raglab.stats.paired reads them before any scale:
-    the summed positive and negative differences (counts for pass/fail values), or their
-    effective figures with weights (raglab.stats.score.weighted_counts, which scale with
-    the masses, so a scale divides them afterwards)."""
+
+def score_basis(base, cand, weights=None, scaled: bool = False
+                ) -> tuple[tuple[float, float, float], tuple[float, float, float] | None]:
+    """``((gain, loss, n), moments)`` of one column's paired cases, read as
+    raglab.stats.paired reads them for its score interval (the same pairing, ties and
+    effective counts with weights), before any scale; ``moments``: with ``scaled`` (a
+    graded share's score bound), those its scale is made of (raglab.stats.bound)."""
     import numpy as np
 
-    b = np.asarray(base, dtype=np.float64)
-    c = np.asarray(cand, dtype=np.float64)
-    ok = np.isfinite(b) & np.isfinite(c)
-    w = None if weights is None else np.asarray(weights, dtype=np.float64)
-    if w is not None:
-        ok &= w > 0
-    d = c[ok] - b[ok]
-    gain, loss = np.maximum(d, 0.0), np.maximum(-d, 0.0)
-    if w is None:
-        return float(gain.sum()), float(loss.sum()), float(ok.sum())
-    from raglab.stats.score import weighted_counts
+    from raglab.stats.bound import bound_moments
+    from raglab.stats.paired import _design, _diffs, _groups, _score_counts
 
-    g, lost, n = weighted_counts(gain, loss, w[ok])
-    return float(g), float(lost), float(n)
-
-
-def share_moments(base, cand, weights=None) -> tuple[float, float, float]:
-    """``(sum w d^2, sum w |d|, mean weight)`` of the paired differences: what the score
-    bound's scale of a graded share is made of (raglab.stats.bound.bound_scale)."""
-    import numpy as np
-
-    b = np.asarray(base, dtype=np.float64)
-    c = np.asarray(cand, dtype=np.float64)
-    ok = np.isfinite(b) & np.isfinite(c)
-    w = np.ones_like(b) if weights is None else np.asarray(weights, dtype=np.float64)
-    ok &= w > 0
-    a = np.abs(c[ok] - b[ok])
-    ww = w[ok]
-    return float((ww * a * a).sum()), float((ww * a).sum()), float(ww.sum() / max(len(a), 1))
+    b = np.asarray(base, dtype=np.float64)[:, None]
+    c = np.asarray(cand, dtype=np.float64)[:, None]
+    w, _ = _design(b.shape[0], weights, None)
+    ok, diffs, _ = _diffs(b, c, w)
+    group = next(_groups(diffs, ok, w, None), None)
+    if group is None:
+        return (0.0, 0.0, 0.0), None
+    g, lost, n = (float(x[0]) for x in _score_counts(group.U, group.W, w is not None))
+    moments = None
+    if scaled:
+        m2, m1, pseudo = (float(x[0]) for x in bound_moments(group.U, group.W))
+        moments = (m2, m1, pseudo)
+    return (g, lost, n), moments
