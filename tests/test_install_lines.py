@@ -242,3 +242,17 @@ def test_the_wheel_named_in_the_docs_is_this_distributions():
                                (ROOT / page).read_text(encoding="utf-8")))
         assert {n for n, _ in named} == {wheel}, page
         assert {v for _, v in named} <= {"*", version}, page
+
+
+def test_ci_installs_the_readme_test_commands_extras_docs_among_them():
+    """The README's test command installs every extra a default test needs, `docs` for the
+    strict build of the manual (tests/test_docs.py skipped it without); .ci/run installs
+    the same and `lint`."""
+    def extras(text: str) -> set[str]:
+        (found,) = [e for e in re.findall(r'pip install -e "\.\[([\w,]+)\]"', text)
+                    if "test" in e.split(",")]  # the test command, not the manual's
+        return set(found.split(","))
+
+    readme = extras((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert {"test", "docs"} <= readme
+    assert extras((ROOT / ".ci" / "run").read_text(encoding="utf-8")) == readme | {"lint"}
