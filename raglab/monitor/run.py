@@ -12,7 +12,14 @@ from raglab.data.io import atomic_write_json
 from raglab.errors import ConfigError, storage_error
 from raglab.graders.standalone import open_grading, prepare
 from raglab.monitor.judge import judge_line
-from raglab.monitor.traffic import MonitorCfg, read_traffic, sampled, window_seconds, window_start
+from raglab.monitor.traffic import (
+    MonitorCfg,
+    read_traffic,
+    sample_note,
+    sampled,
+    window_seconds,
+    window_start,
+)
 from raglab.monitor.windows import (
     LineResult,
     contradiction_counts,
@@ -26,8 +33,9 @@ from raglab.systems.base import WorkCounter
 def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
                 baseline_path: str | None, run_dir: Path, fmt: str = "auto") -> dict[str, Any]:
     """Read, sample, judge, window, alert; writes monitor.json and alerts.json and logs
-    to MLflow; returns monitor.json's content (plus ``mlflow_run_id``). ``fmt``: the
-    traffic's format (``auto``: told from the content)."""
+    to MLflow; returns monitor.json's content (plus ``mlflow_run_id``, and ``sample_note``:
+    a line when the sample is too small, see :func:`sample_note`). ``fmt``: the traffic's
+    format (``auto``: told from the content)."""
     uri = getattr(cfg.tracking, "uri", None)
     traffic = read_traffic(traffic_path, fmt, uri)
     baseline = read_traffic(baseline_path, "auto", uri) if baseline_path else None
@@ -90,7 +98,9 @@ def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
     atomic_write_json(run_dir / "monitor.json", doc)
     atomic_write_json(run_dir / "alerts.json", alerts)
     mlflow_id = _log(cfg, mon, doc, run_dir) if tracked else None
-    return {**doc, "mlflow_run_id": mlflow_id}
+    note = sample_note([ln for _, ln in traffic.lines], mon.sample_rate,
+                       "traces" if traffic.kind == "traces" else "lines")
+    return {**doc, "mlflow_run_id": mlflow_id, "sample_note": note}
 
 
 def _log(cfg: Any, mon: MonitorCfg, doc: dict[str, Any], run_dir: Path) -> str:

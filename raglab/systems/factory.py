@@ -23,7 +23,7 @@ from pydantic import Field, field_validator
 
 from raglab.components import NO_CONTEXT, BuildContext, System
 from raglab.data.schema import Strict
-from raglab.errors import ConfigError
+from raglab.errors import ConfigError, install_line
 from raglab.secrets import clip
 
 
@@ -104,7 +104,7 @@ def require(what: str, module: str, extra: str) -> None:
 
     if importlib.util.find_spec(module) is None:
         raise ConfigError(f"system={what} needs {module.split('.')[0]}: "
-                          f"pip install 'raglab[{extra}]'")
+                          f"{install_line(extra)}")
 
 
 # ---- an index built once for the jobs of a sweep that share what it depends on ----------

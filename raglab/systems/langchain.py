@@ -12,8 +12,8 @@ with ``{system.input_field: question}`` when that is set (``create_retrieval_cha
 the chain's retrievers returned (seen through a callback handler), the context what the
 chain's output says. Usage tokens and the chat model's name come from the responses'
 metadata; latencies per stage (``retrieve``, ``generate``) from the callbacks' timings.
-langchain-core is imported only when this system is built (``pip install
-'raglab[langchain]'``).
+langchain-core is imported only when this system is built (the optional extra
+``langchain``: :func:`raglab.errors.install_line`).
 """
 
 from __future__ import annotations

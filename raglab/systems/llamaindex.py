@@ -7,8 +7,8 @@ nodes: ``doc_id`` from the node's ``metadata[system.doc_id_field]``, then ``sour
 its ``ref_doc_id``; ``text`` the node's content, ``start``/``end`` its character offsets,
 ``score`` its score. Latencies per stage (``retrieve``, ``generate``) and token usage (where
 the model's raw response reports it) come through the pipeline's callback manager.
-llama-index-core is imported only when this system is built (``pip install
-'raglab[llamaindex]'``).
+llama-index-core is imported only when this system is built (the optional extra
+``llamaindex``: :func:`raglab.errors.install_line`).
 """
 
 from __future__ import annotations

@@ -242,7 +242,7 @@ def test_missing_sdk_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "openai", None)
     with pytest.raises(ConfigError) as e:
         require_sdk("grader=openai")
-    assert str(e.value) == "grader=openai needs the openai SDK: pip install 'raglab[openai]'"
+    assert str(e.value) == "grader=openai needs the openai SDK: pip install 'openai>=3.57,<4'"
 
 
 def test_preflight_needs_a_key_or_a_server(monkeypatch):

@@ -1,4 +1,4 @@
-"""Dense and hybrid retrieval and the dense reranker (optional extra raglab[dense])."""
+"""Dense and hybrid retrieval and the dense reranker (the optional extra dense)."""
 
 import json
 

@@ -1,6 +1,6 @@
 """Any OpenAI-compatible server (OpenAI, Azure OpenAI, vLLM, Ollama, llama.cpp's server,
-LM Studio) through the official ``openai`` SDK's Chat Completions (``pip install
-'raglab[openai]'``; imported on first use).
+LM Studio) through the official ``openai`` SDK's Chat Completions (the ``openai`` extra,
+:data:`raglab.errors.EXTRAS`; imported on first use).
 
 - Endpoint: the request's ``base_url``, else ``OPENAI_BASE_URL``, else OpenAI's (the SDK
   reads the environment). Key: ``OPENAI_API_KEY`` as the SDK reads it; a local server
@@ -29,10 +29,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from raglab.errors import ConfigError
+from raglab.errors import ConfigError, install_line
 from raglab.llm.backends import Backend, CallFailed, Reply, register_backend
 
-EXTRA = "pip install 'raglab[openai]'"
+EXTRA = install_line("openai")
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
 #: sent as the key when OPENAI_API_KEY is unset (a local server that checks none)
 NO_KEY = "no-key"

@@ -1,5 +1,5 @@
-"""``embedder=dense``: cosine similarity of all-MiniLM-L6-v2 embeddings (optional extra
-``raglab[dense]``). Every allowed chunk is ranked."""
+"""``embedder=dense``: cosine similarity of all-MiniLM-L6-v2 embeddings (the optional
+extra ``dense``). Every allowed chunk is ranked."""
 
 from __future__ import annotations
 

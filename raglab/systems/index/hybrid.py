@@ -1,6 +1,6 @@
 """``embedder=hybrid``: reciprocal rank fusion of the bm25 and dense rankings,
-``score = sum 1 / (rrf_k + rank)`` over the allowed chunks (optional extra
-``raglab[dense]``)."""
+``score = sum 1 / (rrf_k + rank)`` over the allowed chunks (the optional
+extra ``dense``)."""
 
 from __future__ import annotations
 
