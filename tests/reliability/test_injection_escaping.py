@@ -200,3 +200,19 @@ def test_paths_printed_in_ci_mode_start_no_workflow_command(ci_decision):
     bad = run_cli("decide", "a", "b", "--x\n::add-mask::y", cwd=study.parent, timeout=60)
     assert one_line(bad).endswith("--x ::add-mask::y (see raglab decide --help)")
 
+
+def test_assert_go_message_puts_no_slice_text_at_a_line_start(evil_runs, tmp_path):
+    """The pytest helper's message (through a real ``raglab decide``): controls visible,
+    every line its own (a gate, the heading, the record), none begun by a slice value."""
+    from raglab.pytest_plugin import _decide, assert_go
+
+    root, _, _ = evil_runs
+    decision = _decide(tmp_path, root / "a", root / "b", str(root / "ci-gates.yaml"))
+    with pytest.raises(AssertionError) as e:
+        assert_go(decision)
+    message = str(e.value)
+    assert not re.search("[\x1b\x07\u202e\r]", message)
+    for line in message.split("\n"):
+        assert line.startswith(("raglab decide: NO-GO", "  ", "record: ")), line
+    assert "- final.context_tokens bound [ci=x\\x0a::add-mask::x\\x0a::set-output" in message
+    assert "[ci=\\x1b]0;pwned\\x07" in message and "[ci=a\\u202eb 100%0A" in message
