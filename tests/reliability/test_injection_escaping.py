@@ -96,11 +96,14 @@ def test_run_report_and_mlflow_note_render_tags_and_run_name_as_text(evil_runs):
 
 def test_compare_md_keeps_a_slice_value_in_its_row(evil_runs):
     root, _, _ = evil_runs
-    proc = run_cli("compare", str(root / "a"), str(root / "b"), "--out", str(root / "cmp"),
+    out = root / "cmp\n::add-mask::c"  # the folder's name starts no workflow command
+    proc = run_cli("compare", str(root / "a"), str(root / "b"), "--out", str(out),
                    cwd=root, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stdout + proc.stderr
-    text = (root / "cmp" / "compare.md").read_text()
+    assert "cmp\\x0a::add-mask::c/compare.md" in proc.stdout
+    assert not [ln for ln in _lines(proc.stdout + proc.stderr) if ln.startswith("::")]
+    text = (out / "compare.md").read_text()
     assert not _raw_markup(text)
     assert "evil=x # injected heading" in text  # the newline is a space, in its table row
 
