@@ -1,7 +1,9 @@
 """Issue 24, defect 13: terminal and Markdown injection. Tag values, run names and slice
 values are the user's text: printed to a terminal, their control characters are shown, not
 obeyed; written to Markdown (report.md, compare.md, a decision record, the MLflow run note),
-they render as text, never as HTML, a link or a new heading. Real CLI runs."""
+they render as text, never as HTML, a link or a new heading. On GitHub Actions no slice
+value, path or argument starts a workflow command (``::...``) of its own, in decide's
+annotations, its other lines or the pytest helper's message. Real CLI runs."""
 
 from __future__ import annotations
 
