@@ -15,7 +15,8 @@ with a message that lists every check not shown and how many paired cases would 
 A team that ships when no gate is breached, though some could not be shown on its cases,
 says so: ``assert_go(decision, accept_inconclusive=True)`` fails on NO-GO only.
 
-Standard library only: loading the plugin imports nothing heavy."""
+The standard library and raglab's text escaper only: loading the plugin imports nothing
+heavy."""
 
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from raglab.text.escape import term
 
 
 @dataclass
@@ -50,6 +53,9 @@ class Decision:
                 if r.get("status") == "inconclusive"]
 
     def failure_message(self) -> str:
+        """The gates that failed (and those not shown), one line each: the record's text
+        shown as the terminal shows it (control characters and bidi overrides visible, a
+        line break in a slice value too), so nothing from the data starts a line."""
         rec = self.record
         head = (f"raglab decide: {self.decision} ({rec['baseline']['label']} -> "
                 f"{rec['candidate']['label']}, gates {rec['gates']['name']})")
@@ -71,7 +77,7 @@ class Decision:
         if not self.failed and not self.inconclusive:
             lines.append("  (none failed: no gate check passed, so nothing showed a GO)")
         lines.append(f"record: {self.path}")
-        return _printable("\n".join(lines))
+        return "\n".join(term(line) for line in lines)
 
     def assert_go(self, accept_inconclusive: bool = False) -> None:
         ok = ("GO", "INCONCLUSIVE") if accept_inconclusive else ("GO",)
@@ -82,11 +88,6 @@ class Decision:
 def _where(r: dict[str, Any]) -> str:
     s = r.get("slice")
     return "overall" if not s else f"{s['key']}={s['value']}"
-
-
-def _printable(text: str) -> str:
-    """Text as it may be shown: control characters other than newlines escaped."""
-    return "".join(ch if ch == "\n" or ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def assert_go(decision: Decision, accept_inconclusive: bool = False) -> None:

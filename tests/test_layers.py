@@ -29,7 +29,7 @@ PACKAGE = ROOT / "raglab"
 
 #: unit (a module, or a package and everything in it) -> layer (higher imports lower)
 LAYERS: dict[str, float] = {
-    "raglab.cli": 11,
+    "raglab.cli": 11, "raglab.pytest_plugin": 11,  # the entry points (pytest11 runs the CLI)
     "raglab.commands": 10,
     "raglab.runner": 9,
     "raglab.calibration": 9, "raglab.monitor": 9, "raglab.cases": 9,  # the commands' logic

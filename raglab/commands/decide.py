@@ -9,6 +9,7 @@ from pathlib import Path
 from raglab.commands.common import conf_dir
 from raglab.commands.common import fail as _fail
 from raglab.commands.compare import add_pairing_options
+from raglab.text.escape import term
 
 DESCRIPTION = """Compare a candidate run with a baseline run (run directories or MLflow run
 ids) and apply a predeclared gate set (conf/gates/NAME.yaml, or gates=PATH.yaml; change one
@@ -36,8 +37,13 @@ confidence and the significance level come from the gate set's `confidence`."""
 EXIT_CODES = {"GO": 0, "NO-GO": 1, "INCONCLUSIVE": 4}
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line (a stray argument shown as by term), exit 2
+        _fail(f"decide: {message} (see raglab decide --help)", 2)
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="raglab decide", description=DESCRIPTION, epilog=EPILOG,
+    ap = _Parser(prog="raglab decide", description=DESCRIPTION, epilog=EPILOG,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("baseline", metavar="BASELINE", help="run directory or MLflow run id")
     ap.add_argument("candidate", metavar="CANDIDATE", help="run directory or MLflow run id")
@@ -171,7 +177,8 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
         f"{stem}.html": markdown_html(f"Decision {record['decision']}: {name}", md_text)})
     write_outputs(study.resolve(), {INDEX: index_text(study.resolve())})
     print(_terminal(record))
-    print(f"wrote {paths[1]}, {paths[0].name} and {paths[2].name}; index {INDEX}")
+    # the study's path is the user's: one line, as the terminal shows it (docs/ci.md)
+    print(term(f"wrote {paths[1]}, {paths[0].name} and {paths[2].name}; index {INDEX}"))
     hand_over(args, record, md_text, stem)
     if cand.mlflow_run_id and cand.tracking_uri:
         from raglab.tracking.results import log_decision
@@ -179,8 +186,9 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
         log_decision(cand.mlflow_run_id, cand.tracking_uri, record["decision"],
                      record["gates"]["name"], paths,
                      base.mlflow_run_id or str(base.run_dir))
-        print(f"MLflow run {cand.mlflow_run_id}: tags raglab.decision={record['decision']}, "
-              f"raglab.decision.gates={record['gates']['name']}, artifacts decision/")
+        print(term(f"MLflow run {cand.mlflow_run_id}: tags raglab.decision="
+                   f"{record['decision']}, raglab.decision.gates={record['gates']['name']}, "
+                   "artifacts decision/"))
     return EXIT_CODES[record["decision"]]
 
 
@@ -188,7 +196,9 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
 def hand_over(args, record: dict, md_text: str, stem: str) -> None:
     """The verdict where the release happens: ``--junit``, ``--comment`` and, on GitHub
     Actions (``GITHUB_STEP_SUMMARY`` set), the job summary and one ``::error`` per failed
-    check (docs/ci.md)."""
+    check (docs/ci.md). Every line printed is one line whatever a path or slice value
+    holds (controls shown as by :func:`raglab.text.escape.term`), so none of the user's
+    text can start a workflow command."""
     import os
 
     from raglab.compare.ci import comment_body, error_annotations, junit_xml, summary_markdown
@@ -208,7 +218,7 @@ def hand_over(args, record: dict, md_text: str, stem: str) -> None:
             from raglab.errors import storage_error
 
             raise storage_error(e, what, path) from None
-        print(f"wrote {path}")
+        print(term(f"wrote {path}"))
     summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if summary:
         try:
@@ -259,8 +269,6 @@ def _terminal(record: dict) -> str:
 
         lines.append(f"  note: {verdict_note(record['turns_on'])}")
     lines.append(f"decision: {record['decision']}")
-    from raglab.text.escape import term
-
     return "\n".join(term(line) for line in lines)  # tag values may hold escapes
 
 

@@ -4,7 +4,10 @@ inconclusive ones skipped, saying so and how many cases would settle them), as t
 Actions job summary with one ``::error`` annotation per failed check and one ``::warning``
 per inconclusive one, and as a
 pull-request comment body that starts with a hidden marker naming the study, so a workflow
-updates one comment per study. Pure functions of the record (and the study's name)."""
+updates one comment per study. The user's text in them (slice values, gate and study names)
+is shown as the terminal shows it (:func:`raglab.text.escape.term`: control characters and
+bidi overrides visible, one line), and escaped by GitHub's rules inside a workflow command.
+Pure functions of the record (and the study's name)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import Any
 
 from raglab.compare.gates import FAIL, INCONCLUSIVE, NA
 from raglab.compare.settling import cases_now
+from raglab.text.escape import term, term_lines
 
 #: GitHub's limit on an issue or pull-request comment body, in characters
 COMMENT_LIMIT = 65_536
@@ -58,7 +62,7 @@ def junit_xml(rec: Mapping[str, Any]) -> str:
         if r["status"] == FAIL:
             f = ET.SubElement(case, "failure", {"message": _xml_text(r["reason"]),
                                                 "type": "gate"})
-            f.text = _xml_text(detail)
+            f.text = _xml_text(detail, lines=True)
         elif r["status"] == INCONCLUSIVE:
             cp = ET.SubElement(case, "properties")
             ET.SubElement(cp, "property", {"name": "status", "value": INCONCLUSIVE})
@@ -68,7 +72,7 @@ def junit_xml(rec: Mapping[str, Any]) -> str:
         elif r["status"] == NA:
             ET.SubElement(case, "skipped", {"message": _xml_text(r["reason"])})
         else:
-            ET.SubElement(case, "system-out").text = _xml_text(detail)
+            ET.SubElement(case, "system-out").text = _xml_text(detail, lines=True)
     ET.indent(suite)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(
         suite, encoding="unicode") + "\n"
@@ -84,10 +88,13 @@ def inconclusive_words(r: Mapping[str, Any]) -> str:
     return f"inconclusive: {'no' if n is None else n} {unit} now; {need}"
 
 
-def _xml_text(value: Any) -> str:
-    """Text XML 1.0 can hold (control characters a tag value may carry are dropped)."""
-    return "".join(ch for ch in str(value)
-                   if ch in "\t\n\r" or (ord(ch) >= 0x20 and ord(ch) not in (0xFFFE, 0xFFFF)))
+def _xml_text(value: Any, lines: bool = False) -> str:
+    """Text XML 1.0 can hold, as the terminal shows it (a report action turns a failure
+    into an annotation): control characters and bidi overrides visible (:func:`term`; with
+    ``lines`` the line breaks of a several-line text kept), the non-characters U+FFFE and
+    U+FFFF dropped."""
+    text = term_lines(value) if lines else term(value)
+    return text.replace("\ufffe", "").replace("\uffff", "")
 
 
 def _md(text: Any) -> str:
@@ -144,28 +151,37 @@ def _num(x: Any, signed: bool = False) -> str:
 
 def error_annotations(rec: Mapping[str, Any]) -> list[str]:
     """One GitHub ``::error`` workflow command per failed check and one ``::warning`` per
-    inconclusive check (its message says how many cases would settle it)."""
+    inconclusive check (its message says how many cases would settle it), each one line
+    whatever a slice value holds (:func:`workflow_data`, :func:`workflow_property`)."""
     out = []
     for r in rec["results"]:
-        title = _escape_property(f"raglab decide: {check_name(r)}")
+        title = workflow_property(f"raglab decide: {check_name(r)}")
         if r["status"] == FAIL:
-            out.append(f"::error title={title}::{_escape_data(r['reason'])}")
+            out.append(f"::error title={title}::{workflow_data(r['reason'])}")
         elif r["status"] == INCONCLUSIVE:
-            out.append(f"::warning title={title}::{_escape_data(inconclusive_words(r))}")
+            out.append(f"::warning title={title}::{workflow_data(inconclusive_words(r))}")
     return out
 
 
-def _escape_data(s: str) -> str:
-    return str(s).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+def workflow_data(text: Any) -> str:
+    """``text`` as the message of a GitHub workflow command: control characters and bidi
+    overrides visible as in the terminal (:func:`term`, which leaves no line break, so
+    nothing after it can start a command of its own), then GitHub's escapes for data
+    (``%`` as ``%25``, CR ``%0D``, LF ``%0A``), so the annotation shows the text as
+    written."""
+    return term(text).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
-def _escape_property(s: str) -> str:
-    return _escape_data(s).replace(":", "%3A").replace(",", "%2C")
+def workflow_property(text: Any) -> str:
+    """``text`` as a property of a GitHub workflow command (``title=...``):
+    :func:`workflow_data`, and ``:`` as ``%3A`` and ``,`` as ``%2C``."""
+    return workflow_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
 def marker(study: str) -> str:
-    """The hidden first line of a study's comment (``--`` cannot end an HTML comment)."""
-    return _MARKER.format(study=str(study).replace("--", "- -").replace(">", "&gt;"))
+    """The hidden first line of a study's comment (``--`` cannot end an HTML comment; the
+    study's name shown as by :func:`term`, so the marker is one line)."""
+    return _MARKER.format(study=term(study).replace("--", "- -").replace(">", "&gt;"))
 
 
 def comment_body(rec: Mapping[str, Any], record_md: str, study: str,
