@@ -102,7 +102,7 @@ def _held(*runs: Path, refused: str = "nothing was stored") -> Iterator[None]:
     from raglab.runner.lock import LOCK_FILE
 
     with ExitStack() as stack:
-        for run in runs:
+        for run in dict.fromkeys(runs):  # (one run given twice: locked once)
             lock = FileLock(run / LOCK_FILE, what="the run directory")
             try:
                 lock.acquire()
