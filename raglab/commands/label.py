@@ -90,15 +90,29 @@ def main(argv: list[str]) -> None:
 
 
 @contextmanager
-def _held(run: Path) -> Iterator[None]:
-    """The run directory's lock (no run resumes in it while its files are rewritten)."""
-    from raglab.runner.lock import RunDirLock
+def _held(*runs: Path, refused: str = "nothing was stored") -> Iterator[None]:
+    """The run directories' locks, taken before anything is read and held until every file
+    is written: no run resumes in them, and no other ``raglab label`` reads or writes their
+    labels meanwhile. Held by another process: a UserError (exit 2) that ends with
+    ``refused`` (what this command did not do)."""
+    from contextlib import ExitStack
 
-    lock = RunDirLock(run).acquire()
-    try:
+    from raglab.data.lockfile import FileLock, LockHeld
+    from raglab.errors import UserError
+    from raglab.runner.lock import LOCK_FILE
+
+    with ExitStack() as stack:
+        for run in dict.fromkeys(runs):  # (one run given twice: locked once)
+            lock = FileLock(run / LOCK_FILE, what="the run directory")
+            try:
+                lock.acquire()
+            except LockHeld as e:
+                raise UserError("another raglab process" + (f" ({e.holder})" if e.holder
+                                                            else "")
+                                + f" is using this run directory; {refused}: try again when "
+                                "it ends", file=str(run)) from None
+            stack.callback(lock.release)
         yield
-    finally:
-        lock.release()
 
 
 def _run_dir(path: Path) -> Path:
@@ -136,6 +150,18 @@ def _inputs(run: Path) -> list[tuple[Path, str]]:
 
 
 def _sample(runs: list[Path], args: argparse.Namespace) -> None:
+    from raglab.errors import UserError
+
+    if args.out is not None and len(runs) == 2:
+        raise UserError("--out names one file: with two runs each gets its labelling file in "
+                        "its own directory (RUN/labels/to-label.jsonl)")
+    with _held(*runs, refused="nothing was written"):
+        _sample_held(runs, args)
+    print("label them in the terminal with raglab label RUN --review, or fill the label "
+          "column and read the file back with raglab label RUN --from FILE")
+
+
+def _sample_held(runs: list[Path], args: argparse.Namespace) -> None:
     from raglab.cases.lock import ReviewLock
     from raglab.data.io import read_run_metrics, write_jsonl
     from raglab.errors import UserError, storage_error
@@ -143,9 +169,6 @@ def _sample(runs: list[Path], args: argparse.Namespace) -> None:
     from raglab.labels.sheet import sheet_rows
     from raglab.labels.store import labels_dir, read_sample, read_stored, run_cases, write_sample
 
-    if args.out is not None and len(runs) == 2:
-        raise UserError("--out names one file: with two runs each gets its labelling file in "
-                        "its own directory (RUN/labels/to-label.jsonl)")
     metrics = _metrics(args.metrics, runs[0])
     cases = [run_cases(r) for r in runs]
     if len(runs) == 2:
@@ -182,7 +205,7 @@ def _sample(runs: list[Path], args: argparse.Namespace) -> None:
             out.parent.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise storage_error(e, "the labelling file", out) from None
-        with _held(run), ReviewLock(out, "labelling file"):
+        with ReviewLock(out, "labelling file"):
             rows = sheet_rows(run, design, run_metrics, versions, labelled)
             write_sample(run, design, {"n": args.n, "metrics": run_metrics,
                                        "inclusion_probability": inclusion_probabilities(design)})
@@ -192,8 +215,6 @@ def _sample(runs: list[Path], args: argparse.Namespace) -> None:
             f"{h} {len(ids)}/{design.population[h]}" for h, ids in design.sampled.items())
         print(f"{run}: sampled {len(design.sampled_ids())} of {len(run_case)} cases (seed "
               f"{design.seed}{by}); {len(rows)} row(s) in {out}, {todo} to label")
-    print("label them in the terminal with raglab label RUN --review, or fill the label "
-          "column and read the file back with raglab label RUN --from FILE")
 
 
 def _check_out(run: Path, out: Path, labelled: dict) -> None:
@@ -222,24 +243,28 @@ def _check_out(run: Path, out: Path, labelled: dict) -> None:
 
 
 def _from(run: Path, path: Path) -> None:
+    """Read the filled file and store its labels, then the estimates from every label
+    stored: all under the run directory's lock (refused, nothing stored, while another
+    process holds it)."""
     from raglab.data.io import read_run_metrics
     from raglab.errors import UserError
     from raglab.labels.sheet import read_filled
     from raglab.labels.store import read_sample, run_cases, store_labels
 
-    sample = read_sample(run)
-    if sample is None:
-        raise UserError(f"{run}: no sample drawn yet; draw one with raglab label {run} --n N "
-                        "--metrics M (labels count only on a random sample)")
-    versions = read_run_metrics(run).get("metric_versions") or {}
-    labels, blank, assumed = read_filled(path, sample[0], run_cases(run), versions,
-                                         f"file:{path.name}")
-    added, replaced = store_labels(run, labels)
-    print(f"{path}: {len(labels)} label(s) read ({added} new, {replaced} changed, "
-          f"{blank} row(s) without a label)" + (
-              f"; {assumed} without answer_sha256/metric_version, taken as labels of the "
-              "run's current answers" if assumed else ""))
-    update_estimates(run)
+    with _held(run):
+        sample = read_sample(run)
+        if sample is None:
+            raise UserError(f"{run}: no sample drawn yet; draw one with raglab label {run} "
+                            "--n N --metrics M (labels count only on a random sample)")
+        versions = read_run_metrics(run).get("metric_versions") or {}
+        labels, blank, assumed = read_filled(path, sample[0], run_cases(run), versions,
+                                             f"file:{path.name}")
+        added, replaced = store_labels(run, labels)
+        print(f"{path}: {len(labels)} label(s) read ({added} new, {replaced} changed, "
+              f"{blank} row(s) without a label)" + (
+                  f"; {assumed} without answer_sha256/metric_version, taken as labels of the "
+                  "run's current answers" if assumed else ""))
+        _estimates(run)
 
 
 def _review(run: Path, out: Path | None) -> None:
@@ -265,7 +290,8 @@ def _review(run: Path, out: Path | None) -> None:
         added, replaced = store(run, labelled)
     print(session.summary())
     if session.stored or added or replaced:
-        update_estimates(run)
+        update_estimates(run, refused=f"the labels are stored, the estimates not updated "
+                         f"(raglab label {run} --update does it)")
 
 
 def _warn_changed(run: Path, path: Path) -> None:
@@ -284,20 +310,27 @@ def _warn_changed(run: Path, path: Path) -> None:
               "--n N --metrics M with the sample's seed", file=sys.stderr)
 
 
-def update_estimates(run: Path) -> None:
-    """metrics.json's ppi section, the report and the run's MLflow run, from the labels."""
+def update_estimates(run: Path, refused: str = "the estimates were not updated") -> None:
+    """metrics.json's ppi section, the report and the run's MLflow run, from the labels
+    stored, under the run directory's lock."""
+    with _held(run, refused=refused):
+        _estimates(run)
+
+
+def _estimates(run: Path) -> None:
+    """:func:`update_estimates` with the lock held: the labels are read under it, so the
+    estimates are of every label stored, whatever another process stored before."""
     from raglab.data.io import atomic_write_json, read_run_metrics
     from raglab.labels.estimate import ppi_section
 
     section = ppi_section(run)
-    with _held(run):
-        metrics = read_run_metrics(run)
-        if section is None:
-            metrics.pop("ppi", None)
-        else:
-            metrics["ppi"] = section
-        atomic_write_json(run / "metrics.json", metrics)
-        report = _report(run)
+    metrics = read_run_metrics(run)
+    if section is None:
+        metrics.pop("ppi", None)
+    else:
+        metrics["ppi"] = section
+    atomic_write_json(run / "metrics.json", metrics)
+    report = _report(run)
     _print_estimates(section)
     _log(run, section, [run / "metrics.json", *report])
 

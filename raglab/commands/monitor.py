@@ -134,6 +134,10 @@ def monitor(cfg, mon, resolved: dict, run_dir: Path) -> int:
     print(f"raglab monitor: {doc['traffic']}: {doc['lines']} lines in {len(windows)} "
           f"window(s) of {mon.window}, {sum(w['sampled'] for w in windows)} sampled "
           f"(sample_rate {mon.sample_rate:g}), grader {cfg.grader.name}")
+    if doc["read_as"]:
+        from raglab.text.escape import term
+
+        print(term(doc["read_as"]))
     if doc["sample_note"]:
         print(doc["sample_note"])
     if doc["bad_by_kind"]:

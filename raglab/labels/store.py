@@ -166,6 +166,8 @@ def label_value(raw: Any, spec: MetricSpec) -> float | None:
         return None
     if isinstance(raw, bool):
         value = 1.0 if raw else 0.0
+    elif isinstance(raw, int) and not 0 <= raw <= 1:  # (a huge one has no float)
+        raise ValueError(f"label {_shown(raw)} is outside [0, 1]")
     elif isinstance(raw, int | float):
         value = float(raw)
     elif isinstance(raw, str):
@@ -178,16 +180,26 @@ def label_value(raw: Any, spec: MetricSpec) -> float | None:
             try:
                 value = float(word)
             except ValueError:
-                raise ValueError(f"label {raw!r} is not 1/0, a number in [0, 1] or "
+                raise ValueError(f"label {_shown(raw)} is not 1/0, a number in [0, 1] or "
                                  "yes/partial/no") from None
     else:
         raise ValueError(f"label {json.dumps(raw)[:60]} is not 1/0, a number in [0, 1] or "
                          "yes/partial/no")
     if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"label {raw!r} is outside [0, 1]")
+        raise ValueError(f"label {_shown(raw)} is outside [0, 1]")
     if spec.kind == "binary" and value not in (0.0, 1.0):
-        raise ValueError(f"label {raw!r}: {spec.name} is pass/fail, label it 1/0 or yes/no")
+        raise ValueError(f"label {_shown(raw)}: {spec.name} is pass/fail, label it 1/0 or "
+                         "yes/no")
     return value
+
+
+def _shown(raw: Any) -> str:
+    """A label as written, for a message: its repr, cut to 60 characters (a number of
+    400 digits is named by its length)."""
+    if isinstance(raw, int) and not isinstance(raw, bool) and abs(raw) >= 10 ** 20:
+        return f"(a {'negative ' if raw < 0 else ''}number of {len(str(abs(raw)))} digits)"
+    text = repr(raw)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # -- the sample --------------------------------------------------------------------------

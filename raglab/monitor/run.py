@@ -41,8 +41,9 @@ def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
     baseline = read_traffic(baseline_path, "auto", uri) if baseline_path else None
     if not traffic.lines:
         first = f"; first: {traffic.bad[0]}" if traffic.bad else ""
+        read_as = f"; {traffic.read_as}" if traffic.read_as else ""
         raise ConfigError(f"{traffic.source}: no usable traffic line ({traffic.n_bad} "
-                          f"bad{first})")
+                          f"bad{first}{read_as})")
     prompts, versions = prepare(cfg)
     tracked = registry.entry("tracking", cfg.tracking.name).factory.tracks
     if tracked:
@@ -83,6 +84,7 @@ def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
         w.pop("_scores", None)
     doc = {"traffic": traffic.source, "baseline": baseline.source if baseline else None,
            "monitor": mon.model_dump(), "grader": cfg.grader.name, "versions": versions,
+           "read_as": traffic.read_as or None,
            "lines": len(traffic.lines), "bad_lines": traffic.n_bad, "bad": traffic.bad[:50],
            "bad_by_kind": traffic.bad_by_kind,
            "baseline_lines": len(baseline.lines) if baseline else None,

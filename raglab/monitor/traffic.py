@@ -130,6 +130,7 @@ class Traffic:
     lines: list[tuple[int, TrafficLine]] = field(default_factory=list)
     bad: list[str] = field(default_factory=list)  # traces: the first bad one of each kind
     bad_by_kind: dict[str, int] = field(default_factory=dict)  # traces only
+    read_as: str = ""  # what the source was read as, with its counts (one line)
 
     @property
     def n_bad(self) -> int:
@@ -219,6 +220,8 @@ def read_traffic(path: str | Path, fmt: str = "auto",
     t = Traffic(str(p), "file")
     with open(p, "rb") as fh:
         for lineno, raw in enumerate(fh, 1):
+            if lineno == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark
             if not raw.strip():
                 continue
             try:
@@ -237,6 +240,8 @@ def read_traffic(path: str | Path, fmt: str = "auto",
                 who = obj.get("id") or obj.get("case_id")
                 where = f"{p}:{lineno}" + (f" line {who}" if who else "")
                 t.bad.append(f"{where}: {_problem(e, obj)}")
+    t.read_as = f"read as raglab traffic JSON lines: {len(t.lines)} line(s)" + (
+        f", {len(t.bad)} bad" if t.bad else "")
     return t
 
 
@@ -256,6 +261,7 @@ def _read_traces(source: str, fmt: str, tracking_uri: str | None) -> Traffic:
             problems.add(MALFORMED, source, line, rec["trace_id"], _problem(e, obj))
     t.bad_by_kind = {k: n for k, n, _ in problems.ordered()}
     t.bad = [first for _, _, first in problems.ordered()]
+    t.read_as = problems.account(len(t.lines))
     return t
 
 

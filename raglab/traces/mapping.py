@@ -100,7 +100,7 @@ def to_record(trace: Trace, doc_id_key: str = "doc_id",
         "latency_ms": _latency(spans, kinds, index, root),
         "usage": _usage(model_views),
         "question": question if isinstance(question, str) and question else None,
-        "timestamp": datetime.fromtimestamp((root.start_ns or 0) / 1e9, UTC).isoformat(),
+        "timestamp": _timestamp(root),
     }
     model = next((v.model for v in reversed(model_views) if v.model), None)
     if model:
@@ -114,6 +114,14 @@ def to_record(trace: Trace, doc_id_key: str = "doc_id",
         raise BadTrace(P.NO_CONTENT, "no " + " and no ".join(
             k for k in ("question", "answer") if record[k] is None))
     return record
+
+
+def _timestamp(root: Span) -> str:
+    """The root's start as ISO 8601 (UTC); BadTrace for one no date can hold."""
+    try:
+        return datetime.fromtimestamp((root.start_ns or 0) / 1e9, UTC).isoformat()
+    except (OverflowError, ValueError, OSError, TypeError):
+        raise BadTrace(P.BAD_TIME, f"span {root.name!r}: start {root.start_ns!r}") from None
 
 
 def _root(spans: list[Span]) -> Span:

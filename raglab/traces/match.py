@@ -30,7 +30,8 @@ class Paired:
     def warnings(self, source: str, problems: Problems) -> list[str]:
         out = []
         if problems.counts:
-            out.append(f"{source}: {problems.bad} bad trace(s) not used"
+            read = len(self.outputs) + len(self.unmatched) + len(self.duplicates)
+            out.append(f"{source}: {problems.account(read)}; {problems.bad} bad trace(s) not used"
                        + (f", {problems.counts['no content']} without content"
                           if "no content" in problems.counts else "")
                        + f" ({problems.summary()}); first of each: "

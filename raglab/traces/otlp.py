@@ -11,9 +11,11 @@ Spans of one trace may arrive over several lines (one batch a line). A trace is 
 once its root span (no ``parentSpanId``) has been read and :data:`SETTLE_LINES` more lines
 brought no span of it; a trace without a root is closed when :data:`STALE_LINES` lines
 passed without a span of it, or when more than :data:`MAX_OPEN` traces are open (the
-oldest first), or at the end of the file. A trace over :data:`MAX_SPANS` spans or with an
-attribute value over :data:`MAX_VALUE_CHARS` characters is dropped as it is read (only its
-id and counts are kept), so memory stays bounded by the open traces, not by the file.
+oldest first), or at the end of the file. A trace over :data:`MAX_SPANS` spans, with an
+attribute value over :data:`MAX_VALUE_CHARS` characters or with a time that is not one
+(NaN, Infinity, negative, past 2**64 ns) is dropped as it is read (only its id and counts
+are kept), so memory stays bounded by the open traces, not by the file. A byte-order mark
+at the start of the file is skipped.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ MAX_VALUE_CHARS = 1 << 20
 #: a single (not line-delimited) JSON document is read whole, up to this size
 MAX_DOCUMENT_BYTES = 256 * 1024 * 1024
 _READ_BUFFER = 1 << 20
+_BOM = b"\xef\xbb\xbf"
+#: OTLP times are unsigned 64-bit nanoseconds since the Unix epoch
+_NANOS_END = 1 << 64
 
 
 def _hex(raw: Any) -> str:
@@ -103,12 +108,31 @@ def _attrs(items: Any, checked: bool = True) -> dict[str, Any]:
     return out
 
 
+class _BadTime(Exception):
+    pass
+
+
 def _nanos(v: Any) -> int | None:
+    """A time in nanoseconds since the epoch (None: absent, or 0); :class:`_BadTime` for a
+    value that is not one (NaN, Infinity, negative, 2**64 or more, not a number)."""
+    if v is None:
+        return None
     try:
         n = int(v)
-    except (TypeError, ValueError):
-        return None
+    except (TypeError, ValueError, OverflowError):
+        raise _BadTime(v) from None
+    if not 0 <= n < _NANOS_END:
+        raise _BadTime(v)
     return n or None
+
+
+def _shown(v: Any) -> str:
+    if isinstance(v, float) and v != v:
+        return "NaN"
+    if isinstance(v, float) and v in (float("inf"), float("-inf")):
+        return "Infinity" if v > 0 else "-Infinity"
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class _Open:
@@ -131,6 +155,7 @@ class OtlpReader:
 
     def __iter__(self) -> Iterator[Trace]:
         doc = self._document()
+        self.problems.fmt = "OTLP JSON lines" if doc is None else "one OTLP JSON document"
         if doc is not None:
             for req in doc if isinstance(doc, list) else [doc]:
                 self._add(req, 1)
@@ -143,18 +168,20 @@ class OtlpReader:
                 if not raw:
                     break
                 lineno += 1
+                if lineno == 1 and raw.startswith(_BOM):
+                    raw = raw[len(_BOM):]
                 if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
                     while raw and not raw.endswith(b"\n"):  # skip the rest of the line
                         raw = fh.readline(MAX_LINE_BYTES)
                     self.problems.add(P.MALFORMED, self.source, lineno, None,
                                       f"line longer than {MAX_LINE_BYTES >> 20} MiB")
                     continue
-                if raw.isspace():
+                if not raw or raw.isspace():
                     continue
                 try:
                     req = from_json(raw)
                 except ValueError as e:
-                    self.problems.add(P.MALFORMED, self.source, lineno, None, str(e))
+                    self.problems.add(P.MALFORMED, self.source, lineno, None, f"not JSON: {e}")
                     continue
                 self._add(req, lineno, len(raw) > MAX_VALUE_CHARS)
                 yield from self._due(lineno)
@@ -170,7 +197,9 @@ class OtlpReader:
                 line = fh.readline(MAX_LINE_BYTES + 1)
                 if not line:
                     break
-                if not line.isspace():
+                if fh.tell() == len(line):  # the first line
+                    line = line.removeprefix(_BOM)
+                if line and not line.isspace():
                     lines.append(line)
         if len(lines) < 2:
             return None
@@ -183,7 +212,7 @@ class OtlpReader:
         if self.path.stat().st_size > MAX_DOCUMENT_BYTES:
             return None  # read line by line: its lines are counted as malformed
         try:
-            return from_json(self.path.read_bytes())
+            return from_json(self.path.read_bytes().removeprefix(_BOM))
         except ValueError:
             return None
 
@@ -228,14 +257,23 @@ class OtlpReader:
             return
         if resource and not o.trace.info:
             o.trace.info["resource"] = resource
+        key = "startTimeUnixNano"
+        try:
+            start = _nanos(s.get(key))
+            key = "endTimeUnixNano"
+            end = _nanos(s.get(key))
+        except _BadTime as e:
+            o.dropped = P.BAD_TIME
+            o.message = (f"span {s.get('name')!r}: {key} is {_shown(e.args[0])}, not a count "
+                         "of nanoseconds since 1970 below 2**64")
+            o.trace.spans = []
+            return
         parent, sid = s.get("parentSpanId") or "", s.get("spanId")
         if parent and (type(parent) is not str or len(parent) != 16):
             parent = _hex(parent)
         if type(sid) is not str or len(sid) != 16:
             sid = _hex(sid)
-        o.trace.spans.append(Span(sid, parent, str(s.get("name") or ""),
-                                  _nanos(s.get("startTimeUnixNano")),
-                                  _nanos(s.get("endTimeUnixNano")), attrs))
+        o.trace.spans.append(Span(sid, parent, str(s.get("name") or ""), start, end, attrs))
         if not parent and not o.rooted:
             o.rooted = True
             self._ready.append((lineno + SETTLE_LINES, tid))

@@ -2,8 +2,11 @@
 
 A source is an OTLP JSON file (:mod:`raglab.traces.otlp`) or ``mlflow://EXPERIMENT`` (an
 id or a name, in the store :func:`raglab.tracking.mlflow_traces.store_uri` names). A file's
-format is told from its content: OTLP JSON has ``resourceSpans`` at the top of its first
-request; anything else is raglab's own JSON Lines.
+format is told from its content: from its first valid line (a JSON object; a byte-order
+mark, blank lines and up to :data:`SNIFF_LINES` lines that are not one are passed over),
+OTLP JSON when it has ``resourceSpans`` at the top; a single JSON document over several
+lines when its start is ``{`` or ``[`` and ``"resourceSpans"`` comes soon; anything else is
+raglab's own JSON Lines.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from raglab.traces.spans import Span, Trace
 MLFLOW = "mlflow://"
 Format = Literal["auto", "otlp", "mlflow", "jsonl"]
 _SNIFF_BYTES = 1 << 16
+#: lines looked at for the first valid one
+SNIFF_LINES = 100
+_BOM = b"\xef\xbb\xbf"
 
 
 def detect(source: str | Path, fmt: str = "auto") -> str:
@@ -35,20 +41,40 @@ def detect(source: str | Path, fmt: str = "auto") -> str:
     if not p.is_file():
         return "jsonl"
     with open(p, "rb") as fh:
-        first = fh.readline(MAX_LINE_BYTES + 1)
-        while first and first.isspace():
-            first = fh.readline(MAX_LINE_BYTES + 1)
-        head = first[:_SNIFF_BYTES]
-        if len(first) < _SNIFF_BYTES:
-            head += fh.read(_SNIFF_BYTES - len(first))
+        head = fh.read(_SNIFF_BYTES)
+        start = len(_BOM) if head.startswith(_BOM) else 0
+        head = head[start:].lstrip()
+        fh.seek(start)
+        valid: dict[str, Any] | None = None
+        at_first = True  # the first valid line is the first line (blank ones aside)
+        for _ in range(SNIFF_LINES):
+            line = fh.readline(MAX_LINE_BYTES + 1)
+            if not line:
+                break
+            if line.isspace():
+                continue
+            valid = _object(line)
+            if valid is not None:
+                break
+            at_first = False
+    if valid is not None and at_first:
+        return "otlp" if "resourceSpans" in valid else "jsonl"
+    if head[:1] in (b"{", b"[") and b'"resourceSpans"' in head:
+        return "otlp"  # one document over several lines, or a torn first line
+    return "otlp" if valid is not None and "resourceSpans" in valid else "jsonl"
+
+
+def _object(line: bytes) -> dict[str, Any] | None:
+    """The line's JSON object (the first of a list of them), if it is a non-empty one."""
+    if line.isspace():
+        return None
     try:
-        obj = from_json(first)
-    except ValueError:  # a document over several lines, or a bad line: look at its start
-        text = head.lstrip()
-        return "otlp" if text[:1] in (b"{", b"[") and b'"resourceSpans"' in head else "jsonl"
+        obj = from_json(line)
+    except ValueError:
+        return None
     if isinstance(obj, list):
         obj = obj[0] if obj else None
-    return "otlp" if isinstance(obj, dict) and "resourceSpans" in obj else "jsonl"
+    return obj if isinstance(obj, dict) and obj else None
 
 
 def is_trace_source(source: str | Path) -> bool:
@@ -62,6 +88,7 @@ def traces(source: str | Path, problems: P.Problems, fmt: str = "auto",
     if kind == "mlflow":
         from raglab.tracking.mlflow_traces import read_traces, store_uri
 
+        problems.fmt = "MLflow traces"
         for t in read_traces(str(source), store_uri(tracking_uri)):
             yield from_mlflow(t, str(source))
     elif kind == "otlp":

@@ -158,6 +158,7 @@ BAD_ROWS = [
     ({"case_id": "no-such-case"}, "no such case in the run"),
     ({"metric": "final.mrr"}, "metric 'final.mrr' is not judged by a grader"),
     ({"label": 2}, "label 2 is outside [0, 1]"),
+    ({"label": int("9" * 400)}, "label (a number of 400 digits) is outside [0, 1]"),
 ]
 
 

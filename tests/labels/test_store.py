@@ -84,6 +84,8 @@ def test_a_new_label_of_the_same_key_replaces_the_old(tmp_path):
     ({"case_id": "c1", "metric": "faithfulness", "label": "maybe"}, "label 'maybe'"),
     ({"case_id": "c1", "metric": "final.mrr", "label": 1}, "not judged by a grader"),
     ({"case_id": "c1", "metric": "faithfulness", "label": 1.5}, "outside [0, 1]"),
+    ({"case_id": "c1", "metric": "faithfulness", "label": -int("9" * 400)},
+     "label (a negative number of 400 digits) is outside [0, 1]"),
     ({"case_id": "c1", "metric": "all_vital_present", "label": "partial"}, "pass/fail"),
     ({"case_id": "c1", "metric": "faithfulness", "label": 1, "answer_sha256": "x",
       "metric_version": "v"}, "answer_sha256 is not a sha256"),
