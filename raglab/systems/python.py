@@ -103,7 +103,7 @@ def load_python_system(target: str, options: dict):
         raise ConfigError(f"config system._target_: {module_name!r} has no callable {attr!r}")
     try:
         system = factory(dict(options))
-    except Exception as e:  # noqa: BLE001 - the user's factory failed: one line, no traceback
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's factory failed: one line
         msg = clip(" ".join(str(e).split()), 300)  # scrubbed, then cut
         raise ConfigError(f"config system._target_: {target}(options) raised "
                           f"{type(e).__name__}: {msg}") from None

@@ -1,5 +1,5 @@
-"""A ``system=python`` object under hostile conditions: an answer of hundreds of
-megabytes."""
+"""A ``system=python`` object under hostile conditions: a ``SystemExit`` raised in it, and
+an answer of hundreds of megabytes."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from tests.runner.test_run_in_process import _cfg
 OK = ("{'case_id': r.case_id, 'answer': 'It takes 5 business days.',"
       " 'candidates': [{'doc_id': 'kb/a'}], 'context': [{'doc_id': 'kb/a'}]}")
 
-
 def _cli(tmp_path, *args: str) -> tuple[list[str], dict]:
     corpus = write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS)
     cases = write_jsonl(tmp_path / "cases.jsonl", TINY_CASES)
@@ -37,6 +36,49 @@ def _records(tmp_path) -> list[dict]:
     raw = (tmp_path / "run" / "records.jsonl").read_bytes()
     assert raw.endswith(b"\n")  # whole lines only
     return [json.loads(x) for x in raw.splitlines()]
+
+
+# ---- SystemExit and its kind raised by the system ----------------------------------------
+RAISER = f"""
+class Mine(BaseException):
+    pass
+class S:
+    def answer(self, r):
+        if r.case_id == 't-2':
+            raise SystemExit(3)
+        if r.case_id == 't-3':
+            raise KeyboardInterrupt('not a signal: raised in a worker thread')
+        if r.case_id == 't-4':
+            raise Mine('a BaseException of its own')
+        return {OK}
+def make(opts):
+    return S()
+"""
+
+
+def test_a_system_exit_raised_by_the_system_is_its_cases_error(tmp_path, monkeypatch):
+    """``SystemExit(3)`` in ``answer()`` used to end the run with exit 3, no message and no
+    record of the case."""
+    (tmp_path / "raiser.py").write_text(RAISER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg, text = _cfg(tmp_path, "system=python", "system._target_=raiser.make")
+    metrics = Run(cfg, tmp_path / "run", text).execute()
+    errors = {r["case_id"]: r["error"] for r in _records(tmp_path)}
+    assert errors == {"t-1": None, "t-2": "system: SystemExit: 3",
+                      "t-3": "system: KeyboardInterrupt: not a signal: raised in a worker "
+                             "thread",
+                      "t-4": "system: Mine: a BaseException of its own"}
+    assert metrics["n_cases"] == 4 and metrics["errors"] == 3
+
+
+def test_a_system_exit_raised_by_the_factory_is_one_config_line(tmp_path, monkeypatch):
+    from raglab.errors import ConfigError
+    from raglab.systems.python import load_python_system
+
+    (tmp_path / "quits.py").write_text("def make(opts):\n    raise SystemExit(3)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match=r"quits.make\(options\) raised SystemExit: 3$"):
+        load_python_system("quits.make", {})
 
 
 # ---- the size of an answer ---------------------------------------------------------------
