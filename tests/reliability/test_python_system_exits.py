@@ -1,10 +1,12 @@
-"""A ``system=python`` object under hostile conditions: a ``SystemExit`` raised in it, and
-an answer of hundreds of megabytes."""
+"""A ``system=python`` object under hostile conditions: SIGTERM while its ``answer()`` is
+still running (a worker thread nobody can stop), a ``SystemExit`` raised in it, and an
+answer of hundreds of megabytes."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,6 +21,19 @@ from tests.runner.test_run_in_process import _cfg
 OK = ("{'case_id': r.case_id, 'answer': 'It takes 5 business days.',"
       " 'candidates': [{'doc_id': 'kb/a'}], 'context': [{'doc_id': 'kb/a'}]}")
 
+SLEEPY = f"""
+import os, time
+SLOW = os.environ['RAGLAB_TEST_SLOW']
+class S:
+    def answer(self, r):
+        if r.case_id != 't-1' and os.path.exists(SLOW):
+            time.sleep(30)  # deaf to the interrupt: a worker thread cannot be stopped
+        return {OK}
+def make(opts):
+    return S()
+"""
+
+
 def _cli(tmp_path, *args: str) -> tuple[list[str], dict]:
     corpus = write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS)
     cases = write_jsonl(tmp_path / "cases.jsonl", TINY_CASES)
@@ -29,6 +44,7 @@ def _cli(tmp_path, *args: str) -> tuple[list[str], dict]:
            "grader=heuristic", "tracking=none", *args]
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANTHROPIC_")}
     env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{REPO}"
+    env["RAGLAB_TEST_SLOW"] = str(tmp_path / "SLOW")
     return cmd, env
 
 
@@ -36,6 +52,54 @@ def _records(tmp_path) -> list[dict]:
     raw = (tmp_path / "run" / "records.jsonl").read_bytes()
     assert raw.endswith(b"\n")  # whole lines only
     return [json.loads(x) for x in raw.splitlines()]
+
+
+# ---- SIGTERM while the system is still answering -----------------------------------------
+def test_sigterm_while_the_system_answers_exits_at_once_and_twice_without_traceback(tmp_path):
+    """The run used to print "interrupted" and then wait for the sleeping worker thread at
+    exit (30 s here; forever for a hung call), and a second SIGTERM gave a traceback from
+    ``threading.join``. CI sends SIGTERM, then SIGKILL after a few seconds."""
+    slow = tmp_path / "SLOW"
+    slow.write_text("")
+    (tmp_path / "sleepy.py").write_text(SLEEPY)
+    cmd, env = _cli(tmp_path, "system._target_=sleepy.make", "concurrency=1")
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    records = tmp_path / "run" / "records.jsonl"
+    try:
+        deadline = time.monotonic() + 120
+        while not (records.exists() and records.read_bytes().endswith(b"\n")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.02)
+        time.sleep(0.2)  # t-2 is now sleeping in the worker thread
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.02)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)  # CI's, or an impatient user's, second one
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert took < 5, f"{took:.1f} s to exit after SIGTERM"
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert "raglab: interrupted" in err and "to resume" in err
+    assert [r["case_id"] for r in _records(tmp_path)] == ["t-1"]
+    assert not (tmp_path / "run" / "metrics.json").exists()  # not finished, nor looks it
+
+
+@pytest.mark.slow  # a second end-to-end run
+def test_a_run_stopped_while_the_system_answered_resumes(tmp_path):
+    test_sigterm_while_the_system_answers_exits_at_once_and_twice_without_traceback(tmp_path)
+    (tmp_path / "SLOW").unlink()
+    cmd, env = _cli(tmp_path, "system._target_=sleepy.make", "concurrency=1")
+    done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert sorted(r["case_id"] for r in _records(tmp_path)) == [c["id"] for c in TINY_CASES]
+    assert json.loads((tmp_path / "run" / "metrics.json").read_text())["errors"] == 0
 
 
 # ---- SystemExit and its kind raised by the system ----------------------------------------
