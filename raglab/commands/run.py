@@ -177,11 +177,12 @@ def run_task(job: JobInfo, resolve) -> None:
         # 2: a usage or input error; 1: a negative outcome; 3: metric versions differ
         fail(str(e), getattr(e, "exit_code", 2))
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM
+        _second_signal_exits()
         if tracker is not None:
             _quiet(tracker.killed)
         print(f"raglab: interrupted; records kept in {run_dir / 'records.jsonl'}; "
               "run again with the same hydra.run.dir to resume", file=sys.stderr)
-        sys.exit(130)
+        _exit_now(130)
     except Exception as e:  # a bug: one line (the traceback with RAGLAB_DEBUG=1)
         if tracker is not None:
             _quiet(tracker.failed, f"{type(e).__name__}: {e}")
@@ -253,12 +254,53 @@ def _quiet(fn, *args) -> None:
 
 
 def _sigterm_as_interrupt() -> None:
-    """SIGTERM ends a run as Ctrl-C does: records kept, MLflow run marked KILLED."""
+    """SIGTERM ends a run as Ctrl-C does: records kept, MLflow run marked KILLED. A second
+    one, while the first is handled, ends the process at once (:func:`_second_signal_exits`)."""
     import signal
     import threading
 
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, _first_sigterm)
+
+
+def _first_sigterm(signum: int, frame: Any) -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, _exit_at_once)
+    raise KeyboardInterrupt
+
+
+def _second_signal_exits() -> None:
+    """From now on Ctrl-C or SIGTERM ends the process at once (CI sends SIGTERM again, or
+    the user presses Ctrl-C twice): no traceback from wherever the signal lands."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, _exit_at_once)
+
+
+def _exit_at_once(signum: int, frame: Any) -> None:
+    """Exit 130 at once. Nothing is lost: each record line was flushed as it was written
+    (a torn last one is dropped by the resume), and an MLflow run left RUNNING is continued
+    by the resume."""
+    os.write(2, b"raglab: interrupted again: stopped at once; run again with the same "
+                b"hydra.run.dir to resume\n")
+    os._exit(130)
+
+
+def _exit_now(code: int) -> None:
+    """Exit without waiting for threads still running the system's code: a blocking
+    ``answer()`` (one that sleeps, or waits on a socket) cannot be stopped, and the
+    interpreter would wait for it at exit. The records are closed and the tracked run
+    marked by now; only the terminal's output is left to flush."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def main(argv: list[str]) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import errno
 import math
 import operator
+import threading
 import time
 from typing import Any
 
@@ -69,7 +70,16 @@ class CaseRunner:
 
         def timed():  # measured in the worker: queueing for a slot is not the system's latency
             t0 = time.perf_counter()
-            return system.answer(req), (time.perf_counter() - t0) * 1000
+            try:
+                out = system.answer(req)
+            except Exception:
+                raise
+            except BaseException as e:  # SystemExit(3) in the system's code: its case's error
+                if isinstance(e, KeyboardInterrupt) and \
+                        threading.current_thread() is threading.main_thread():
+                    raise  # maybe Ctrl-C or SIGTERM (a signal lands in the main thread only)
+                raise Raised(e) from None
+            return out, (time.perf_counter() - t0) * 1000
 
         raw = None
         try:
@@ -95,7 +105,8 @@ class CaseRunner:
                 raise storage_error(e, "a file of the system under test") from None
             record["error"] = f"system: {type(e).__name__}: {one_line(e)}"
         except Exception as e:  # the system's failure is this case's error; the run goes on
-            record["error"] = f"system: {type(e).__name__}: {one_line(e)}"
+            record["error"] = f"system: {e.name if isinstance(e, Raised) else type(e).__name__}" \
+                f": {one_line(e)}"
         else:
             lat = output["latency_ms"]
             if "total" not in lat:  # never less than the stages it reports (a replayed
@@ -166,6 +177,17 @@ class CaseRunner:
                if v["family"] == "faithfulness" and v.get("label") == "CONTRADICTED"]
         if bad:
             record["contradicted_claims"] = bad
+
+
+class Raised(Exception):
+    """A BaseException that is not Exception raised by a system's code (``SystemExit(3)``,
+    a ``KeyboardInterrupt`` raised in a worker thread, where no signal lands): an error of
+    its case like any other, never the end of the run. ``name`` is its type's name; its
+    text is the original's."""
+
+    def __init__(self, e: BaseException):
+        super().__init__(str(e))
+        self.name = type(e).__name__
 
 
 def output_dict(raw: Any) -> dict[str, Any]:

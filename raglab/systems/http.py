@@ -38,7 +38,7 @@ from raglab.data.schema import Strict, SystemOutput
 from raglab.registry import register
 from raglab.secrets import clip_bytes
 from raglab.systems.base import SystemRequest
-from raglab.systems.outputs import AddedFieldsWarning, read_output
+from raglab.systems.outputs import MAX_BODY_BYTES, AddedFieldsWarning, read_output
 
 
 class HttpSystemError(RuntimeError):
@@ -58,7 +58,7 @@ class HttpSystemCfg(Strict):
     max_retry_after_s: float = Field(30.0, ge=0, le=3600, json_schema_extra=UNLISTED)
     run_deadline_s: float | None = Field(None, gt=0, le=30 * 86400,
                                          json_schema_extra=UNLISTED)
-    max_body_bytes: int = Field(64 * 1024 * 1024, gt=0, le=2 ** 31,
+    max_body_bytes: int = Field(MAX_BODY_BYTES, gt=0, le=2 ** 31,
                                 json_schema_extra=UNLISTED)
 
     @model_validator(mode="after")

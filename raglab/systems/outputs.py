@@ -3,7 +3,9 @@ output itself (http, python, langchain, llamaindex): fields the system added are
 a hit: in its ``metadata``; on the output: in ``extra``) with one warning per run naming
 them, and a field the contract names with a wrong value fails that case with one line
 naming the field and the case (never a pydantic dump, never the value: it may hold a
-secret)."""
+secret). How large an answer may be is one bound, ``system.max_body_bytes``: the http
+system counts its response body, the python system its return value
+(:func:`json_size_over`)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,80 @@ import sys
 import threading
 from typing import Any
 
+from pydantic import BaseModel
+
 from raglab.data.schema import ContractError, SystemOutput, accept_output
+
+#: the largest answer a system may give, in bytes of JSON (``system.max_body_bytes``: the
+#: http system's response body, the python system's return value)
+MAX_BODY_BYTES = 64 * 1024 * 1024
+#: containers deeper than this are not measured: JSON cannot be written that deep (nor
+#: an object that holds itself), so the record fails that case anyway
+_MAX_DEPTH = 300
+#: characters of a non-ASCII string encoded at a time (to count its UTF-8 bytes)
+_PIECE = 1 << 20
 
 
 class OutputError(ValueError):
     """A system's output that does not fit the contract (that case fails)."""
+
+
+def json_size_over(data: Any, limit: int) -> bool:
+    """Whether ``data`` (a SystemOutput, or the dicts, lists and strings a system returned)
+    is larger than ``limit`` bytes as JSON, counted without writing it: each string's
+    UTF-8 bytes and its quotes, keys as strings, two bytes for a container's brackets and
+    one or two for each item's separators, eight for any other value (a number, null).
+    An object referred to twice counts twice, as JSON writes it twice, but is walked once;
+    the count stops as soon as it passes ``limit``; only the pieces of one non-ASCII
+    string are copied at a time."""
+    return _size(data, limit, {}, set(), 0) > limit
+
+
+def _size(value: Any, room: int, seen: dict[int, int], path: set[int], depth: int) -> int:
+    """The JSON size of ``value``, or a number above ``room`` once it is known to be over
+    (``seen``: the sizes of the containers walked, by id; ``path``: those being walked)."""
+    if isinstance(value, str):
+        return _utf8_size(value, room) + 2
+    if isinstance(value, bytes | bytearray):
+        return len(value) + 2
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, BaseModel):
+        items = vars(value).items()
+    elif isinstance(value, list | tuple):
+        items = None
+    else:
+        return 8
+    key = id(value)
+    if key in seen:
+        return seen[key]
+    if key in path or depth >= _MAX_DEPTH:
+        return 0
+    path.add(key)
+    total = 2
+    if items is None:
+        for v in value:
+            total += 1 + _size(v, room - total, seen, path, depth + 1)
+            if total > room:
+                break
+    else:
+        for k, v in items:
+            total += 2 + _size(k, room - total, seen, path, depth + 1)
+            total += _size(v, room - total, seen, path, depth + 1)
+            if total > room:
+                break
+    path.discard(key)
+    seen[key] = total
+    return total
+
+
+def _utf8_size(text: str, room: int) -> int:
+    """The UTF-8 size of ``text``, or a number above ``room`` once it is known to be."""
+    n = len(text)
+    if n > room or text.isascii():  # (never fewer bytes than characters)
+        return n
+    return sum(len(text[i:i + _PIECE].encode("utf-8", "surrogatepass"))
+               for i in range(0, n, _PIECE))
 
 
 def read_output(data: Any, case_id: str, what: str = "output",

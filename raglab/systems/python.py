@@ -11,18 +11,27 @@ from typing import Any, Literal
 from pydantic import Field
 
 from raglab.components import NO_CONTEXT, BuildContext, System
+from raglab.config import UNLISTED
 from raglab.data.schema import Strict, SystemOutput
 from raglab.errors import ConfigError
 from raglab.registry import register
 from raglab.secrets import clip
 from raglab.systems.base import SystemRequest
-from raglab.systems.outputs import AddedFieldsWarning, read_output
+from raglab.systems.outputs import (
+    MAX_BODY_BYTES,
+    AddedFieldsWarning,
+    OutputError,
+    json_size_over,
+    read_output,
+)
 
 
 class PythonSystemCfg(Strict):
     name: Literal["python"]
     target: str = Field(alias="_target_")
     options: dict[str, Any] = Field(default_factory=dict)
+    # as the http system's (not in conf/system/python.yaml; set with +system.max_body_bytes=N)
+    max_body_bytes: int = Field(MAX_BODY_BYTES, gt=0, le=2 ** 31, json_schema_extra=UNLISTED)
 
 
 @register("system", "python", config=PythonSystemCfg)
@@ -31,7 +40,7 @@ class PythonSystem(System):
     object built is the user's own (``PythonSystem(cfg, ctx)`` returns it)."""
 
     def __new__(cls, cfg: PythonSystemCfg, ctx: BuildContext = NO_CONTEXT) -> Any:
-        return Tolerant(load_python_system(cfg.target, cfg.options))
+        return Tolerant(load_python_system(cfg.target, cfg.options), cfg.max_body_bytes)
 
     @classmethod
     def identity(cls, run_cfg: Any) -> dict[str, str]:
@@ -55,19 +64,26 @@ class PythonSystem(System):
 
 
 class Tolerant:
-    """The user's system, its answers read as http reads a response body: fields it adds
-    are kept (hits: ``metadata``; the output: ``extra``) with one warning per run, and a
-    named field with a wrong value fails that case with one line naming the field and the
-    case (:func:`raglab.systems.outputs.read_output`)."""
+    """The user's system, its answers read as http reads a response body: an answer larger
+    than ``max_body_bytes`` as JSON (its strings counted in UTF-8, every field: the answer,
+    the hits' text, added fields) fails that case, so nothing that size is graded or
+    written; fields it adds are kept (hits: ``metadata``; the output: ``extra``) with one
+    warning per run, and a named field with a wrong value fails that case with one line
+    naming the field and the case (:func:`raglab.systems.outputs.read_output`)."""
 
-    def __init__(self, system: Any):
+    def __init__(self, system: Any, max_body_bytes: int = MAX_BODY_BYTES):
         self.system = system
+        self.max_body_bytes = max_body_bytes
         self.blocking = getattr(system, "blocking", True)
         self._warn = AddedFieldsWarning()
 
     def answer(self, request: SystemRequest) -> SystemOutput:
         added: list[str] = []
-        out = read_output(self.system.answer(request), request.case_id, added=added)
+        data = self.system.answer(request)
+        if json_size_over(data, self.max_body_bytes):
+            raise OutputError(f"answer larger than {self.max_body_bytes} bytes "
+                              "(system.max_body_bytes)")
+        out = read_output(data, request.case_id, added=added)
         self._warn(added)
         return out
 
@@ -87,7 +103,7 @@ def load_python_system(target: str, options: dict):
         raise ConfigError(f"config system._target_: {module_name!r} has no callable {attr!r}")
     try:
         system = factory(dict(options))
-    except Exception as e:  # noqa: BLE001 - the user's factory failed: one line, no traceback
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's factory failed: one line
         msg = clip(" ".join(str(e).split()), 300)  # scrubbed, then cut
         raise ConfigError(f"config system._target_: {target}(options) raised "
                           f"{type(e).__name__}: {msg}") from None
