@@ -195,6 +195,60 @@ def test_llamaindex_gets_the_case_as_metadata_filters_and_every_call_is_counted(
     assert both.latency_ms["retrieve"] > 0 and both.latency_ms["generate"] > 0
 
 
+ONE_ENGINE = '''
+from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.embeddings import MockEmbedding
+from llama_index.core.llms import MockLLM
+
+
+def build(config):
+    docs = [Document(text="Refunds take 5 days.", metadata={"doc_id": "kb/a"})]
+    index = VectorStoreIndex.from_documents(docs, embed_model=MockEmbedding(embed_dim=8))
+    return index.as_query_engine(similarity_top_k=1, llm=MockLLM(max_tokens=4))
+'''
+
+RETRIEVING_LAMBDA = '''
+from langchain_core.documents import Document
+from langchain_core.embeddings import DeterministicFakeEmbedding
+from langchain_core.runnables import RunnableLambda
+from langchain_core.vectorstores import InMemoryVectorStore
+
+
+def build(config):
+    docs = [Document(page_content="Refunds take 5 days.", metadata={"doc_id": "kb/a"}),
+            Document(page_content="Staff only.", metadata={"doc_id": "internal/c"})]
+    store = InMemoryVectorStore.from_documents(docs, DeterministicFakeEmbedding(size=16))
+
+    def retrieve(question, config):
+        user = config["configurable"]["raglab_user"]
+        keep = (lambda d: True) if user else (lambda d: d.metadata["doc_id"] == "kb/a")
+        return store.as_retriever(search_kwargs={"k": 2, "filter": keep}).invoke(question,
+                                                                               config)
+
+    return RunnableLambda(retrieve)
+'''
+
+
+def test_a_query_engine_built_once_says_the_cases_do_not_reach_it(tmp_path, monkeypatch,
+                                                                  capsys):
+    system, work, _ = _build(tmp_path, monkeypatch, "llamaindex", "one_engine", ONE_ENGINE)
+    for i in range(2):
+        assert _ask(system, f"c-{i}", "Refunds?", {"region": "EU"}).answer
+    assert capsys.readouterr().err.count("do not reach it") == 1
+    assert (work.retrievals, work.generations) == (2, 2)
+
+
+def test_a_langchain_runnable_returning_documents_is_read_as_a_retriever(tmp_path,
+                                                                        monkeypatch, capsys):
+    system, work, _ = _build(tmp_path, monkeypatch, "langchain", "retrieving", RETRIEVING_LAMBDA)
+    anonymous = _ask(system, "c-1", "Refunds?")
+    staff = _ask(system, "c-2", "Refunds?", user=STAFF)
+    assert anonymous.answer is None and [h.doc_id for h in anonymous.context] == ["kb/a"]
+    assert sorted(h.doc_id for h in staff.candidates) == ["internal/c", "kb/a"]
+    assert capsys.readouterr().err.count("retrieval metrics only") == 1
+    assert (work.retrievals, work.generations) == (2, 0)
+
+
 @pytest.mark.parametrize("module", ["my_rag", "my_index"])
 def test_the_documented_examples_keep_to_the_user_and_the_filters(tmp_path, monkeypatch,
                                                                    module):
