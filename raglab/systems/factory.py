@@ -1,8 +1,9 @@
 """What the adapters of a framework's pipeline share (``system=langchain``,
 ``system=llamaindex``): the user's factory (``system.factory=MODULE:FUNCTION``, the module
 found as ``system=python`` finds it), the plain dict of configuration sections it is called
-with, an index built once per sweep (:func:`build_once`), and hits made from a framework's
-documents.
+with, an index built once per sweep (:func:`build_once`), hits made from a framework's
+documents, and the clock of one answer (:class:`StageClock`: the retrieval and model calls
+its callbacks saw, counted into the run's ``work``, timed per stage, their tokens).
 
 The factory is called with ``{"chunker": {...}, "embedder": {...}, "reranker": {...},
 "k": 5, "candidate_depth": 50, "context_token_budget": 1500, "prompt": {...},

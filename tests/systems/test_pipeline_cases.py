@@ -25,8 +25,11 @@ def _build(tmp_path: Path, monkeypatch, system: str, module: str, code: str, *ov
     from raglab.commands.compose import compose_config
     from raglab.components import BuildContext
     from raglab.config import parse_run_config
+    from raglab.systems import factory
     from raglab.systems.base import WorkCounter
 
+    # indexes built here are not kept for other tests (their keys name corpus.jsonl too)
+    monkeypatch.setattr(factory, "_BUILT", {})
     (tmp_path / f"{module}.py").write_text(code, encoding="utf-8")
     write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS)
     monkeypatch.chdir(tmp_path)
