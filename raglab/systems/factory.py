@@ -1,8 +1,9 @@
 """What the adapters of a framework's pipeline share (``system=langchain``,
 ``system=llamaindex``): the user's factory (``system.factory=MODULE:FUNCTION``, the module
 found as ``system=python`` finds it), the plain dict of configuration sections it is called
-with, an index built once per sweep (:func:`build_once`), and hits made from a framework's
-documents.
+with, an index built once per sweep (:func:`build_once`), hits made from a framework's
+documents, and the clock of one answer (:class:`StageClock`: the retrieval and model calls
+its callbacks saw, counted into the run's ``work``, timed per stage, their tokens).
 
 The factory is called with ``{"chunker": {...}, "embedder": {...}, "reranker": {...},
 "k": 5, "candidate_depth": 50, "context_token_budget": 1500, "prompt": {...},
@@ -22,9 +23,11 @@ from typing import Any, ClassVar
 from pydantic import Field, field_validator
 
 from raglab.components import NO_CONTEXT, BuildContext, System
+from raglab.config import UNLISTED
 from raglab.data.schema import Strict
 from raglab.errors import ConfigError, install_line
 from raglab.secrets import clip
+from raglab.systems.outputs import MAX_BODY_BYTES
 
 
 class FactoryCfg(Strict):
@@ -38,6 +41,8 @@ class FactoryCfg(Strict):
         "+system.options.KEY=VALUE)"))
     doc_id_field: str = Field("doc_id", min_length=1, description=(
         "the metadata key holding a document's corpus id (then 'source' is tried)"))
+    # the bound of one case's output, as the http and python systems' (+system.max_body_bytes=N)
+    max_body_bytes: int = Field(MAX_BODY_BYTES, gt=0, le=2 ** 31, json_schema_extra=UNLISTED)
 
     @field_validator("factory")
     @classmethod
@@ -185,32 +190,66 @@ def make_hit(metadata: Mapping[str, Any], text: str, doc_id_field: str,
     return hit
 
 
+#: the work counter (``metrics.json`` ``work``) each timed stage's calls count as
+STAGE_WORK = {"retrieve": "retrievals", "generate": "generations"}
+
+
 class StageClock:
-    """Per-stage latencies of one answer, from a framework's callbacks (start/end by run
-    or event id); several calls of one stage add up."""
+    """Per-stage latencies, call counts and token usage of one answer, from a framework's
+    callbacks (start/end by run or event id). Several calls of one stage add up; a call
+    made inside another of the same stage (a retriever that calls a retriever, a chat call
+    made through a completion call) is part of it: pass ``nested=True`` and it is neither
+    counted nor timed again."""
 
     def __init__(self) -> None:
         import time
 
         self._now = time.perf_counter
+        self._lock = threading.Lock()  # a chain's parallel branches call back from threads
         self._open: dict[Any, tuple[str, float]] = {}
         self.ms: dict[str, float] = {}
+        self.calls: dict[str, int] = dict.fromkeys(STAGE_WORK, 0)
         self.usage: dict[str, float] = {}
         self.model: str | None = None
 
-    def start(self, stage: str, run_id: Any) -> None:
-        self._open[run_id] = (stage, self._now())
+    def start(self, stage: str, run_id: Any, nested: bool = False) -> None:
+        if nested:
+            return
+        with self._lock:
+            self._open[run_id] = (stage, self._now())
+            self.calls[stage] = self.calls.get(stage, 0) + 1
 
-    def end(self, run_id: Any) -> None:
-        found = self._open.pop(run_id, None)
-        if found is not None:
+    def running(self, stage: str) -> bool:
+        """Whether a call of ``stage`` has started and not ended."""
+        with self._lock:
+            return any(s == stage for s, _ in self._open.values())
+
+    def end(self, run_id: Any) -> bool:
+        """Ends the call ``run_id``; False when it was not one being timed (nested)."""
+        with self._lock:
+            found = self._open.pop(run_id, None)
+            if found is None:
+                return False
             stage, t0 = found
             self.ms[stage] = round(self.ms.get(stage, 0.0) + (self._now() - t0) * 1000, 3)
+            return True
 
     def add_usage(self, input_tokens: Any, output_tokens: Any) -> None:
-        for name, n in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
-            if isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 0:
-                self.usage[name] = self.usage.get(name, 0) + n
+        with self._lock:
+            for name, n in (("input_tokens", input_tokens), ("output_tokens", output_tokens)):
+                if isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 0:
+                    self.usage[name] = self.usage.get(name, 0) + n
+
+    def count(self, work: Any) -> None:
+        """Adds the calls made to the run's work counters (``retrievals``,
+        ``generations``); ``work`` None: nothing."""
+        if work is None:
+            return
+        with self._lock:
+            calls = dict(self.calls)
+        for stage, n in calls.items():
+            if n and stage in STAGE_WORK:
+                work.add(STAGE_WORK[stage], n)
 
 
 class SaidOnce:
@@ -245,11 +284,11 @@ class FrameworkSystem(System):
 
     def __init__(self, cfg: FactoryCfg, ctx: BuildContext = NO_CONTEXT):
         require(*self.framework)
-        kinds, retriever, described = self.accepted()
+        _, retriever, described = self.accepted()
         self.cfg = cfg
         self.ctx = ctx
         built = call_factory("system", cfg.factory, factory_config(ctx.run), ctx.work)
-        if not isinstance(built, kinds):
+        if not self.built_ok(built):
             raise ConfigError(f"config system.factory: {cfg.factory} returned a "
                               f"{type(built).__name__}, not {described}")
         self.pipeline: Any = built
@@ -267,6 +306,11 @@ class FrameworkSystem(System):
         raise NotImplementedError
 
     @classmethod
+    def built_ok(cls, built: Any) -> bool:
+        """Whether the factory returned what this adapter reads."""
+        return isinstance(built, cls.accepted()[0])
+
+    @classmethod
     def preflight(cls, run_cfg: Any) -> None:
         require(*cls.framework)
 
@@ -276,8 +320,11 @@ class FrameworkSystem(System):
 
     def finish(self, out: dict[str, Any], clock: StageClock, case_id: str) -> Any:
         """The SystemOutput of ``out`` with the clock's latencies, usage and model."""
-        from raglab.systems.outputs import read_output
+        from raglab.systems.outputs import OutputError, json_size_over, read_output
 
+        if json_size_over(out, self.cfg.max_body_bytes):
+            raise OutputError(f"answer larger than {self.cfg.max_body_bytes} bytes "
+                              "(system.max_body_bytes)")
         out["latency_ms"] = dict(clock.ms)
         out["usage"] = dict(clock.usage)
         if clock.model:

@@ -4,15 +4,23 @@ The factory is called with the run's configuration sections as a plain dict
 (:func:`raglab.systems.factory.factory_config`) and returns either a retriever (a
 ``BaseRetriever``: retrieval metrics only; the generation metrics do not apply, said once)
 or a runnable whose output maps ``answer`` and ``context`` (a list of ``Document``), the
-shape of LangChain's retrieval-chain recipes. The runnable is invoked with the question, or
-with ``{system.input_field: question}`` when that is set (``create_retrieval_chain`` expects
-``input``). Hits: ``doc_id`` from ``metadata[system.doc_id_field]`` (then ``source``),
-``text`` from ``page_content``, ``start`` from ``metadata["start_index"]`` (a splitter's
-``add_start_index``), ``score`` from ``metadata["score"]``. Candidates are the documents
-the chain's retrievers returned (seen through a callback handler), the context what the
-chain's output says. Usage tokens and the chat model's name come from the responses'
-metadata; latencies per stage (``retrieve``, ``generate``) from the callbacks' timings.
-langchain-core is imported only when this system is built (the optional extra
+shape of LangChain's retrieval-chain recipes (a runnable whose output is a list of
+Documents is read as a retriever). The runnable is invoked with the question, or with
+``{system.input_field: question}`` when that is set (``create_retrieval_chain`` expects
+``input``), and a ``RunnableConfig`` carrying the case: ``configurable`` holds
+``raglab_user`` (``{"id": ..., "groups": [...]}``, or None for an anonymous user),
+``raglab_filters`` (the case's filters, ``{}`` for none) and ``raglab_case_id``, which any
+step reads from its ``config["configurable"]`` (a ``RunnableLambda`` taking ``config``),
+so a retriever can keep to what the user may see; ``metadata`` holds ``raglab_case_id``
+and ``raglab_user_id`` (the traces' tags). Hits: ``doc_id`` from
+``metadata[system.doc_id_field]`` (then ``source``), ``text`` from ``page_content``,
+``start`` from ``metadata["start_index"]`` (a splitter's ``add_start_index``), ``score``
+from ``metadata["score"]``. Candidates are the documents the chain's retrievers returned
+(seen through a callback handler), the context what the chain's output says. The callback
+handler also counts the retriever and model calls (``work.retrievals``,
+``work.generations``; a retriever run inside another counts once) and times them per stage
+(``retrieve``, ``generate``); usage tokens and the chat model's name come from the
+responses' metadata. langchain-core is imported only when this system is built (the optional extra
 ``langchain``: :func:`raglab.errors.install_line`).
 """
 
@@ -56,22 +64,28 @@ class LangChainSystem(FrameworkSystem):
     def answer(self, req: SystemRequest) -> Any:
         clock = StageClock()
         handler = _handler(clock)
-        config: Any = {"callbacks": [handler]}
+        try:
+            out = self._invoke(req, handler, run_config(req, [handler]))
+        finally:
+            clock.count(self.ctx.work)
+        return self.finish(out, clock, req.case_id)
+
+    def _invoke(self, req: SystemRequest, handler: Any, config: Any) -> dict[str, Any]:
         cfg = self.cfg
         if self.retriever_only:
-            self._retrieval_note()
-            docs = self.pipeline.invoke(req.question, config=config)
-            hits = [self._hit(d) for d in docs]
-            out: dict[str, Any] = {"case_id": req.case_id, "candidates": hits,
-                                   "context": hits, "answer": None}
+            result = self.pipeline.invoke(req.question, config=config)
         else:
             arg = {cfg.input_field: req.question} if cfg.input_field else req.question
             result = self.pipeline.invoke(arg, config=config)
-            answer, context = self._read(result, handler.retrieved)
-            retrieved = handler.retrieved if handler.retrieved else context
-            out = {"case_id": req.case_id, "candidates": [self._hit(d) for d in retrieved],
-                   "context": [self._hit(d) for d in context], "answer": answer}
-        return self.finish(out, clock, req.case_id)
+        if isinstance(result, list):  # a retriever, or a runnable that retrieves
+            self._retrieval_note()
+            hits = [self._hit(d) for d in result]
+            return {"case_id": req.case_id, "candidates": hits, "context": hits,
+                    "answer": None}
+        answer, context = self._read(result, handler.retrieved)
+        retrieved = handler.retrieved if handler.retrieved else context
+        return {"case_id": req.case_id, "candidates": [self._hit(d) for d in retrieved],
+                "context": [self._hit(d) for d in context], "answer": answer}
 
     def _read(self, result: Any, retrieved: list) -> tuple[str | None, list]:
         """(answer, context Documents) of the runnable's output."""
@@ -111,30 +125,69 @@ def _text(value: Any) -> str | None:
     raise ValueError(f"the chain's answer is a {type(value).__name__}, not text")
 
 
+def run_config(req: SystemRequest, callbacks: list) -> dict[str, Any]:
+    """The ``RunnableConfig`` a case is invoked with: its user, filters and id in
+    ``configurable`` (``raglab_user``, ``raglab_filters``, ``raglab_case_id``), its id and
+    user's id in ``metadata``, and ``callbacks``."""
+    user = req.user.model_dump() if req.user is not None else None
+    metadata: dict[str, Any] = {"raglab_case_id": req.case_id}
+    if req.user is not None:
+        metadata["raglab_user_id"] = req.user.id
+    return {"callbacks": callbacks, "metadata": metadata,
+            "configurable": {"raglab_user": user, "raglab_filters": dict(req.filters),
+                             "raglab_case_id": req.case_id}}
+
+
 def _handler(clock: StageClock) -> Any:
-    """A callback handler timing the retrievers and models of one invocation, keeping the
-    retrieved documents and the models' token usage (langchain-core imported here)."""
+    """A callback handler counting and timing the retrievers and models of one invocation
+    (a run inside another of the same stage is part of it), keeping the retrieved
+    documents and the models' token usage (langchain-core imported here)."""
     from langchain_core.callbacks import BaseCallbackHandler
 
     class _Timings(BaseCallbackHandler):
         def __init__(self) -> None:
             self.retrieved: list = []
+            self._parent: dict[Any, Any] = {}  # run -> its parent run
+            self._stage: dict[Any, str] = {}  # retriever and model runs -> their stage
 
-        def on_retriever_start(self, serialized, query, *, run_id, **kw):
-            clock.start("retrieve", run_id)
+        def _begin(self, stage: str | None, run_id: Any, parent: Any) -> None:
+            self._parent[run_id] = parent
+            if stage is None:
+                return
+            self._stage[run_id] = stage
+            nested, seen, up = False, set(), parent
+            while up is not None and up not in seen:  # inside a run of the same stage?
+                if self._stage.get(up) == stage:
+                    nested = True
+                    break
+                seen.add(up)
+                up = self._parent.get(up)
+            clock.start(stage, run_id, nested=nested)
+
+        def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, **kw):
+            self._begin(None, run_id, parent_run_id)
+
+        def on_tool_start(self, serialized, input_str, *, run_id, parent_run_id=None, **kw):
+            self._begin(None, run_id, parent_run_id)
+
+        def on_retriever_start(self, serialized, query, *, run_id, parent_run_id=None,
+                               **kw):
+            self._begin("retrieve", run_id, parent_run_id)
 
         def on_retriever_end(self, documents, *, run_id, **kw):
-            clock.end(run_id)
-            self.retrieved.extend(documents)
+            if clock.end(run_id):  # (a nested retriever's documents are its parent's)
+                self.retrieved.extend(documents)
 
-        def on_chat_model_start(self, serialized, messages, *, run_id, **kw):
-            clock.start("generate", run_id)
+        def on_chat_model_start(self, serialized, messages, *, run_id, parent_run_id=None,
+                                **kw):
+            self._begin("generate", run_id, parent_run_id)
 
-        def on_llm_start(self, serialized, prompts, *, run_id, **kw):
-            clock.start("generate", run_id)
+        def on_llm_start(self, serialized, prompts, *, run_id, parent_run_id=None, **kw):
+            self._begin("generate", run_id, parent_run_id)
 
         def on_llm_end(self, response, *, run_id, **kw):
-            clock.end(run_id)
+            if not clock.end(run_id):
+                return
             llm_output = response.llm_output or {}
             counted = False
             for gens in response.generations:

@@ -2,33 +2,55 @@
 
 The same factory contract as ``system=langchain`` (:mod:`raglab.systems.factory`): the
 factory returns a query engine (the answer is ``str(response)``, the context
-``response.source_nodes``) or a retriever (retrieval metrics only, said once). Hits from
-nodes: ``doc_id`` from the node's ``metadata[system.doc_id_field]``, then ``source``, then
-its ``ref_doc_id``; ``text`` the node's content, ``start``/``end`` its character offsets,
-``score`` its score. Latencies per stage (``retrieve``, ``generate``) and token usage (where
-the model's raw response reports it) come through the pipeline's callback manager.
-llama-index-core is imported only when this system is built (the optional extra
-``llamaindex``: :func:`raglab.errors.install_line`).
+``response.source_nodes``) or a retriever (retrieval metrics only, said once), or a
+function ``(filters, user)`` returning one of them for each case: ``filters`` is a
+``MetadataFilters`` made from the case's filters (a key equal to the value; a list value:
+``IN``), ``user`` the case's user as ``{"id": ..., "groups": [...]}`` or None (anonymous),
+so the function can add its permission filter and build the engine with
+``index.as_query_engine(filters=filters)``. A query engine or retriever built once cannot
+receive them; a run whose cases have a user or filters says so once. Hits from nodes:
+``doc_id`` from the node's ``metadata[system.doc_id_field]``, then ``source``, then its
+``ref_doc_id``; ``text`` the node's content, ``start``/``end`` its character offsets,
+``score`` its score. Retrieval and model calls are counted (``work.retrievals``,
+``work.generations``; a call inside another of the same stage counts once) and timed per
+stage (``retrieve``, ``generate``), and token usage read where the model's response reports
+it, from LlamaIndex's instrumentation events (the root dispatcher; calls the pipeline
+makes in threads of its own are not seen). llama-index-core is imported only when this
+system is built (the optional extra ``llamaindex``: :func:`raglab.errors.install_line`).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from raglab.components import NO_CONTEXT, BuildContext
 from raglab.registry import register
 from raglab.systems.base import SystemRequest
-from raglab.systems.factory import FactoryCfg, FrameworkSystem, StageClock, make_hit
+from raglab.systems.factory import (
+    FactoryCfg,
+    FrameworkSystem,
+    SaidOnce,
+    StageClock,
+    make_hit,
+)
 
 
 class LlamaIndexSystemCfg(FactoryCfg):
     name: Literal["llamaindex"]
 
 
+#: the clock of the answer each thread is making (read by the one event handler)
+_LOCAL = threading.local()
+_LISTENING: list[Any] = []
+_LISTEN_LOCK = threading.Lock()
+
+
 @register("system", "llamaindex", config=LlamaIndexSystemCfg)
 class LlamaIndexSystem(FrameworkSystem):
-    """The user's LlamaIndex query engine or retriever, built by their factory."""
+    """The user's LlamaIndex query engine or retriever (or a function making one per case
+    from its filters and user), built by their factory."""
 
     framework = ("llamaindex", "llama_index.core", "llamaindex")
     answering = "a query engine"
@@ -36,10 +58,12 @@ class LlamaIndexSystem(FrameworkSystem):
 
     def __init__(self, cfg: LlamaIndexSystemCfg, ctx: BuildContext = NO_CONTEXT):
         super().__init__(cfg, ctx)
-        self._local = threading.local()  # the clock of the answer this thread is making
-        manager = getattr(self.pipeline, "callback_manager", None)
-        if manager is not None:
-            manager.add_handler(_handler(self._local))
+        self.per_case = not isinstance(self.pipeline, self.accepted()[0])
+        self._unreached = SaidOnce(
+            "the factory returned a query engine or retriever built once: the cases' user "
+            "and filters do not reach it (return a function (filters, user) that builds "
+            "one per case to apply them)")
+        _listen()
 
     @classmethod
     def accepted(cls) -> tuple[tuple[type, ...], type, str]:
@@ -47,25 +71,44 @@ class LlamaIndexSystem(FrameworkSystem):
         from llama_index.core.base.base_retriever import BaseRetriever
 
         return ((BaseQueryEngine, BaseRetriever), BaseRetriever,
-                "a LlamaIndex query engine or retriever")
+                "a LlamaIndex query engine or retriever (or a function making one)")
+
+    @classmethod
+    def built_ok(cls, built: Any) -> bool:
+        return callable(built) or super().built_ok(built)
 
     def answer(self, req: SystemRequest) -> Any:
-        clock = self._local.clock = StageClock()
+        clock = _LOCAL.clock = StageClock()
         try:
-            if self.retriever_only:
-                self._retrieval_note()
-                nodes = self.pipeline.retrieve(req.question)
-                answer = None
-            else:
-                response = self.pipeline.query(req.question)
-                nodes = list(getattr(response, "source_nodes", None) or [])
-                text = getattr(response, "response", None)
-                answer = str(response) if text is not None else None
+            nodes, answer = self._ask(req)
         finally:
-            self._local.clock = None
+            _LOCAL.clock = None
+            clock.count(self.ctx.work)
         hits = [self._hit(n) for n in nodes]
         return self.finish({"case_id": req.case_id, "candidates": hits, "context": hits,
                             "answer": answer}, clock, req.case_id)
+
+    def _ask(self, req: SystemRequest) -> tuple[list, str | None]:
+        """(the nodes retrieved, the answer or None) of the case."""
+        pipeline, retriever_only = self.pipeline, self.retriever_only
+        if self.per_case:
+            user = req.user.model_dump() if req.user is not None else None
+            pipeline = self.pipeline(filters=metadata_filters(req.filters), user=user)
+            kinds, retriever, _ = self.accepted()
+            if not isinstance(pipeline, kinds):
+                raise ValueError(f"the factory's function returned a "
+                                 f"{type(pipeline).__name__}, not a LlamaIndex query "
+                                 "engine or retriever")
+            retriever_only = isinstance(pipeline, retriever)
+        elif req.filters or req.user is not None:
+            self._unreached()
+        if retriever_only:
+            self._retrieval_note()
+            return list(pipeline.retrieve(req.question)), None
+        response = pipeline.query(req.question)
+        nodes = list(getattr(response, "source_nodes", None) or [])
+        text = getattr(response, "response", None)
+        return nodes, (str(response) if text is not None else None)
 
     def _hit(self, scored: Any) -> dict[str, Any]:
         node = getattr(scored, "node", scored)
@@ -83,48 +126,94 @@ class LlamaIndexSystem(FrameworkSystem):
                         score=getattr(scored, "score", None))
 
 
-def _handler(local: threading.local) -> Any:
-    """A callback handler timing retrieval and the model, and reading token usage, for the
-    answer the calling thread is making (llama-index-core imported here)."""
-    from llama_index.core.callbacks import CBEventType, EventPayload
-    from llama_index.core.callbacks.base_handler import BaseCallbackHandler
+def metadata_filters(filters: Mapping[str, Any]) -> Any:
+    """The case's filters as LlamaIndex ``MetadataFilters`` (all of them must hold): a key
+    equal to its value, or, for a list value, ``IN`` it (empty: no filter)."""
+    from llama_index.core.vector_stores import FilterOperator, MetadataFilter, MetadataFilters
 
-    stages = {CBEventType.RETRIEVE: "retrieve", CBEventType.LLM: "generate"}
+    out = []
+    for key, value in filters.items():
+        try:
+            out.append(MetadataFilter(key=key, value=value, operator=FilterOperator.IN)
+                       if isinstance(value, list) else MetadataFilter(key=key, value=value))
+        except ValueError:  # (pydantic's error names the value: not repeated here)
+            raise ValueError(f"the case's filter {key!r} has a value LlamaIndex's "
+                             "MetadataFilter does not take") from None
+    return MetadataFilters(filters=out)
 
-    class _Timings(BaseCallbackHandler):
-        def __init__(self) -> None:
-            super().__init__([], [])
 
-        def on_event_start(self, event_type, payload=None, event_id="", parent_id="", **kw):
-            clock = getattr(local, "clock", None)
-            if clock is not None and event_type in stages:
-                clock.start(stages[event_type], event_id)
-                model = (payload or {}).get(EventPayload.SERIALIZED) or {}
-                name = model.get("model_name") or model.get("model") \
-                    if isinstance(model, dict) else None
-                if isinstance(name, str) and name not in ("", "unknown") \
-                        and event_type == CBEventType.LLM:
-                    clock.model = name
-            return event_id
+def _listen() -> None:
+    """raglab's event handler on LlamaIndex's root dispatcher, added once per process."""
+    with _LISTEN_LOCK:
+        if not _LISTENING:
+            from llama_index.core.instrumentation import get_dispatcher
 
-        def on_event_end(self, event_type, payload=None, event_id="", **kw):
-            clock = getattr(local, "clock", None)
-            if clock is None or event_type not in stages:
+            handler = _handler()
+            get_dispatcher().add_event_handler(handler)
+            _LISTENING.append(handler)
+
+
+def _handler() -> Any:
+    """An event handler counting and timing retrieval and the model, and reading token
+    usage, for the answer the calling thread is making (llama-index-core imported here)."""
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+    from llama_index.core.instrumentation.events.llm import (
+        LLMChatEndEvent,
+        LLMChatStartEvent,
+        LLMCompletionEndEvent,
+        LLMCompletionStartEvent,
+    )
+    from llama_index.core.instrumentation.events.retrieval import (
+        RetrievalEndEvent,
+        RetrievalStartEvent,
+    )
+
+    starts: dict[type, str] = {RetrievalStartEvent: "retrieve",
+                               LLMChatStartEvent: "generate",
+                               LLMCompletionStartEvent: "generate"}
+    ends = (RetrievalEndEvent, LLMChatEndEvent, LLMCompletionEndEvent)
+
+    class _RaglabTimings(BaseEventHandler):
+        @classmethod
+        def class_name(cls) -> str:
+            return "RaglabTimings"
+
+        def handle(self, event: Any, **kwargs: Any) -> None:
+            clock = getattr(_LOCAL, "clock", None)
+            if clock is None:
                 return
-            clock.end(event_id)
-            if event_type == CBEventType.LLM:
-                for key in (EventPayload.COMPLETION, EventPayload.RESPONSE):
-                    raw = getattr((payload or {}).get(key), "raw", None)
-                    usage = raw.get("usage") if isinstance(raw, dict) else None
-                    if isinstance(usage, dict):
-                        clock.add_usage(usage.get("prompt_tokens"),
-                                        usage.get("completion_tokens"))
-                        break
+            stage = starts.get(type(event))
+            if stage is not None:
+                clock.start(stage, event.span_id, nested=clock.running(stage))
+                model = getattr(event, "model_dict", None) or {}
+                name = model.get("model_name") or model.get("model")
+                if isinstance(name, str) and name not in ("", "unknown"):
+                    clock.model = name
+            elif isinstance(event, ends) and clock.end(event.span_id) \
+                    and not isinstance(event, RetrievalEndEvent):
+                clock.add_usage(*_usage(getattr(event, "response", None)))
 
-        def start_trace(self, trace_id=None) -> None:
+    return _RaglabTimings()
+
+
+def _usage(response: Any) -> tuple[Any, Any]:
+    """(input tokens, output tokens) a model's response reports (``raw.usage`` as OpenAI
+    or Anthropic name them, then ``additional_kwargs``), or Nones."""
+    raw = getattr(response, "raw", None)
+    for usage in (raw.get("usage") if isinstance(raw, Mapping) else getattr(raw, "usage", None),
+                  getattr(response, "additional_kwargs", None)):
+        if usage is None:
+            continue
+
+        def pick(*names: str, usage: Any = usage) -> Any:
+            for n in names:
+                v = usage.get(n) if isinstance(usage, Mapping) else getattr(usage, n, None)
+                if v is not None:
+                    return v
             return None
 
-        def end_trace(self, trace_id=None, trace_map=None) -> None:
-            return None
-
-    return _Timings()
+        found = (pick("prompt_tokens", "input_tokens"),
+                 pick("completion_tokens", "output_tokens"))
+        if found != (None, None):
+            return found
+    return None, None
