@@ -130,7 +130,8 @@ WHAT = {
     "append it to records.jsonl": "written and flushed per case (resume), fsync once a "
     "second",
     "aggregate, metrics.json, the report": "overall and slice means, the report",
-    "other": "the case loop (record model, diagnosis), imports, Hydra: mostly fixed",
+    "other": "the case loop itself: tasks, the record model, the diagnosis, the row kept "
+    "for aggregation (imports and Hydra cancel out)",
 }
 
 
