@@ -77,7 +77,7 @@ def test_a_replay_run_without_grader_writes_each_record_before_the_next_case(tmp
     from raglab.systems.replay import ReplaySystem
     from tests.benchmarks.replay_data import make
 
-    paths = make(tmp_path / "data", 300, depth=3, n_slices=3, n_docs=30)
+    paths = make(tmp_path / "data", 30, depth=3, n_slices=3, n_docs=30)
     register_schema_defaults()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         c = compose(config_name="config", overrides=[
@@ -102,5 +102,5 @@ def test_a_replay_run_without_grader_writes_each_record_before_the_next_case(tmp
     monkeypatch.setattr(RecordWriter, "append", appending)
     metrics = Run(parse_run_config(resolved), tmp_path / "run",
                   OmegaConf.to_yaml(OmegaConf.create(resolved))).execute()
-    assert metrics["n_cases"] == count["written"] == 300
+    assert metrics["n_cases"] == count["written"] == 30
     assert count["ahead"] <= 2, count
