@@ -192,6 +192,9 @@ class Run:
             # (every case at once in batch mode, so one Message Batches job gathers them all)
             window = len(todo) if getattr(cfg.grader, "mode", "online") == "batch" \
                 else max(CASES_IN_FLIGHT, 4 * cfg.concurrency)
+            if grading is None and not getattr(system, "blocking", True):
+                window = 1  # each case is done when it starts (answered on this loop, no
+                # grading): cases ahead would only hold finished records in memory
             queued = iter(todo)
             tasks = deque(start(c) for c in itertools.islice(queued, window))
             while tasks:  # records are written in case order, each as soon as it is ready

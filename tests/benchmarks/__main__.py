@@ -18,7 +18,7 @@ import time
 
 BENCHMARKS = {
     "replay": ("bench_replay", "1. replay scoring vs a pytrec_eval process: marginal CPU "
-               "per case, and whole process"),
+               "per case (and by stage), and whole process"),
     "grader_calls": ("bench_grader_calls", "2. Claude grader calls per case (batched, demo)"),
     "throughput": ("bench_throughput", "3. grader throughput at 200 ms per request"),
     "sweep": ("bench_sweep", "4. sweep reuse: 3 chunk sizes x 4 k vs the largest-k runs"),

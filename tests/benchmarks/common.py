@@ -57,7 +57,6 @@ def doc_table_main(prog: str, args: list[str] | None, table, default_k: int, doc
     """``main`` of a benchmark that prints a simulation table (``table(k)``) and, with
     ``--write``, puts it into ``doc`` between the markers ``begin`` and ``end``."""
     import argparse
-    import re
 
     parser = argparse.ArgumentParser(prog=prog)
     parser.add_argument("--k", type=int, default=default_k, help=f"data sets per {what}")
@@ -68,8 +67,18 @@ def doc_table_main(prog: str, args: list[str] | None, table, default_k: int, doc
     print(text)
     print(f"\n(CPU {time.process_time() - t0:.1f} s)")
     if opts.write:
-        page = doc.read_text(encoding="utf-8")
-        new = re.sub(f"{re.escape(begin)}.*?{re.escape(end)}",
-                     lambda _: f"{begin}\n{text}\n{end}", page, flags=re.S)
-        doc.write_text(new, encoding="utf-8")
+        write_between(doc, begin, end, text)
         print(f"wrote the table into {doc}")
+
+
+def write_between(doc: Path, begin: str, end: str, text: str) -> None:
+    """Put ``text`` into ``doc`` between the markers ``begin`` and ``end`` (both must be
+    there)."""
+    import re
+
+    page = doc.read_text(encoding="utf-8")
+    new, n = re.subn(f"{re.escape(begin)}.*?{re.escape(end)}",
+                     lambda _: f"{begin}\n{text}\n{end}", page, flags=re.S)
+    if n != 1:
+        raise SystemExit(f"{doc}: expected the markers {begin} ... {end} once, found {n}")
+    doc.write_text(new, encoding="utf-8")

@@ -67,3 +67,40 @@ def test_resume_drops_a_torn_line_and_computes_only_the_rest(tmp_path):
     assert got == ref
     assert metrics["n_cases"] == 4
     assert metrics["work"]["retrievals"] == 0  # the two new cases' retrievals were cached
+
+
+def test_a_replay_run_without_grader_writes_each_record_before_the_next_case(tmp_path,
+                                                                             monkeypatch):
+    """Cases answered inline (a replayed output, no grading) are done when they start: none
+    is answered ahead of the records written (finished records are not held in memory)."""
+    from raglab.runner.records import RecordWriter
+    from raglab.systems.replay import ReplaySystem
+    from tests.benchmarks.replay_data import make
+
+    paths = make(tmp_path / "data", 30, depth=3, n_slices=3, n_docs=30)
+    register_schema_defaults()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        c = compose(config_name="config", overrides=[
+            "system=replay", f"system.path={paths['outputs']}", "grader=none",
+            "tracking=none", "progress=off", f"dataset.corpus={paths['corpus']}",
+            f"dataset.cases={paths['cases']}", "dataset.labels=null",
+            f"cache_dir={tmp_path / 'cache'}"])
+    resolved = OmegaConf.to_container(c, resolve=True)
+    count = {"answered": 0, "written": 0, "ahead": 0}
+    answer, append = ReplaySystem.answer, RecordWriter.append
+
+    def answering(self, req):
+        count["answered"] += 1
+        count["ahead"] = max(count["ahead"], count["answered"] - count["written"])
+        return answer(self, req)
+
+    def appending(self, *args, **kwargs):
+        count["written"] += 1
+        return append(self, *args, **kwargs)
+
+    monkeypatch.setattr(ReplaySystem, "answer", answering)
+    monkeypatch.setattr(RecordWriter, "append", appending)
+    metrics = Run(parse_run_config(resolved), tmp_path / "run",
+                  OmegaConf.to_yaml(OmegaConf.create(resolved))).execute()
+    assert metrics["n_cases"] == count["written"] == 30
+    assert count["ahead"] <= 2, count
