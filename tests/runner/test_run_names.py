@@ -11,7 +11,7 @@ import re
 import pytest
 
 from raglab.commands.compose import compose_config, shipped_defaults
-from raglab.runner.naming import MAX_NAME, run_name
+from raglab.runner.naming import MAX_NAME, job_name, run_name
 from raglab.secrets import redact
 
 
@@ -125,3 +125,28 @@ def test_a_sweep_job_names_every_swept_key_even_at_its_default():
     defaults = redact(shipped_defaults())
     assert run_name(redact(cfg), ["k"], {}, defaults=defaults) == "defaults"
     assert run_name(redact(cfg), ["k"], {}, defaults=defaults, swept=True) == "k=5"
+
+
+def test_a_given_run_name_in_a_sweep_is_followed_by_each_jobs_values():
+    """Before: every job of ``run_name=tuned -m k=3,5`` was named ``tuned``."""
+    cfg = {"k": 3, "chunker": {"size": 64}, "system": {"name": "langchain"}}
+    assert job_name("tuned", cfg, ["k"], {}, {}, []) == "tuned"
+    assert job_name("tuned", cfg, ["k"], {}, {}, ["k"]) == "tuned k=3"
+    assert job_name(None, cfg, ["k"], {}, {}, ["k"]) == "langchain k=3"
+    long = job_name("x" * 80, cfg, ["k", "chunker.size"], {}, {}, ["k", "chunker.size"])
+    assert len(long) <= MAX_NAME and long.endswith(" k=3 size=64")
+
+
+def test_a_compared_job_of_a_sweep_says_its_system(tmp_path):
+    import yaml
+
+    from raglab.compare.naming import job_label
+
+    (tmp_path / "multirun.yaml").write_text(yaml.safe_dump(
+        {"hydra": {"overrides": {"task": ["k=3,5", "system=langchain"]}}}))
+    for kind, want in (("langchain", "langchain k=3"), ("reference", "k=3")):
+        job = tmp_path / kind
+        job.mkdir()
+        (job / "config.yaml").write_text(yaml.safe_dump(
+            {"k": 3, "system": {"name": kind}}))
+        assert job_label(job) == want
