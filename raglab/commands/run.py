@@ -144,7 +144,8 @@ def run_task(job: JobInfo, resolve) -> None:
         if multirun:
             assert job.sweep_dir is not None  # task() sets it for every sweep job
             sweep_dir = str(Path(job.sweep_dir).resolve())
-        tracker = build_tracker(cfg, public, name, sweep_dir)
+        tracker = build_tracker(cfg, public, name, sweep_dir,
+                                scrub(str(ctx.get("name") or "")) if multirun else "")
         tracker.diffs = diffs
         yaml_text = OmegaConf.to_yaml(OmegaConf.create(public))
         run = Run(cfg, run_dir, yaml_text, name=name, diffs=diffs, config=public)
