@@ -263,7 +263,7 @@ def _sweep_title(jobs: list[list[str]], keys: list[str]) -> str:
     from raglab.commands.common import conf_dir
     from raglab.commands.compose import compose_config, shipped_defaults
     from raglab.config import parse_run_config
-    from raglab.runner.naming import override_key, sweep_name
+    from raglab.runner.naming import override_key, override_values, sweep_name
     from raglab.secrets import is_secret_key, redact, scrub, scrub_obj
 
     resolved = compose_config(jobs[0])
@@ -272,8 +272,7 @@ def _sweep_title(jobs: list[list[str]], keys: list[str]) -> str:
         resolved["dataset"]["name"] = cfg.dataset.name
     public = scrub_obj(redact(resolved))
     groups = {p.name for p in conf_dir().iterdir() if p.is_dir()} | {"experiment"}
-    settings = [dict((override_key(o), o.split("=", 1)[1]) for o in job if "=" in o)
-                for job in jobs]
+    settings = [override_values(job) for job in jobs]
     values = {k: [s.get(k, "") for s in settings] for k in keys
               if not any(is_secret_key(part) for part in k.split("."))}
     fixed = [o for o in jobs[0] if "=" in o and override_key(o) not in keys]

@@ -232,14 +232,15 @@ def _fit(head: list[str], parts: list[tuple[str, bool, str]], full: list[str],
     else:  # as many as fit, those shown whole first (the fingerprint covers the rest)
         keep: set[int] = set()
         for i in sorted(range(len(parts)), key=lambda i: parts[i][1]):
-            if len(joined(head + [parts[j][0] for j in sorted(keep | {i})])) <= room:
+            if not parts[i][0] or \
+                    len(joined(head + [parts[j][0] for j in sorted(keep | {i})])) <= room:
                 keep.add(i)
         shown = [parts[i] for i in sorted(keep)]
     dropped = len(parts) - len(shown)
     cut = [label for _, c, label in shown if c]
     what = f"+{dropped} more" if dropped else cut[0] if len(cut) == 1 else "settings"
     name = joined(head + [t for t, _, _ in shown])
-    if len(name) + len(f" ({what} #{digest})") > limit and not dropped:
+    if len(name) + len(f" ({what} #{digest})") > limit and len(what) > len("settings"):
         what = "settings"  # a long label: the fingerprint says it stands for them all
     tail = f" ({what} #{digest})"
     over = len(name) + len(tail) - limit
@@ -300,7 +301,7 @@ def job_name(given: str | None, public: Mapping[str, Any], keys: Iterable[str],
     return f"{middle(given, MAX_NAME - len(values) - 1)} {values}"
 
 
-def sweep_name(keys: list[str], values: Mapping[str, Iterable[str]] | None = None,
+def sweep_name(keys: list[str], values: Mapping[str, Iterable[Any]] | None = None,
                public: Mapping[str, Any] | None = None, fixed: Iterable[str] = (),
                choices: Mapping[str, Any] | None = None,
                defaults: Mapping[str, Any] | None = None, limit: int = MAX_NAME) -> str:
@@ -315,12 +316,17 @@ def sweep_name(keys: list[str], values: Mapping[str, Iterable[str]] | None = Non
     values = values or {}
     axes = []
     for key, label in labels.items():
-        vals = [str(v) for v in values.get(key, values.get(label, []))]
-        text = ",".join(dict.fromkeys(vals))
+        given = list(dict.fromkeys(values.get(key, values.get(label, []))))
+        vals = [_shown(v) for v in given]
+        text = ",".join(t for t, _ in vals)
         shown = middle(text, 2 * MAX_VALUE)
-        axes.append((f"{label}={shown}" if text else label, shown != text,
-                     label, f"{key}={text}"))
+        axes.append((f"{label}={shown}" if text else label,
+                     shown != text or any(c for _, c in vals), label, f"{key}={given!r}"))
     shown_kind, full_kind, kind_cut = system_kind(public)
+    if "system" in labels:  # the system itself swept: each job says its own
+        shown_kind, full_kind, kind_cut = "", "", False
+    elif "system.path" in labels and full_kind.startswith("replay:"):  # files swept
+        shown_kind, full_kind, kind_cut = "replay", "replay", False
     skip = set(labels) | {"system", "system.path"} if shown_kind else set(labels)
     others = [k for k in (override_key(f) for f in fixed) if k not in skip]
     parts = _parts(public, others, choices, defaults) if public else []
@@ -366,6 +372,18 @@ def sweep_arguments(overrides: list[str], params: Mapping[str, str] | None = Non
     """What Hydra's basic sweeper expands: ``hydra.sweeper.params`` as ``KEY=VALUE``, then
     the command line's overrides (a key given on both keeps the command line's value)."""
     return [f"{k}={v}" for k, v in (params or {}).items()] + list(overrides)
+
+
+def override_values(job: list[str]) -> dict[str, Any]:
+    """``{key: value}`` of one job's overrides, as Hydra parses them (``k=3`` -> ``3``,
+    ``url=http\\://h`` -> ``http://h``); ConfigError for one it cannot parse."""
+    out: dict[str, Any] = {}
+    for o in _parse(job):
+        if o.is_delete():
+            continue
+        value = o.value()
+        out[o.get_key_element().lstrip("+~")] = value
+    return out
 
 
 def _parse(arguments: list[str]) -> list[Any]:

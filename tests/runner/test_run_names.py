@@ -150,3 +150,27 @@ def test_a_compared_job_of_a_sweep_says_its_system(tmp_path):
         (job / "config.yaml").write_text(yaml.safe_dump(
             {"k": 3, "system": {"name": kind}}))
         assert job_label(job) == want
+
+
+def test_a_sweep_is_named_by_its_kind_swept_values_and_other_settings():
+    """Before: every sweep over k was ``k sweep``, whatever else it set or ran."""
+    from raglab.runner.naming import override_values, sweep_name
+
+    lc = {"system": {"name": "langchain", "factory": "m:b"}, "k": 3,
+          "grader": {"name": "openai"}}
+    assert sweep_name(["k"], {"k": [3, 5]}, lc, ["k=3", "grader=openai"],
+                      {"grader": "openai"}) == "langchain sweep k=3,5 grader=openai"
+    assert sweep_name(["k"], {"k": [3, 5]}, lc, ["k=3"]) == "langchain sweep k=3,5"
+    # files swept: the kind alone (not the first job's file), each file by its name
+    replay = {"system": {"name": "replay", "path": "/r/a/out-1.jsonl"}}
+    name = sweep_name(["system.path"], {"system.path": ["/r/a/out-1.jsonl", "/r/b/out-2.jsonl"]},
+                      replay)
+    assert name.startswith("replay sweep path=out-1.jsonl,out-2.jsonl (values #")
+    # the system swept: each job says its own kind, the sweep none
+    assert sweep_name(["system"], {"system": ["reference", "http"]},
+                      {"system": {"name": "reference"}}) == "sweep system=reference,http"
+    # values as Hydra reads them (escapes undone), a URL without its scheme
+    values = [override_values([o])["llm.base_url"]
+              for o in ("llm.base_url=http\\://a\\:1/v1", "llm.base_url=http://b:2/v1")]
+    assert sweep_name(["llm.base_url"], {"llm.base_url": values}) == \
+        "sweep base_url=a:1/v1,b:2/v1"
