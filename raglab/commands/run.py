@@ -22,9 +22,6 @@ from raglab.commands.common import fail
 from raglab.runner.sweep import SWEEP_ENV, sweep_context
 from raglab.secrets import clip_line
 
-#: set by ``raglab run -m`` for its jobs (also in launcher subprocesses): the swept keys
-#: that name each job, and the number of jobs
-
 
 def _fail_config(message: str, run_dir: Path | None = None) -> None:
     if run_dir is not None:
@@ -60,8 +57,6 @@ class JobInfo:
     multirun: bool = False
     sweep_dir: str | None = None
     num: int = 0
-
-
 
 
 def task(dict_cfg) -> None:
@@ -144,8 +139,10 @@ def run_task(job: JobInfo, resolve) -> None:
         if multirun:
             assert job.sweep_dir is not None  # task() sets it for every sweep job
             sweep_dir = str(Path(job.sweep_dir).resolve())
+        # the sweep's parent, when this job makes it, is named as the sweep's end names it
         tracker = build_tracker(cfg, public, name, sweep_dir,
-                                scrub(str(ctx.get("name") or "")) if multirun else "")
+                                scrub(str(cfg.run_name or ctx.get("name") or ""))
+                                if multirun else "")
         tracker.diffs = diffs
         yaml_text = OmegaConf.to_yaml(OmegaConf.create(public))
         run = Run(cfg, run_dir, yaml_text, name=name, diffs=diffs, config=public)
@@ -276,8 +273,7 @@ def _sweep_title(jobs: list[list[str]], keys: list[str]) -> str:
     values = {k: [s.get(k, "") for s in settings] for k in keys
               if not any(is_secret_key(part) for part in k.split("."))}
     fixed = [o for o in jobs[0] if "=" in o and override_key(o) not in keys]
-    choices = {override_key(o): o.split("=", 1)[1] for o in fixed
-               if override_key(o) in groups}
+    choices = {k: str(v) for k, v in settings[0].items() if k in groups and k not in keys}
     defaults = shipped_defaults()
     return scrub(sweep_name(list(values), values, public, fixed, choices,
                             redact(defaults) if defaults else {}))

@@ -31,7 +31,6 @@ from raglab.secrets import is_secret_key
 _NOT_NAMING = ("hydra", "tracking", "cache_dir", "progress", "concurrency", "run_name",
                "plugins")
 REDACTED = "***"
-__all__ = ["MAX_VALUE", "middle", "system_kind"]  # a job's kind and cut, as compare shows them
 
 
 def override_key(override: str) -> str:
