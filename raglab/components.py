@@ -42,6 +42,7 @@ class BuildContext:
     resolved: Mapping[str, Any] = field(default_factory=dict)  #: the public resolved config
     run_name: str = ""  #: the run's name
     sweep_dir: str | None = None  #: the sweep's directory (one job of a sweep), or None
+    sweep_name: str = ""  #: the sweep's own name (its parent run's), when it has one
     #: what a tracker reads from and hands to the rest of raglab (run.json, the report),
     #: so tracking imports neither: see :class:`RunFiles`
     run_files: Any = None

@@ -152,7 +152,8 @@ class RunCfg(Strict):
         "exit 1 when more than this share of cases failed (system or grader errors); a run "
         "in which every case failed always exits 1 (README \"Reliability\")"))
     run_name: str | None = Field(None, description=(
-        "a name for the run; null: built from the overrides that differ from the defaults"))
+        "a name for the run (in a sweep, each job's is it and the job's swept values); "
+        "null: the system's kind and the overrides that differ from the defaults"))
     progress: Literal["auto", "bar", "plain", "off"] = "auto"
     plugins: list[str] = Field(default_factory=list, description=(
         "modules that register your own components (see README \"Extending raglab\")"))

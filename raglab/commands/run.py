@@ -19,11 +19,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from raglab.commands.common import fail
+from raglab.runner.sweep import SWEEP_ENV, sweep_context
 from raglab.secrets import clip_line
-
-#: set by ``raglab run -m`` for its jobs (also in launcher subprocesses): the swept keys
-#: that name each job, and the number of jobs
-SWEEP_ENV = "RAGLAB_SWEEP"
 
 
 def _fail_config(message: str, run_dir: Path | None = None) -> None:
@@ -60,14 +57,6 @@ class JobInfo:
     multirun: bool = False
     sweep_dir: str | None = None
     num: int = 0
-
-
-def sweep_context() -> dict:
-    try:
-        ctx = json.loads(os.environ.get(SWEEP_ENV) or "{}")
-    except ValueError:
-        return {}
-    return ctx if isinstance(ctx, dict) else {}
 
 
 def task(dict_cfg) -> None:
@@ -113,7 +102,7 @@ def run_task(job: JobInfo, resolve) -> None:
     from raglab.errors import ConfigError, UserError
     from raglab.report.summary import config_diff, job_line
     from raglab.runner.components import build_tracker
-    from raglab.runner.naming import override_key, run_name
+    from raglab.runner.naming import job_name, override_key
     from raglab.runner.run import Run
     from raglab.runner.summary import error_rate_exceeded, print_summary
     from raglab.secrets import (
@@ -140,17 +129,20 @@ def run_task(job: JobInfo, resolve) -> None:
         if cfg.dataset._named_after_cases:  # not the demo's data: never called "demo"
             resolved["dataset"]["name"] = cfg.dataset.name
         public = scrub_obj(redact(resolved))
-        keys = ctx.get("keys") or [override_key(o) for o in job.task_overrides]
+        swept = list(ctx.get("keys") or [])  # a job of a sweep: named by what it sweeps
+        keys = swept or [override_key(o) for o in job.task_overrides]
         defaults = shipped_defaults()
-        name = scrub(cfg.run_name or run_name(public, keys, dict(job.choices),
-                                              defaults=redact(defaults) if defaults else {},
-                                              swept=bool(ctx.get("keys"))))
+        name = scrub(job_name(cfg.run_name, public, keys, dict(job.choices),
+                              redact(defaults) if defaults else {}, swept))
         diffs = config_diff(redact(defaults), public) if defaults else []
         sweep_dir = None
         if multirun:
             assert job.sweep_dir is not None  # task() sets it for every sweep job
             sweep_dir = str(Path(job.sweep_dir).resolve())
-        tracker = build_tracker(cfg, public, name, sweep_dir)
+        # the sweep's parent, when this job makes it, is named as the sweep's end names it
+        tracker = build_tracker(cfg, public, name, sweep_dir,
+                                scrub(str(cfg.run_name or ctx.get("name") or ""))
+                                if multirun else "")
         tracker.diffs = diffs
         yaml_text = OmegaConf.to_yaml(OmegaConf.create(public))
         run = Run(cfg, run_dir, yaml_text, name=name, diffs=diffs, config=public)
@@ -303,6 +295,32 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
+def _sweep_title(jobs: list[list[str]], keys: list[str]) -> str:
+    """The sweep's own name (:func:`raglab.runner.naming.sweep_name`): its system, each
+    swept key with its values, the other settings of its jobs that differ from the
+    defaults, read from its first job's redacted configuration."""
+    from raglab.commands.common import conf_dir
+    from raglab.commands.compose import compose_config, shipped_defaults
+    from raglab.config import parse_run_config
+    from raglab.runner.naming import override_key, override_values, sweep_name
+    from raglab.secrets import is_secret_key, redact, scrub, scrub_obj
+
+    resolved = compose_config(jobs[0])
+    cfg = parse_run_config(resolved)
+    if cfg.dataset._named_after_cases:  # as the run names it (run_task)
+        resolved["dataset"]["name"] = cfg.dataset.name
+    public = scrub_obj(redact(resolved))
+    groups = {p.name for p in conf_dir().iterdir() if p.is_dir()} | {"experiment"}
+    settings = [override_values(job) for job in jobs]
+    values = {k: [s.get(k, "") for s in settings] for k in keys
+              if not any(is_secret_key(part) for part in k.split("."))}
+    fixed = [o for o in jobs[0] if "=" in o and override_key(o) not in keys]
+    choices = {k: str(v) for k, v in settings[0].items() if k in groups and k not in keys}
+    defaults = shipped_defaults()
+    return scrub(sweep_name(list(values), values, public, fixed, choices,
+                            redact(defaults) if defaults else {}))
+
+
 def main(argv: list[str]) -> None:
     from raglab.commands.compose import split_argv
     from raglab.errors import ConfigError
@@ -329,8 +347,9 @@ def main(argv: list[str]) -> None:
             jobs = validate_jobs(overrides, multirun, params)
         except ConfigError as e:
             fail(str(e), 2)
-        os.environ[SWEEP_ENV] = json.dumps({"keys": swept_keys(overrides, params),
-                                            "jobs": len(jobs)})
+        keys = swept_keys(overrides, params)
+        os.environ[SWEEP_ENV] = json.dumps({"keys": keys, "jobs": len(jobs),
+                                            "name": _sweep_title(jobs, keys)})
     import hydra
 
     from raglab.commands.common import conf_dir

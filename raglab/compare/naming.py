@@ -1,13 +1,49 @@
 """Naming the jobs of a sweep by the parameters it swept (``k=3,chunker.size=256``), from
-its ``multirun.yaml`` or, when it has none, from the keys whose values differ."""
+its ``multirun.yaml`` or, when it has none, from the keys whose values differ; a job of a
+system other than the reference pipeline says which (``langchain k=3``, ``replay:out k=3``),
+as its run name does (raglab.runner.naming)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Mapping
+from pathlib import Path, PurePath
 from typing import Any
+
+from raglab.secrets import REDACTED
 
 _SWEEP_FUNCS = ("range(", "choice(", "interval(", "glob(", "tag(", "sort(", "shuffle(")
 _IGNORED = ("hydra", "run_name")
+#: the longest value a name shows (cut in the middle, with an ellipsis)
+MAX_VALUE = 24
+#: the system kind a name leaves implicit (the shipped pipeline)
+IMPLICIT_KIND = "reference"
+
+
+def middle(text: str, width: int = MAX_VALUE) -> str:
+    """``text`` at most ``width`` characters, cut in the middle (``outputs-20…-candidate``):
+    both its start and its end stay, so two values differing at either end stay apart."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    tail = (width - 1) // 2
+    return text[:width - 1 - tail] + "…" + (text[-tail:] if tail else "")
+
+
+def system_kind(public: Mapping[str, Any]) -> tuple[str, str, bool]:
+    """``(shown, full, shortened)`` of the system a run measures: its kind (``langchain``,
+    ``http``, ...; the reference pipeline stays implicit: ``""``), a replay with the stem of
+    the file it replays (``replay:outputs-v2``, cut in the middle)."""
+    system = public.get("system")
+    kind = system.get("name") if isinstance(system, Mapping) else None
+    if not isinstance(kind, str) or kind == IMPLICIT_KIND:
+        return "", "", False
+    if kind == "replay" and isinstance(system, Mapping):
+        path = system.get("path")
+        if isinstance(path, str) and path and path != REDACTED:
+            stem = PurePath(path).stem or path
+            return f"replay:{middle(stem)}", f"replay:{path}", stem != path
+    return kind, kind, False
 
 
 def _read_yaml(path: Path) -> dict:
@@ -91,4 +127,7 @@ def job_label(run_dir: Path) -> str | None:
     """A Hydra multirun job's name from the sweep's multirun.yaml (None when unknown)."""
     keys = swept_keys(_read_yaml(run_dir.parent / "multirun.yaml"))
     config = _read_yaml(run_dir / "config.yaml")
-    return name_of({k: _text(_lookup(config, k)) for k in keys}) if keys and config else None
+    if not keys or not config:
+        return None
+    kind = system_kind(config)[0]
+    return (f"{kind} " if kind else "") + name_of({k: _text(_lookup(config, k)) for k in keys})

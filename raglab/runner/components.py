@@ -173,7 +173,7 @@ class _RunFiles:
 
 
 def build_tracker(cfg: RunCfg, resolved: dict[str, Any], run_name: str,
-                  sweep_dir: str | None) -> Any:
+                  sweep_dir: str | None, sweep_name: str = "") -> Any:
     ctx = BuildContext(run=cfg, resolved=resolved, run_name=run_name, sweep_dir=sweep_dir,
-                       run_files=_RunFiles())
+                       sweep_name=sweep_name, run_files=_RunFiles())
     return registry.build("tracking", cfg.tracking, ctx)

@@ -1,11 +1,16 @@
-"""Short run names built from the (redacted) configuration: ``size=128 k=5``.
+"""Short run names built from the (redacted) configuration: ``langchain size=128 k=5``.
 
-A name lists the value of each key the user set (for a sweep: each swept key) that differs
-from the composed defaults, read back from the redacted configuration rather than from the
-command line, so a secret passed as an override can never reach a run name. A key is shown
-by its last part (``chunker.size`` -> ``size``) unless two keys share it; a path by its file
-name; a URL by its host; a config group by its choice; the dataset by its name. At most 60
-characters; a short hash of the settings is appended when the name shows less than them.
+A name starts with the kind of system the run measured (``langchain``, ``llamaindex``,
+``http``, ``python``; ``replay:STEM`` with the stem of the replayed file; the reference
+pipeline left implicit), then lists the value of each key the user set (for a job of a
+sweep: each swept key) that differs from the composed defaults, read back from the redacted
+configuration rather than from the command line, so a secret passed as an override can
+never reach a run name. A key is shown by the shortest ending no other setting shares
+(``chunker.size`` -> ``size``; ``grader.model`` beside ``generator.model``); a path by its
+file name; a URL without its scheme; a config group by its choice; the dataset by its name;
+a long value cut in the middle. A sweep's own name (:func:`sweep_name`) is its kind, each
+swept key with its values, and its other settings. At most 60 characters; a name that shows
+less than its settings ends with a labelled fingerprint of them (``(path #3fa2c1)``).
 
 A sweep's jobs and swept keys are read from its overrides and the ``hydra.sweeper.params``
 of its configuration (an ``experiment/`` file may declare the whole study there) with Hydra's
@@ -18,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import PurePath
 from typing import Any
 
+from raglab.compare.naming import MAX_VALUE, middle, system_kind
 from raglab.errors import ConfigError
 from raglab.secrets import is_secret_key
 
@@ -43,8 +49,6 @@ def _lookup(cfg: Mapping[str, Any], key: str) -> tuple[bool, Any]:
 
 #: the longest run name (MLflow's run table cuts longer ones, so two names would look alike)
 MAX_NAME = 60
-#: the longest value a name shows (cut with an ellipsis)
-MAX_VALUE = 24
 
 
 def _show(value: Any) -> str:
@@ -52,8 +56,9 @@ def _show(value: Any) -> str:
 
 
 def _shown(value: Any) -> tuple[str, bool]:
-    """The value as a name shows it, and whether that lost anything: a URL as its host
-    (``http://127.0.0.1:8000/v1`` -> ``127.0.0.1:8000``), a path as its file name."""
+    """The value as a name shows it, and whether that lost anything: a URL without its
+    scheme, credentials and query (``http://127.0.0.1:8000/v1`` -> ``127.0.0.1:8000/v1``),
+    a path as its file name, a long value cut in the middle."""
     if isinstance(value, bool):
         return ("true" if value else "false"), False
     if value is None:
@@ -62,11 +67,13 @@ def _shown(value: Any) -> tuple[str, bool]:
         return f"{value:g}", f"{value:g}" != repr(value)
     if isinstance(value, (list, tuple)):
         items = [_shown(v) for v in value]
-        return "[" + ",".join(t for t, _ in items) + "]", any(lossy for _, lossy in items)
-    text, cut = _shown_text(str(value))
+        text = "[" + ",".join(t for t, _ in items) + "]"
+        lossy = any(cut for _, cut in items)
+    else:
+        text, lossy = _shown_text(str(value))
     if len(text) > MAX_VALUE:  # one long value must not hide the others
-        return text[:MAX_VALUE - 1] + "…", True
-    return text, cut
+        return middle(text), True
+    return text, lossy
 
 
 def _shown_text(text: str) -> tuple[str, bool]:
@@ -74,11 +81,15 @@ def _shown_text(text: str) -> tuple[str, bool]:
         from urllib.parse import urlsplit
 
         try:
-            host = urlsplit(text).netloc.rpartition("@")[2]  # never the user:password part
+            url = urlsplit(text)
+            host = url.netloc.rpartition("@")[2]  # never the user:password part
         except ValueError:
             host = ""
         if host:
-            return host, host != text
+            shown = host + url.path.rstrip("/")
+            # http and https are one address to a reader: only what else is left out counts
+            return shown, (url.scheme not in ("http", "https") or "@" in url.netloc
+                           or bool(url.query or url.fragment))
     elif "/" in text:  # a path: its file name
         name = PurePath(text).name or text
         return name, name != text
@@ -95,31 +106,30 @@ def name_parts(public: Mapping[str, Any], keys: Iterable[str],
 
 def _parts(public: Mapping[str, Any], keys: Iterable[str],
            choices: Mapping[str, Any] | None = None,
-           defaults: Mapping[str, Any] | None = None, swept: bool = False
+           defaults: Mapping[str, Any] | None = None, swept: Iterable[str] = ()
            ) -> list[tuple[str, str, str, bool]]:
     """``[(key, shown value, full value, shortened)]``: :func:`name_parts` with the values
     unshortened. The files of a dataset (``dataset.cases=...``) are shown as its name,
     once (shortened: the name does not say which files). ``swept``: the keys of a sweep,
     each named even at its default value (every job shows every swept key)."""
     choices = choices or {}
-    if swept:
-        defaults, compare = None, defaults
-    else:
-        compare = defaults
+    always = {override_key(k) for k in swept}
     out: list[tuple[str, str, str, bool]] = []
     seen: set[str] = set()
     for key in keys:
         key = override_key(key)
-        if key.startswith("dataset.") and compare is not None:
+        named = key in always
+        if key.startswith("dataset.") and defaults is not None and not named:
             key = "dataset"  # the dataset's files and settings: its name says which
         if key in seen or key.split(".")[0].split("/")[0] in _NOT_NAMING:
             continue
         seen.add(key)
         if any(is_secret_key(part) for part in key.split(".")):
             continue
-        if key in choices and "." not in key and not (key == "dataset" and compare):
+        base = None if named else defaults
+        if key in choices and "." not in key and not (key == "dataset" and defaults):
             choice = choices[key]
-            if choice is not None and not _is_default(defaults, key, choice, group=True):
+            if choice is not None and not _is_default(base, key, choice, group=True):
                 shown, lossy = _shown(choice)
                 out.append((key, shown, repr(choice), lossy))
             continue
@@ -127,14 +137,12 @@ def _parts(public: Mapping[str, Any], keys: Iterable[str],
         if not found or value == REDACTED:
             continue
         if key == "dataset" and isinstance(value, Mapping):
-            same = defaults is not None and all(
-                _lookup(defaults, f"dataset.{k}") == (True, v) for k, v in value.items())
-            if swept:
-                same = False
+            same = base is not None and all(
+                _lookup(base, f"dataset.{k}") == (True, v) for k, v in value.items())
             if not same:
                 out.append((key, _show(value.get("name")), repr(sorted(value.items())), True))
             continue
-        if _is_default(defaults, key, value):
+        if _is_default(base, key, value):
             continue
         if isinstance(value, Mapping):
             if "name" not in value:
@@ -155,10 +163,21 @@ def _is_default(defaults: Mapping[str, Any] | None, key: str, value: Any,
     return found and default == value
 
 
-def short_labels(keys: list[str]) -> dict[str, str]:
-    """Each key by its last part, or whole where two keys share the last part."""
-    last = [k.split(".")[-1] for k in keys]
-    return {k: (lp if last.count(lp) == 1 else k) for k, lp in zip(keys, last)}
+def short_labels(keys: list[str], others: Iterable[str] = ()) -> dict[str, str]:
+    """Each key by its shortest dotted ending that no other key (of ``keys`` or ``others``,
+    e.g. every setting of the configuration) shares: ``chunker.size`` -> ``size``, but
+    ``grader.model`` and ``generator.model`` stay whole."""
+    pool = set(keys) | set(others)
+
+    def label(key: str) -> str:
+        parts = key.split(".")
+        for n in range(1, len(parts)):
+            end = ".".join(parts[-n:])
+            if not any(o != key and (o == end or o.endswith("." + end)) for o in pool):
+                return end
+        return key
+
+    return {k: label(k) for k in keys}
 
 
 def _leaves(node: Any, prefix: str = "") -> Iterable[str]:
@@ -169,37 +188,157 @@ def _leaves(node: Any, prefix: str = "") -> Iterable[str]:
         yield prefix[:-1]
 
 
-def run_name(public: Mapping[str, Any], keys: Iterable[str],
-             choices: Mapping[str, Any] | None = None, limit: int = MAX_NAME,
-             defaults: Mapping[str, Any] | None = None, swept: bool = False) -> str:
-    """``size=128 k=5``: the settings that differ from the composed ``defaults``, each by
-    its last part (whole when another setting shares it), a URL as its host, a file as its
-    base name; at most ``limit`` characters. When the name shows less than the settings
-    (a shortened value, an ambiguous label, a cut), a short hash of them all is appended,
-    so two runs that differ in any of them never share a name. ``defaults`` when nothing
-    was set. ``swept``: a sweep's job, named by every swept key, at its default or not."""
+def _digest(items: Iterable[str]) -> str:
     import hashlib
 
-    parts = _parts(public, keys, choices, defaults, swept)
-    if not parts:
-        return "defaults"
-    labels = short_labels([k for k, _, _, _ in parts])
-    lasts = [leaf.split(".")[-1] for leaf in _leaves(public)]
-    lossy = any(cut for _, _, _, cut in parts) or any(
-        labels[k] != k and lasts.count(labels[k]) > 1 for k, _, _, _ in parts)
-    name = " ".join(f"{labels[k]}={shown}" for k, shown, _, _ in parts)
+    return hashlib.sha256("\n".join(items).encode()).hexdigest()[:6]
+
+
+def _narrow(part: tuple[str, bool, str], width: int) -> tuple[str, bool, str]:
+    """A ``label=value`` part with its value cut in the middle to ``width`` characters."""
+    text, cut, label = part
+    value = text[len(label) + 1:]
+    if not text.startswith(label + "=") or len(value) <= width:
+        return part
+    return f"{label}={middle(value, width)}", True, label
+
+
+def _fit(head: list[str], parts: list[tuple[str, bool, str]], full: list[str],
+         limit: int) -> str:
+    """``head`` words, then as many ``parts`` (``(text, shortened, label)``) as fit in
+    ``limit`` characters. When the name shows less than ``full`` (a shortened value, or
+    parts left out), it ends with a labelled fingerprint of ``full``: ``(path #3fa2c1)``
+    (the one shortened setting), ``(settings #3fa2c1)`` (several), ``(+2 more #3fa2c1)``
+    (parts left out); never a bare hash."""
+    def joined(words: list[str]) -> str:
+        return " ".join(w for w in words if w)
+
+    lossy = [label for _, cut, label in parts if cut]
+    name = joined(head + [t for t, _, _ in parts])
     if not lossy and len(name) <= limit:
         return name
-    digest = hashlib.sha256("\n".join(f"{k}={full}" for k, _, full, _ in parts)
-                            .encode()).hexdigest()[:6]
-    room = limit - len(digest) - 2
-    return (name if len(name) <= room else name[:room - 1] + "…") + " #" + digest
+    digest = _digest(full)
+    for what in ([lossy[0]] if len(lossy) == 1 else []) + ["settings"]:
+        if len(name) + len(f" ({what} #{digest})") <= limit:
+            return f"{name} ({what} #{digest})"
+    room = limit - len(f" (+{len(parts)} more #{digest})") - 1  # or "(settings #...)"
+    shown: list[tuple[str, bool, str]] = []
+    for width in range(MAX_VALUE - 1, 7, -1):  # every setting, each value shorter
+        narrow = [_narrow(p, width) for p in parts]
+        if len(joined(head + [t for t, _, _ in narrow])) <= room:
+            shown = narrow
+            break
+    else:  # as many as fit, those shown whole first (the fingerprint covers the rest)
+        keep: set[int] = set()
+        for i in sorted(range(len(parts)), key=lambda i: parts[i][1]):
+            if not parts[i][0] or \
+                    len(joined(head + [parts[j][0] for j in sorted(keep | {i})])) <= room:
+                keep.add(i)
+        shown = [parts[i] for i in sorted(keep)]
+    dropped = len(parts) - len(shown)
+    cut = [label for _, c, label in shown if c]
+    what = f"+{dropped} more" if dropped else cut[0] if len(cut) == 1 else "settings"
+    name = joined(head + [t for t, _, _ in shown])
+    if len(name) + len(f" ({what} #{digest})") > limit and len(what) > len("settings"):
+        what = "settings"  # a long label: the fingerprint says it stands for them all
+    tail = f" ({what} #{digest})"
+    over = len(name) + len(tail) - limit
+    if over > 0:  # the head alone is too long: its kind cut first, then its last word
+        head = list(head)
+        for i in (0, len(head) - 1):
+            if over > 0 and head[i]:
+                cut_to = max(len(head[i]) - over, min(len(head[i]), 12))
+                over -= len(head[i]) - cut_to
+                head[i] = middle(head[i], cut_to)
+        name = middle(joined(head + [t for t, _, _ in shown]), limit - len(tail))
+    name += tail
+    return name
 
 
-def sweep_name(keys: list[str]) -> str:
-    """The parent run of a sweep: ``size × k sweep``."""
-    labels = short_labels([override_key(k) for k in keys])
-    return (" × ".join(labels.values()) + " sweep") if labels else "sweep"
+def run_name(public: Mapping[str, Any], keys: Iterable[str],
+             choices: Mapping[str, Any] | None = None, limit: int = MAX_NAME,
+             defaults: Mapping[str, Any] | None = None, swept: Iterable[str] | bool = (),
+             kind: bool = True) -> str:
+    """``langchain size=128 k=5``: the system's kind (:func:`system_kind`; none for the
+    reference pipeline), then the settings that differ from the composed ``defaults``,
+    each by the shortest ending of its key no other setting shares, a URL without its
+    scheme, a file as its base name, a long value cut in the middle; at most ``limit``
+    characters. When the name shows less than the settings, it ends with a labelled
+    fingerprint of them all (:func:`_fit`), so two runs that differ in any of them never
+    share a name. ``defaults`` when nothing is set. ``swept``: a sweep's swept keys,
+    each named at its default too, first (``True``: every key of ``keys``). ``kind``:
+    False leaves the system's kind out."""
+    keys = [override_key(k) for k in keys]
+    swept_keys = keys if swept is True else [override_key(k) for k in (swept or [])]
+    ordered = list(dict.fromkeys(swept_keys + keys))
+    shown_kind, full_kind, kind_cut = system_kind(public) if kind else ("", "", False)
+    skip = {"system"} | ({"system.path"} if full_kind.startswith("replay:") else set())
+    if shown_kind:
+        ordered = [k for k in ordered if k not in skip]
+    parts = _parts(public, ordered, choices, defaults, swept_keys)
+    if not parts and not shown_kind:
+        return "defaults"
+    labels = short_labels([k for k, _, _, _ in parts], _leaves(public))
+    items = [(f"{labels[k]}={shown}", cut, labels[k]) for k, shown, _, cut in parts]
+    full = [full_kind] + [f"{k}={value}" for k, _, value, _ in parts]
+    head = [shown_kind]
+    if kind_cut:  # the replayed file's folder: said by the fingerprint
+        items.insert(0, ("", True, "path"))
+    return _fit(head, items, full, limit)
+
+
+def job_name(given: str | None, public: Mapping[str, Any], keys: Iterable[str],
+             choices: Mapping[str, Any] | None, defaults: Mapping[str, Any] | None,
+             swept: list[str]) -> str:
+    """A run's name: ``run_name=...`` when given (in a sweep, followed by the job's swept
+    values, ``baseline k=3``, so its jobs stay apart), else :func:`run_name`."""
+    if not given:
+        return run_name(public, keys, choices, defaults=defaults, swept=swept)
+    if not swept:
+        return given
+    values = run_name(public, swept, choices, limit=MAX_NAME - 8, swept=True, kind=False)
+    return f"{middle(given, MAX_NAME - len(values) - 1)} {values}"
+
+
+def sweep_name(keys: list[str], values: Mapping[str, Iterable[Any]] | None = None,
+               public: Mapping[str, Any] | None = None, fixed: Iterable[str] = (),
+               choices: Mapping[str, Any] | None = None,
+               defaults: Mapping[str, Any] | None = None, limit: int = MAX_NAME) -> str:
+    """The parent run of a sweep: ``langchain sweep size=64,128 × k=3,5 grader=openai``:
+    the system's kind, the swept keys with their values, then the sweep's other settings
+    that differ from the composed ``defaults`` (``fixed``: their keys, e.g. the command
+    line's other overrides, ``experiment`` among them), read from ``public`` (a job's
+    redacted configuration); at most ``limit`` characters, fingerprinted as
+    :func:`run_name` when it shows less."""
+    public = public or {}
+    labels = short_labels([override_key(k) for k in keys], _leaves(public))
+    values = values or {}
+    axes = []
+    for key, label in labels.items():
+        given = list(dict.fromkeys(values.get(key, values.get(label, []))))
+        vals = [_shown(v) for v in given]
+        text = ",".join(t for t, _ in vals)
+        shown = middle(text, 2 * MAX_VALUE)
+        axes.append((f"{label}={shown}" if text else label,
+                     shown != text or any(c for _, c in vals), label, f"{key}={given!r}"))
+    shown_kind, full_kind, kind_cut = system_kind(public)
+    if "system" in labels:  # the system itself swept: each job says its own
+        shown_kind, full_kind, kind_cut = "", "", False
+    elif "system.path" in labels and full_kind.startswith("replay:"):  # files swept
+        shown_kind, full_kind, kind_cut = "replay", "replay", False
+    skip = set(labels) | {"system", "system.path"} if shown_kind else set(labels)
+    others = [k for k in (override_key(f) for f in fixed) if k not in skip]
+    parts = _parts(public, others, choices, defaults) if public else []
+    olabels = short_labels([k for k, _, _, _ in parts], _leaves(public))
+    # the axes are never left out (a cut in their values is fingerprinted as "values")
+    items = [("", True, "values")] if any(c for _, c, _, _ in axes) else []
+    items += [(f"{olabels[k]}={shown}", cut, olabels[k]) for k, shown, _, cut in parts]
+    if kind_cut:
+        items.insert(0, ("", True, "path"))
+    full = ([full_kind] + [f for _, _, _, f in axes]
+            + [f"{k}={value}" for k, _, value, _ in parts])
+    return _fit([shown_kind, "sweep", " × ".join(t for t, _, _, _ in axes)], items, full,
+                limit)
 
 
 # ---- a sweep's jobs (Hydra's override grammar and its basic sweeper's job order) --------
@@ -232,6 +371,18 @@ def sweep_arguments(overrides: list[str], params: Mapping[str, str] | None = Non
     """What Hydra's basic sweeper expands: ``hydra.sweeper.params`` as ``KEY=VALUE``, then
     the command line's overrides (a key given on both keeps the command line's value)."""
     return [f"{k}={v}" for k, v in (params or {}).items()] + list(overrides)
+
+
+def override_values(job: list[str]) -> dict[str, Any]:
+    """``{key: value}`` of one job's overrides, as Hydra parses them (``k=3`` -> ``3``,
+    ``url=http\\://h`` -> ``http://h``); ConfigError for one it cannot parse."""
+    out: dict[str, Any] = {}
+    for o in _parse(job):
+        if o.is_delete():
+            continue
+        value = o.value()
+        out[o.get_key_element().lstrip("+~")] = value
+    return out
 
 
 def _parse(arguments: list[str]) -> list[Any]:

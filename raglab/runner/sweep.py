@@ -254,6 +254,23 @@ def _tracks(name: str) -> bool:
         return False
 
 
+#: the environment variable ``raglab run -m`` hands its jobs and its end the sweep in
+#: (JSON: ``keys``, the swept keys; ``jobs``, how many; ``name``, the sweep's own name)
+SWEEP_ENV = "RAGLAB_SWEEP"
+
+
+def sweep_context() -> dict:
+    """What ``raglab run -m`` said of the sweep (``{}`` when it said nothing)."""
+    import json
+    import os
+
+    try:
+        ctx = json.loads(os.environ.get(SWEEP_ENV) or "{}")
+    except ValueError:
+        return {}
+    return ctx if isinstance(ctx, dict) else {}
+
+
 def summarize(config: Any) -> str:
     from raglab.data.io import atomic_write_text
     from raglab.metrics.catalog import spec_of
@@ -274,7 +291,7 @@ def summarize(config: Any) -> str:
     keys, jobs = jobs_of(sweep_dir, overrides, groups, declared)
     labels = short_labels(keys)
     header, rows = sweep_rows(jobs, keys, labels)
-    name = str(config.get("run_name") or sweep_name(keys))
+    name = str(config.get("run_name") or sweep_context().get("name") or sweep_name(keys))
     html = sweep_dir / "sweep.html"
     atomic_write_text(html, sweep_html(name, header, rows, len(keys), str(sweep_dir)))
     lines = [f"sweep {name!r}: {len(jobs)} jobs in {sweep_dir}",

@@ -94,12 +94,14 @@ class MlflowRun:
               params: Mapping[str, str | int | float | bool | None] | None = None,
               tags: Mapping[str, str] | None = None, sweep_dir: str | Path | None = None,
               resume: Mapping[str, Any] | None = None,
-              remember: Callable[[dict], None] | None = None) -> MlflowRun:
+              remember: Callable[[dict], None] | None = None,
+              sweep_name: str | None = None) -> MlflowRun:
         """A new run, or, with ``resume`` (a previous :meth:`identity` of the same run
         directory), that run again, set back to RUNNING, when the store still holds it.
         ``remember`` records an identity where a resume will find it: a start token before
         the run is created, then the run's id at once, so a process killed at any moment
-        leaves no run that its resume cannot continue."""
+        leaves no run that its resume cannot continue. ``sweep_name``: the name of the
+        sweep's parent run when this job creates it (else the sweep directory's name)."""
         import uuid
 
         from raglab.secrets import scrub
@@ -107,7 +109,8 @@ class MlflowRun:
         uri = normalize_uri(uri)
         client = _client(uri)
         exp_id = experiment_id(client, uri, experiment)
-        parent = sweep_parent(client, exp_id, uri, Path(sweep_dir)) if sweep_dir else None
+        parent = sweep_parent(client, exp_id, uri, Path(sweep_dir),
+                              scrub(sweep_name) if sweep_name else None) if sweep_dir else None
         run_tags = {str(k): clip(str(v), MAX_TAG_VALUE_LENGTH)
                     for k, v in (tags or {}).items() if v is not None}
         if parent:

@@ -43,8 +43,11 @@ def experiment_id(client, uri: str, name: str) -> str:
     raise UserError(f"could not create MLflow experiment {name!r}")
 
 
-def sweep_parent(client, exp_id: str, uri: str, sweep_dir: Path) -> str:
-    """The sweep's parent run id, created by the first job under an exclusive lock."""
+def sweep_parent(client, exp_id: str, uri: str, sweep_dir: Path, name: str | None = None
+                 ) -> str:
+    """The sweep's parent run id, created by the first job under an exclusive lock, named
+    ``name`` (the sweep's own name; else its directory's) from the start, so a sweep still
+    running, or stopped, says what it runs."""
     sweep_dir = sweep_dir.absolute()
     sweep_dir.mkdir(parents=True, exist_ok=True)
     state_path = sweep_dir / PARENT_FILE
@@ -61,7 +64,7 @@ def sweep_parent(client, exp_id: str, uri: str, sweep_dir: Path) -> str:
                         return p["run_id"]
                 except Exception:  # noqa: BLE001 - gone from the store: make a new one
                     pass
-        parent = client.create_run(exp_id, run_name=sweep_dir.name,
+        parent = client.create_run(exp_id, run_name=name or sweep_dir.name,
                                    tags={"raglab.sweep_dir": str(sweep_dir)})
         parents = [p for p in parents if not (p.get("uri") == uri
                                               and p.get("experiment_id") == exp_id)]

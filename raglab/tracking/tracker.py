@@ -118,7 +118,7 @@ class MlflowTracker(Tracker):
         self.run = MlflowRun.start(self.cfg.uri, self.cfg.experiment,
                                    self.run_name, flatten_config(self.resolved), tags,
                                    sweep_dir=self.sweep_dir, resume=previous,
-                                   remember=remember)
+                                   remember=remember, sweep_name=self.ctx.sweep_name)
         self.resumed = previous is not None
         if self.cfg.traces != "none":
             try:

@@ -45,7 +45,8 @@ def test_a_sweep_says_which_job_is_which_and_summarises_itself(tmp_path, tiny):
         "job 3/4 size=32 k=2"]
     assert all("final.evidence_recall=" in x for x in job_lines)
     # one table at the end: the swept values as rows, then one row per headline metric
-    table = out[out.index("sweep 'size × k sweep'"):]
+    # the sweep's own name: what it swept, then what else it set (at most 60 characters)
+    table = out[out.index("sweep 'sweep size=16,32 × k=1,2 "):]
     assert re.search(r"^size\s+16\s+16\s+32\s+32$", table, re.M)
     assert re.search(r"^k\s+1\s+2\s+1\s+2$", table, re.M)
     assert re.search(r"^final\.evidence_recall ↑(\s+[0-9.]+){4}$", table, re.M)
@@ -58,7 +59,8 @@ def test_a_sweep_says_which_job_is_which_and_summarises_itself(tmp_path, tiny):
     client = _client(uri)
     exp = client.get_experiment_by_name("raglab")
     parent = client.get_run(parent_id)
-    assert parent.info.run_name == "size × k sweep"
+    assert parent.info.run_name.startswith("sweep size=16,32 × k=1,2 chunker=fixed")
+    assert len(parent.info.run_name) <= 60 and parent.info.run_name in out
     assert parent.data.params["chunker.size"] == "16, 32" and parent.data.params["k"] == "1, 2"
     note = parent.data.tags["mlflow.note.content"]
     assert "| job | 0 | 1 | 2 | 3 |" in note and "| size | 16 | 16 | 32 | 32 |" in note

@@ -67,7 +67,7 @@ def test_a_config_declared_sweep_counts_names_and_lists_every_job(declared):
     lines = [ln for ln in res.stdout.splitlines() if re.match(r"job \d+/", ln)]
     assert [ln.split(" ", 2)[1] for ln in lines] == ["0/4", "1/4", "2/4", "3/4"]
     assert lines[1].startswith("job 1/4 size=64 k=3:")
-    assert "sweep 'size × k sweep': 4 jobs" in res.stdout
+    assert "sweep 'sweep size=64,128 × k=1,3 experiment=tiny " in res.stdout
     table = res.stdout.split("4 jobs in")[1].splitlines()
     assert table[1].split() == ["job", "0", "1", "2", "3"]
     html = (d / "sw" / "sweep.html").read_text()
@@ -81,7 +81,7 @@ def test_a_config_declared_sweep_counts_names_and_lists_every_job(declared):
                if "mlflow.parentRunId" not in r.data.tags]
     assert len(parents) == 1
     parent = parents[0]
-    assert parent.info.run_name == "size × k sweep"
+    assert parent.info.run_name.startswith("sweep size=64,128 × k=1,3 experiment=tiny ")
     assert parent.data.params == {"chunker.size": "64, 128", "k": "1, 3"}
     tags = parent.data.tags
     assert tags["raglab.sweep.jobs"] == "4"

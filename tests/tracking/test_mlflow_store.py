@@ -117,6 +117,18 @@ def test_start_finish_logs_everything(tmp_path, store, monkeypatch):
     assert json.loads(Path(local).read_text()) == json.loads((run_dir / "metrics.json").read_text())
 
 
+def test_a_sweep_parent_is_named_by_the_sweep_from_its_first_job(tmp_path, store):
+    """Before: named after its directory (``12-00-00``) until the sweep's end, so a sweep
+    still running, or stopped, did not say what it ran."""
+    sweep = tmp_path / "multirun" / "12-00-00"
+    job_dir = make_run_dir(sweep / "0", seed=0, n_intents=2)
+    run = MlflowRun.start(store, "named", "k=1", {"k": 1}, {}, sweep_dir=str(sweep),
+                          sweep_name="sweep k=1,2 grader=openai")
+    run.finish(job_dir, report=report_files(job_dir))
+    parent = MlflowClient(tracking_uri=store).get_run(run.parent_run_id)
+    assert parent.info.run_name == "sweep k=1,2 grader=openai"
+
+
 def test_sweep_children_share_one_parent(tmp_path, store):
     sweep = tmp_path / "multirun" / "2024-01-01" / "12-00-00"
     runs = []

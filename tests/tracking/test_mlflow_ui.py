@@ -21,15 +21,17 @@ def test_run_names_keep_every_swept_value_and_never_a_secret():
     keys = ["chunker.size", "k", "system.headers.Authorization", "system.api_key",
             "dataset.cases", "tracking.uri", "hydra.run.dir"]
     name = run_name(cfg, keys)
-    # a file by its base name, and a hash of the settings since the name shows less of
-    # them (two folders' cases30.jsonl never share a name)
-    assert re.fullmatch(r"size=128 k=5 cases=cases30\.jsonl #[0-9a-f]{6}", name)
+    # a file by its base name, and a fingerprint of the settings, saying which one it
+    # stands for, since the name shows less of them (two folders' cases30.jsonl differ)
+    assert re.fullmatch(r"size=128 k=5 cases=cases30\.jsonl \(cases #[0-9a-f]{6}\)", name)
     assert "SECRET" not in name and "***" not in name
     assert run_name(cfg, ["chunker"], {"chunker": "fixed"}) == "chunker=fixed"
     assert run_name({"a": {"size": 1}, "b": {"size": 2}}, ["a.size", "b.size"]) == \
         "a.size=1 b.size=2"  # a shared last part is spelt out
     assert run_name(cfg, []) == "defaults"
-    assert sweep_name(["chunker.size", "k"]) == "size × k sweep"
+    assert sweep_name(["chunker.size", "k"]) == "sweep size × k"
+    assert sweep_name(["chunker.size", "k"], {"chunker.size": ["64", "128"], "k": ["3", "5"]}) \
+        == "sweep size=64,128 × k=3,5"
 
 
 def test_slice_metrics_headline_keeps_every_overall_metric():

@@ -53,7 +53,7 @@ def test_the_ui_leads_with_the_headline(tmp_path, tiny):
             Browser(tmp_path / "chromium-profile", width=1920, height=1080) as b:
         # the sweep's saved view: the runs table on the swept param and headline metrics
         b.open(f"{base}/{view_path}")
-        text = b.wait_for_text("raglab: k sweep", "Parameters", "candidate.evidence_recall")
+        text = b.wait_for_text("raglab: sweep k=1,2", "Parameters", "candidate.evidence_recall")
         time.sleep(1)
         b.screenshot(screens / "1-experiment-view.png")
         assert "Training runs" in text  # the classic layout, not GenAI evaluations
@@ -105,7 +105,7 @@ def test_the_ui_leads_with_the_headline(tmp_path, tiny):
             time.sleep(0.5)
             frames = b.frame_texts()
         b.screenshot(screens / "5-sweep-html.png")
-        assert any(f.startswith("k sweep\n") for f in frames), frames
+        assert any(f.startswith("sweep k=1,2 ") for f in frames), frames
         errors = _own_errors(b.console_errors)
     assert not errors, errors
     assert all((screens / n).stat().st_size > 10_000 for n in (
