@@ -7,6 +7,7 @@ batch request as the same request sent to ``/v1/chat/completions`` would be answ
         srv.calls(BATCHES, "POST")   # the batches created
 
 ``batch_polls``: retrieves answered ``in_progress`` before a batch completes (when not held).
+``keep_files``: deleting a file is answered 404 (a server that keeps them).
 ``result_faults``: one per batch request, in order: ``"error"`` (an HTTP 400 line in the
 error file), ``"expired"`` (a ``batch_expired`` line in the error file), None (answered).
 The plain :class:`~tests.llm.fake_openai.FakeOpenAI` has no Batch API (HTTP 404), as most
@@ -39,6 +40,8 @@ class FakeOpenAIBatch(FakeOpenAI):
         self.result_faults: deque = deque()
         self.files: dict[str, dict] = {}
         self.openai_batches: dict[str, dict] = {}
+        self.deleted: dict[str, dict] = {}  # files deleted by the client
+        self.keep_files = False  # True: a DELETE is answered 404, the file kept
 
     def __enter__(self) -> FakeOpenAIBatch:
         fake = self
@@ -57,7 +60,8 @@ class FakeOpenAIBatch(FakeOpenAI):
     def batch_requests(self, batch_id: str) -> list[dict]:
         """The request lines of a batch's input file."""
         b = self.openai_batches[batch_id]
-        text = self.files[b["input_file_id"]]["content"].decode()
+        f = self.files.get(b["input_file_id"]) or self.deleted[b["input_file_id"]]
+        text = f["content"].decode()
         return [json.loads(x) for x in text.splitlines() if x.strip()]
 
     # -- objects ----------------------------------------------------------------------------
@@ -146,6 +150,19 @@ class _BatchHandler(_ChatHandler):
                 fake.openai_batches[b["id"]] = b
             return self._send(200, fake.batch_json(b))
         return super().do_POST()
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        self._record(None)
+        fake = self.server_fake
+        parts = self.path.split("?")[0].strip("/").split("/")
+        with fake._lock:
+            f = fake.files.pop(parts[2], None) if parts[:2] == ["v1", "files"] \
+                and not fake.keep_files else None
+            if f is not None:
+                fake.deleted[f["id"]] = f
+        if f is None:
+            return self._error(404, "not_found_error")
+        return self._send(200, {"id": f["id"], "object": "file", "deleted": True})
 
     def do_GET(self) -> None:  # noqa: N802
         self._record(None)

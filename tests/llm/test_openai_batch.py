@@ -54,6 +54,7 @@ def test_queued_requests_go_in_one_batch_at_half_price(fake_openai_batch, tmp_pa
             + u["cache_read_input_tokens"] * PRICES["cache_read"]) / 1e6
     assert out[0].cost_usd == pytest.approx(full / 2)  # batch prices are half
     assert c.batches == 1 and c.calls == 5
+    assert srv.files == {} and len(srv.deleted) == 2  # its input and output files, read
 
 
 def test_failed_and_expired_requests_are_one_line_errors(fake_openai_batch):
@@ -65,6 +66,19 @@ def test_failed_and_expired_requests_are_one_line_errors(fake_openai_batch):
     assert out[1].parsed == {"answer": "b"}
     assert isinstance(out[2], LLMCallError) and "batch_expired" in str(out[2])
     assert all("\n" not in str(e) for e in (out[0], out[2]))
+
+
+def test_a_request_that_failed_in_a_journalled_batch_is_asked_again(fake_openai_batch,
+                                                                     tmp_path):
+    srv = fake_openai_batch
+    srv.handler = echo
+    srv.result_faults.append("expired")
+    srv.keep_files = True  # the batch can still be read on resume
+    out, _ = ask_all([req("a")], tmp_path)
+    assert isinstance(out[0], LLMCallError)
+    out, c = ask_all([req("a")], tmp_path)  # a resume runs the errored case again
+    assert out[0].parsed == {"answer": "a"} and c.batches == 1
+    assert len(srv.calls(BATCHES, "POST")) == 2
 
 
 def test_a_resumed_client_collects_the_batch_a_killed_one_sent(fake_openai_batch, tmp_path):

@@ -6,14 +6,16 @@
   (one ``custom_id`` each) uploaded with ``files.create(purpose="batch")``, then
   ``batches.create(endpoint="/v1/chat/completions", completion_window="24h")``, polled every
   ``batch_poll_s`` with ``batches.retrieve`` until it ends, its ``output_file_id`` and
-  ``error_file_id`` read with ``files.content``. The client prices its answers at half.
+  ``error_file_id`` read with ``files.content``, then its three files deleted. The client
+  prices its answers at half.
 - Resume: once a batch is created, each of its requests is written to the stage cache
   (namespace ``llm_batch``, by the request's cache key and the server's URL) with the batch
   id and its ``custom_id``. A run killed while the batch is pending asks again for the same
   requests when it resumes; each is then collected from that batch, not sent (and paid for)
   again. A journalled batch is read once per process: a request asked again after its answer
   was unusable goes into a new batch. A journalled batch that cannot be read any more (failed,
-  its files gone, another server) is forgotten and its requests sent in a new one.
+  its files gone, another server) is forgotten and its requests sent in a new one, as is a
+  request that failed or expired in it (a resume that runs an errored case again asks anew).
 - A server without the Batch API (HTTP 404 or 405 on ``/v1/files``, as most local servers)
   raises :class:`~raglab.llm.backends.BatchUnavailable`: the client sends the request online
   at the online price, and this backend sends every later one online; one note on stderr.
@@ -22,6 +24,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
@@ -148,7 +151,10 @@ class BatchAPI:
                 lines = {}
             line = lines.get(known["custom_id"])
             if line is not None:
-                return result_reply(line)
+                try:
+                    return result_reply(line)
+                except CallFailed:
+                    pass  # failed or expired there: asked again, in a new batch
         pending = _Pending(req, key, asyncio.get_running_loop().create_future())
         st["queue"].append(pending)
         st["arrived"].set()
@@ -193,6 +199,10 @@ class BatchAPI:
                 if fid:
                     content = await self.sdk.files.content(fid)
                     lines.update(read_lines(content.text))
+            for fid in (batch.input_file_id, batch.output_file_id, batch.error_file_id):
+                if fid:  # read: its files are not left on the server
+                    with contextlib.suppress(openai.APIError):
+                        await self.sdk.files.delete(fid)
         except openai.APIError as e:
             raise CallFailed(f"batch job failed: {type(e).__name__}: {e}") from None
         if not lines and batch.status != "completed":
