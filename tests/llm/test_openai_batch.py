@@ -135,3 +135,15 @@ def test_a_server_without_the_batch_api_answers_online_with_one_note(monkeypatch
     err = capsys.readouterr().err
     assert err.count("no Batch API") == 2  # once per client (a run has one)
     assert "HTTP 404" in err and "sk-" not in err
+
+
+def test_a_batch_too_big_for_one_file_is_sent_as_several(fake_openai_batch, monkeypatch):
+    from raglab.llm.backends import openai_batch
+
+    monkeypatch.setattr(openai_batch, "MAX_BYTES", 1000)  # about two requests a file
+    fake_openai_batch.handler = echo
+    out, c = ask_all([req(f"q{i}") for i in range(5)])
+    assert [r.parsed for r in out] == [{"answer": f"q{i}"} for i in range(5)]
+    assert c.batches == 3
+    assert all(len(fake_openai_batch.batch_requests(b)) <= 2
+               for b in fake_openai_batch.openai_batches)

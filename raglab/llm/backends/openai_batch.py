@@ -2,7 +2,8 @@
 (:class:`raglab.llm.backends.openai.OpenAIBackend` mixes :class:`BatchAPI` in).
 
 - Requests are queued and sent as one batch once no new request arrived for ``QUIET_S``
-  (or ``BATCH_MAX`` are queued): a JSON Lines file of ``/v1/chat/completions`` requests
+  (or ``BATCH_MAX`` are queued; more than one when the file would pass ``MAX_BYTES``):
+  a JSON Lines file of ``/v1/chat/completions`` requests
   (one ``custom_id`` each) uploaded with ``files.create(purpose="batch")``, then
   ``batches.create(endpoint="/v1/chat/completions", completion_window="24h")``, polled every
   ``batch_poll_s`` with ``batches.retrieve`` until it ends, its ``output_file_id`` and
@@ -37,6 +38,7 @@ from raglab.secrets import clip_line
 
 QUIET_S = 0.2
 BATCH_MAX = 50_000  # OpenAI's limit of requests per batch
+MAX_BYTES = 190 * 2 ** 20  # under OpenAI's 200 MB limit of a batch's input file
 ENDPOINT = "/v1/chat/completions"
 JOURNAL = "llm_batch"  # the stage-cache namespace of submitted batch requests
 ENDED = ("completed", "failed", "expired", "cancelled")
@@ -173,9 +175,23 @@ class BatchAPI:
                 except TimeoutError:
                     pass
             todo, st["queue"] = st["queue"][:BATCH_MAX], st["queue"][BATCH_MAX:]
-            job = asyncio.create_task(self._run_batch(todo))
-            st["jobs"].add(job)
-            job.add_done_callback(st["jobs"].discard)
+            for part in self._parts(todo):
+                job = asyncio.create_task(self._run_batch(part))
+                st["jobs"].add(job)
+                job.add_done_callback(st["jobs"].discard)
+
+    def _parts(self, todo: list[_Pending]) -> list[list[_Pending]]:
+        """``todo`` cut into batches whose input files stay under ``MAX_BYTES``."""
+        out: list[list[_Pending]] = [[]]
+        size = 0
+        for p in todo:
+            n = len(json.dumps(self.params(p.req)).encode("utf-8")) + 100
+            if out[-1] and size + n > MAX_BYTES:
+                out.append([])
+                size = 0
+            out[-1].append(p)
+            size += n
+        return out
 
     def _collect(self, batch_id: str) -> asyncio.Future:
         """The result lines of a batch, by ``custom_id``, once it has ended (one poller per
