@@ -42,6 +42,7 @@ class FakeOpenAIBatch(FakeOpenAI):
         self.openai_batches: dict[str, dict] = {}
         self.deleted: dict[str, dict] = {}  # files deleted by the client
         self.keep_files = False  # True: a DELETE is answered 404, the file kept
+        self.no_batches = False  # True: files, but POST /v1/batches is answered 404
 
     def __enter__(self) -> FakeOpenAIBatch:
         fake = self
@@ -140,6 +141,8 @@ class _BatchHandler(_ChatHandler):
         if path == BATCHES:
             body = self._read_body()
             self._record(body)
+            if fake.no_batches:
+                return self._error(404, "not_found_error")
             if body.get("input_file_id") not in fake.files or body.get("endpoint") != CHAT:
                 return self._error(400, "invalid_request_error")
             b = {"id": f"batch_{uuid.uuid4().hex[:20]}", "status": "in_progress", "polls": 0,

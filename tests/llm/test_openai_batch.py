@@ -147,3 +147,11 @@ def test_a_batch_too_big_for_one_file_is_sent_as_several(fake_openai_batch, monk
     assert c.batches == 3
     assert all(len(fake_openai_batch.batch_requests(b)) <= 2
                for b in fake_openai_batch.openai_batches)
+
+
+def test_a_server_with_files_but_no_batches_answers_online(fake_openai_batch, capsys):
+    fake_openai_batch.handler, fake_openai_batch.no_batches = echo, True
+    out, c = ask_all([req("a")])
+    assert out[0].parsed == {"answer": "a"} and c.batches == 0
+    assert len(fake_openai_batch.calls(CHAT)) == 1
+    assert capsys.readouterr().err.count("no Batch API") == 1

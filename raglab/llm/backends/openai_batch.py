@@ -17,9 +17,10 @@
   was unusable goes into a new batch. A journalled batch that cannot be read any more (failed,
   its files gone, another server) is forgotten and its requests sent in a new one, as is a
   request that failed or expired in it (a resume that runs an errored case again asks anew).
-- A server without the Batch API (HTTP 404 or 405 on ``/v1/files``, as most local servers)
-  raises :class:`~raglab.llm.backends.BatchUnavailable`: the client sends the request online
-  at the online price, and this backend sends every later one online; one note on stderr.
+- A server without the Batch API (HTTP 404 or 405 on ``/v1/files`` or ``/v1/batches``, as
+  most local servers) raises :class:`~raglab.llm.backends.BatchUnavailable`: the client
+  sends the request online at the online price, and this backend sends every later one
+  online; one note on stderr.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ JOURNAL = "llm_batch"  # the stage-cache namespace of submitted batch requests
 ENDED = ("completed", "failed", "expired", "cancelled")
 NO_BATCH_API = (404, 405)
 NOTE = ("raglab: note: the OpenAI-compatible server has no Batch API (HTTP {status} on "
-        "/v1/files): mode=batch requests are sent online, at the online price")
+        "/v1/files or /v1/batches): mode=batch requests are sent online, at the online price")
 
 
 @dataclass
@@ -243,13 +244,13 @@ class BatchAPI:
                 upload = await self.sdk.files.create(
                     file=("raglab-batch.jsonl", jsonl.encode("utf-8"), "application/jsonl"),
                     purpose="batch")
+                batch = await self.sdk.batches.create(
+                    input_file_id=upload.id, endpoint=ENDPOINT, completion_window="24h")
             except openai.APIStatusError as e:
                 if e.status_code not in NO_BATCH_API:
                     raise
                 self._no_batch_api(e.status_code, by_id.values())
                 return
-            batch = await self.sdk.batches.create(input_file_id=upload.id, endpoint=ENDPOINT,
-                                                  completion_window="24h")
             st["sent"] += 1
             store = getattr(self, "store", None)
             for cid, p in by_id.items():  # before the first poll: a kill from here resumes
