@@ -21,8 +21,8 @@ from raglab.registry import register
 class OpenAIGraderCfg(OpenAIOptions, ModelGraderCfg):
     name: Literal["openai"]
     mode: Literal["online", "batch"] = Field("online", description=(
-        "online or batch: both are sent online through Chat Completions (raglab does not "
-        "use OpenAI's Batch API)"))
+        "online: Chat Completions; batch: OpenAI's Batch API (half the price, results within "
+        "24 h; a server without it is asked online)"))
 
 
 @register("grader", "openai", config=OpenAIGraderCfg)

@@ -15,8 +15,9 @@ The client owns what every backend shares; the wire call is its backend's
 - Responses are cached in the stage cache (namespace ``llm``) by the full request content;
   a hit makes no call and returns ``cached=True`` with the usage and cost first recorded.
 - ``mode="batch"``: grading requests go to the backend's batch API where it has one
-  (Anthropic's Message Batches: sent once no new request arrived for a moment; batch prices
-  are half the online ones), else online. Generation requests always go online.
+  (Anthropic's Message Batches, OpenAI's Batch API: sent once no new request arrived for a
+  moment; batch prices are half the online ones), else online, at the online price (also
+  when the server turns out to have none). Generation requests always go online.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 
 from raglab.cache import content_key
 from raglab.errors import ConfigError
-from raglab.llm.backends import Backend, CallFailed, backend_class
+from raglab.llm.backends import Backend, BatchUnavailable, CallFailed, backend_class
 from raglab.llm.cost import current_meter
 
 FORMAT_RETRIES = 2
@@ -159,6 +160,7 @@ class LLMClient:
             self.slots()
             found = backend_class(req.backend)(dict(req.endpoint), self.timeout_s,
                                                self.max_retries, self.batch_poll_s)
+            found.store = self.cache
             self._backends[key] = found
         return found
 
@@ -228,7 +230,7 @@ class LLMClient:
         problem = ""
         for _ in range(FORMAT_RETRIES + 1):
             try:
-                reply, latency = await self._send(backend, req, batch)
+                reply, latency, batch = await self._send(backend, req, batch)
             except CallFailed as e:
                 raise LLMCallError(f"{req.model}: {_one_line(e)}") from None
             except backend.errors as e:
@@ -265,17 +267,22 @@ class LLMClient:
                                latency_ms=round(latency, 3), cached=False)
         raise LLMCallError(f"{req.model}: {problem} after {FORMAT_RETRIES + 1} attempts")
 
-    async def _send(self, backend: Backend, req: LLMRequest, batch: bool) -> tuple[Any, float]:
-        """The backend's reply and the call's latency in ms (online: not counting the wait
-        for a slot; batch: from queueing to the result)."""
+    async def _send(self, backend: Backend, req: LLMRequest,
+                    batch: bool) -> tuple[Any, float, bool]:
+        """The backend's reply, the call's latency in ms (online: not counting the wait
+        for a slot; batch: from queueing to the result) and whether it went in a batch (a
+        server without a batch API answers online)."""
         if batch:
             t0 = time.perf_counter()
-            reply = await backend.send_batched(req)
-            return reply, (time.perf_counter() - t0) * 1000
+            try:
+                reply = await backend.send_batched(req)
+                return reply, (time.perf_counter() - t0) * 1000, True
+            except BatchUnavailable:
+                pass
         async with self.slots():
             t0 = time.perf_counter()
             reply = await backend.send(req)
-            return reply, (time.perf_counter() - t0) * 1000
+            return reply, (time.perf_counter() - t0) * 1000, False
 
     def complete_sync(self, req: LLMRequest) -> LLMResponse:
         """For worker threads: run :meth:`complete` on the client's event loop and wait."""

@@ -42,6 +42,11 @@ class CallFailed(Exception):
     that errored or expired, a closed client)."""
 
 
+class BatchUnavailable(Exception):
+    """``send_batched`` found no batch API on the server: the client sends the request
+    online, at the online price."""
+
+
 class Backend:
     """The contract of a backend (defaults for the optional parts)."""
 
@@ -51,6 +56,8 @@ class Backend:
     batches: ClassVar[bool] = False
     #: the SDK's errors that end a call (after the SDK's own transport retries)
     errors: tuple[type[BaseException], ...] = ()
+    #: the client's stage cache (or None), where a backend may note the batches it sent
+    store: Any = None
 
     def __init__(self, endpoint: dict[str, Any], timeout_s: float, max_retries: int,
                  batch_poll_s: float = 30.0) -> None:
@@ -68,7 +75,8 @@ class Backend:
         raise NotImplementedError
 
     async def send_batched(self, req: Any) -> Reply:
-        """A request of ``mode: batch`` (only called when :attr:`batches`)."""
+        """A request of ``mode: batch`` (only called when :attr:`batches`); raises
+        :class:`BatchUnavailable` when the server turns out to have no batch API."""
         raise NotImplementedError
 
     def structured_text(self, req: Any, text: str) -> str:

@@ -15,7 +15,8 @@ LM Studio) through the official ``openai`` SDK's Chat Completions (the ``openai`
 - Usage: ``prompt_tokens`` (less the cached ones) as ``input_tokens``,
   ``prompt_tokens_details.cached_tokens`` as ``cache_read_input_tokens``,
   ``completion_tokens`` as ``output_tokens``.
-- ``mode: batch`` is sent online (raglab does not use OpenAI's Batch API).
+- ``mode: batch``: OpenAI's Batch API, resumable after a kill; a server without it answers
+  online (:mod:`raglab.llm.backends.openai_batch`).
 - A response body is read up to ``max_body_bytes`` (64 MiB; counted as decoded, so a
   compressed body stops there too, as the http system adapter's): a larger one fails the
   call at once, not retried, in one line naming the setting.
@@ -31,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raglab.errors import ConfigError, install_line
 from raglab.llm.backends import Backend, CallFailed, Reply, register_backend
+from raglab.llm.backends.openai_batch import BatchAPI
 
 EXTRA = install_line("openai")
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
@@ -116,7 +118,7 @@ def first_json_object(text: str) -> str:
 
 
 @register_backend("openai")
-class OpenAIBackend(Backend):
+class OpenAIBackend(BatchAPI, Backend):
     normal_stop = "stop"
 
     def __init__(self, endpoint: dict[str, Any], timeout_s: float, max_retries: int,
@@ -192,6 +194,7 @@ class OpenAIBackend(Backend):
         return first_json_object(text)
 
     async def aclose(self) -> None:
+        await self.close_batches()
         await self.sdk.close()
 
 
