@@ -6,10 +6,13 @@ What it does, and its limits (also in docs/graders.md):
   facts beside a refusal are kept; "Yes." is a claim). Pronouns are NOT resolved.
 - verification: each claim is aligned with the context sentence covering most of its
   content terms (light stemming; rapidfuzz token ratio breaks ties). Covered at
-  ``support_threshold`` or above: SUPPORTED, unless a number, a negation or a capitalised
-  entity of the claim disagrees with that sentence (CONTRADICTED; entities are compared
-  word by word, so a heading glued to its sentence is no disagreement). Partly covered with
-  a number or negation disagreement: CONTRADICTED. Otherwise NOT_FOUND. Paraphrases with
+  ``support_threshold`` or above: SUPPORTED, unless a quantity, date or time of the claim
+  differs from every one of the same unit in that sentence, a term is negated in the one
+  and affirmed in the other, or a capitalised entity disagrees (CONTRADICTED; quantities
+  and negation scopes: raglab.graders.quantities; entities are compared word by word, so
+  a heading glued to its sentence is no disagreement). Number words count as digits.
+  Partly covered with a quantity, date or negation disagreement: CONTRADICTED. Otherwise
+  NOT_FOUND. Paraphrases with
   other words are missed (NOT_FOUND), and contradictions that need world knowledge are
   missed.
 - nuggets: term coverage of the nugget by the answer (YES / PARTIAL / NO thresholds); then
@@ -31,9 +34,11 @@ from rapidfuzz import fuzz
 from raglab.components import Grader
 from raglab.config import DecompositionCfg
 from raglab.data.schema import Strict
+from raglab.graders.quantities import canonical, polarity_disagreement
+from raglab.graders.quantities import disagreement as quantity_disagreement
 from raglab.registry import register
 from raglab.text.answers import answer_sentences, claims_of, strip_citations
-from raglab.text.lexical import NUMBER, STOPWORDS, content_terms
+from raglab.text.lexical import STOPWORDS, content_terms
 from raglab.text.normalize import normalize
 from raglab.text.sentences import split_sentences
 
@@ -52,10 +57,6 @@ def decompose(answer: str, max_claims: int, drop_hedges: bool) -> list[str]:
     return claims_of(answer, max_claims, drop_hedges)
 
 
-def _numbers(text: str) -> set[str]:
-    return {n.replace(",", "") for n in NUMBER.findall(text)}
-
-
 def _negated(text: str) -> bool:
     return bool(_NEGATION.search(text))
 
@@ -66,13 +67,15 @@ def _entity_tokens(text: str) -> set[str]:
 
 
 def _disagreement(claim: str, sentence: str) -> str | None:
-    """How a claim disagrees with its aligned context sentence: a number of the claim the
-    sentence lacks while it states others, opposite polarity, or each naming an entity the
+    """How a claim disagrees with its aligned context sentence (raglab.graders.quantities):
+    a quantity or date of the claim that differs from every one of the same unit the
+    sentence states ("number", "date"), a term the one negates and the other affirms
+    ("negation"), or each naming an entity the
     other does not (token-wise, so a heading glued to its sentence is no disagreement)."""
-    cn, sn = _numbers(claim), _numbers(sentence)
-    if cn and sn and not cn <= sn:
-        return "number"
-    if _negated(claim) != _negated(sentence):
+    kind = quantity_disagreement(claim, sentence)
+    if kind:
+        return kind
+    if polarity_disagreement(claim, sentence):
         return "negation"
     ce, se = _entity_tokens(claim), _entity_tokens(sentence)
     if ce - set(normalize(sentence).split()) and se - set(normalize(claim).split()):
@@ -80,43 +83,59 @@ def _disagreement(claim: str, sentence: str) -> str | None:
     return None
 
 
-def context_windows(passages: list[str]) -> list[tuple[str, frozenset[str], str, int]]:
+Window = tuple[str, frozenset[str], str, int, int]
+"""A context window: its text, content terms, normalised text, passage index and number of
+sentences (1 or 2)."""
+
+
+def context_windows(passages: list[str]) -> list[Window]:
     """Every sentence and pair of adjacent sentences of the passages, with its content terms,
-    normalised text and passage index: computed once per verification call, shared by all
-    its claims (and each passage's once per process: the same passages come back in other
-    cases and, in a sweep, at every ``k``)."""
-    return [(s, terms, norm, pi) for pi, p in enumerate(passages)
-            for s, terms, norm in _passage_windows(p)]
+    normalised text, passage index and size: computed once per verification call, shared
+    by all its claims (and each passage's once per process: the same passages come back in
+    other cases and, in a sweep, at every ``k``)."""
+    return [(s, terms, norm, pi, size) for pi, p in enumerate(passages)
+            for s, terms, norm, size in _passage_windows(p)]
 
 
 @lru_cache(maxsize=1 << 12)
-def _passage_windows(passage: str) -> tuple[tuple[str, frozenset[str], str], ...]:
+def _passage_windows(passage: str) -> tuple[tuple[str, frozenset[str], str, int], ...]:
     sents = split_sentences(passage)
-    return tuple((s, frozenset(content_terms(s)), normalize(s))
-                 for s in sents + [f"{a} {b}" for a, b in zip(sents, sents[1:])])
+    return tuple((s, frozenset(content_terms(canonical(s))), normalize(s), size)
+                 for s, size in [(s, 1) for s in sents]
+                 + [(f"{a} {b}", 2) for a, b in zip(sents, sents[1:])])
 
 
-def verify_claim(claim: str, windows: list[tuple[str, frozenset[str], str, int]],
+def verify_claim(claim: str, windows: list[Window],
                  threshold: float) -> tuple[str, str | None]:
-    """(label, the aligned context sentence or None), against :func:`context_windows`."""
-    terms = set(content_terms(claim))
+    """(label, the aligned context sentence or None), against :func:`context_windows`.
+
+    The claim is aligned by its words, not its numbers: the window covering most of its
+    content terms other than numbers, a single sentence before a pair on equal coverage,
+    then the coverage of all its terms (rapidfuzz token ratio breaks further ties); that
+    coverage decides, and the quantities are compared (a number of the claim stated in
+    the next sentence about something else does not choose the pair)."""
+    terms = set(content_terms(canonical(claim)))
     if not terms:
         return "NOT_FOUND", None
+    words = {t for t in terms if not any(ch.isdigit() for ch in t)} or terms
     claim_norm = normalize(claim)
-    best: tuple[float, float, str] | None = None
-    for s, s_terms, s_norm, *_ in windows:
+    best: tuple[float, int, float, float, str] | None = None
+    for s, s_terms, s_norm, _, size in windows:
         cov = 100.0 * len(terms & s_terms) / len(terms)
         if cov == 0:
             continue
+        key = (len(words & s_terms) / len(words), -size, cov)
+        if best is not None and key < best[:3]:
+            continue
         tie = fuzz.token_set_ratio(claim_norm, s_norm)
-        if best is None or (cov, tie) > best[:2]:
-            best = (cov, tie, s)
+        if best is None or (*key, tie) > best[:4]:
+            best = (*key, tie, s)
     if best is None:
         return "NOT_FOUND", None
-    cov, _, sent = best
+    *_, cov, _, sent = best
     if cov >= threshold:
         return ("CONTRADICTED" if _disagreement(claim, sent) else "SUPPORTED"), sent
-    if cov >= threshold * 0.6 and _disagreement(claim, sent) in ("number", "negation"):
+    if cov >= threshold * 0.6 and _disagreement(claim, sent) in ("number", "date", "negation"):
         return "CONTRADICTED", sent
     return "NOT_FOUND", sent
 
@@ -287,8 +306,11 @@ class HeuristicGrader(Grader):
     #: the same inputs always get the same judgment: repeats are never asked (agreement 1)
     deterministic = True
     #: correctness 2: the answer's refusal clauses are set apart before the reference's
-    #: claims are looked for in it ("no information on X, but Y" states Y)
-    rules_versions = {"correctness": 2}
+    #: claims are looked for in it ("no information on X, but Y" states Y);
+    #: claim verification 2 (faithfulness, citations, correctness 3): numbers compared
+    #: with their units, number words, dates and times, negations over the same terms
+    #: (raglab.graders.quantities)
+    rules_versions = {"correctness": 3, "faithfulness": 2, "citations": 2}
 
     async def decompose(self, question: str, answer: str) -> list[str]:
         d = self.cfg.decomposition

@@ -1,5 +1,5 @@
 """Calibration reaches the decision, and self-grading is shown: real runs of the tiny set,
-a real ``raglab calibrate`` of the offline grader on the demo labels (claims kappa 0.347,
+a real ``raglab calibrate`` of the offline grader on the demo labels (claims kappa 0.579,
 nuggets 0.458, docs/calibration.md), and ``raglab decide`` / ``raglab compare`` through the
 CLI in subprocesses, with known answers for ``min_kappa``."""
 
@@ -80,7 +80,7 @@ def _check(rec, family):
 
 def test_calibrate_writes_what_decide_reads(runs):
     doc = runs["calibration"]
-    assert round(doc["claims"]["kappa"], 3) == 0.347 and doc["claims"]["n"] == 157
+    assert round(doc["claims"]["kappa"], 3) == 0.579 and doc["claims"]["n"] == 157
     assert round(doc["nuggets"]["kappa"], 3) == 0.458 and doc["nuggets"]["n"] == 72
     assert doc["labels"]["sha256"] == hashlib.sha256(DEMO_LABELS.read_bytes()).hexdigest()
     m = json.loads((runs["base"] / "metrics.json").read_text())
@@ -89,43 +89,43 @@ def test_calibrate_writes_what_decide_reads(runs):
 
 def test_kappa_above_the_minimum_is_go(runs, tmp_path):
     proc, rec, md = _decide(runs, tmp_path,
-                            _gates(tmp_path, {"faithfulness": 0.25, "nuggets": 0.3}))
+                            _gates(tmp_path, {"faithfulness": 0.45, "nuggets": 0.3}))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert rec["decision"] == "GO"
     faith, nug = _check(rec, "faithfulness"), _check(rec, "nuggets")
     assert faith["status"] == nug["status"] == "pass"
-    assert faith["kappa"] == pytest.approx(0.347, abs=5e-4)
-    assert "faithfulness: kappa 0.347 [" in faith["reason"]
-    assert "one-sided 95% lower bound 0.261 >= 0.25" in faith["reason"]
-    assert faith["kappa_lcb"] == pytest.approx(0.2606, abs=5e-4)
+    assert faith["kappa"] == pytest.approx(0.579, abs=5e-4)
+    assert "faithfulness: kappa 0.579 [" in faith["reason"]
+    assert "one-sided 95% lower bound 0.493 >= 0.45" in faith["reason"]
+    assert faith["kappa_lcb"] == pytest.approx(0.4930, abs=5e-4)
     sha = runs["calibration"]["labels"]["sha256"]
     cal = rec["calibration"]["faithfulness"]["candidate"]
     assert cal["calibrated"] and cal["n"] == 157 and cal["labels_sha256"] == sha
     assert cal["ci_low"] < cal["kappa"] < cal["ci_high"]
     assert set(rec["calibration"]) == {"faithfulness", "nuggets"}  # the gated families
-    assert rec["gates"]["set"]["min_kappa"] == {"faithfulness": 0.25, "nuggets": 0.3}
+    assert rec["gates"]["set"]["min_kappa"] == {"faithfulness": 0.45, "nuggets": 0.3}
     assert "## Judges" in md
     version = rec["candidate"]["metric_versions"]["faithfulness"]
     row = next(x for x in md.splitlines() if x.startswith(f"| faithfulness | {version} |"))
-    assert f"| 0.347 [0.243, 0.455] | 157 claim | {sha} |" in row
-    assert row.endswith("| same | 0.25 | PASS |")
+    assert f"| 0.579 [0.477, 0.678] | 157 claim | {sha} |" in row
+    assert row.endswith("| same | 0.45 | PASS |")
     assert f"{'PASS':12}  faithfulness judge kappa" in proc.stdout
 
 
 def test_kappa_below_the_minimum_is_no_go_naming_family_and_kappa(runs, tmp_path):
-    # kappa 0.347 is above 0.3, its one-sided 95% lower bound 0.261 is not: NO-GO
+    # kappa 0.579 is above 0.55, its one-sided 95% lower bound 0.493 is not: NO-GO
     proc, rec, md = _decide(runs, tmp_path,
-                            _gates(tmp_path, {"faithfulness": 0.3, "nuggets": 0.3}))
+                            _gates(tmp_path, {"faithfulness": 0.55, "nuggets": 0.3}))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert rec["decision"] == "NO-GO" and "decision: NO-GO" in proc.stdout
     faith = _check(rec, "faithfulness")
     assert faith["status"] == "fail"
-    assert faith["reason"].startswith("faithfulness: kappa 0.347 [")
-    assert "one-sided 95% lower bound 0.261 < 0.3" in faith["reason"]
+    assert faith["reason"].startswith("faithfulness: kappa 0.579 [")
+    assert "one-sided 95% lower bound 0.493 < 0.55" in faith["reason"]
     assert _check(rec, "nuggets")["status"] == "pass"
     # every gate itself passed: the judge's kappa alone made it NO-GO
     assert {r["status"] for r in rec["results"] if r["rule"] != "min_kappa"} <= {"pass", "n/a"}
-    assert f"{'FAIL':12}  faithfulness judge kappa" in proc.stdout and "< 0.3" in proc.stdout
+    assert f"{'FAIL':12}  faithfulness judge kappa" in proc.stdout and "< 0.55" in proc.stdout
 
 
 def test_uncalibrated_grader_version_is_no_go(runs, tmp_path):
@@ -162,7 +162,7 @@ def test_min_kappa_as_an_override_of_a_shipped_gate_set(runs, tmp_path):
                    "--study", str(tmp_path / "s"),
                    cwd=tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "faithfulness: kappa 0.347" in proc.stdout and "< 0.9" in proc.stdout
+    assert "faithfulness: kappa 0.579" in proc.stdout and "< 0.9" in proc.stdout
     gates = _gates(tmp_path, None)  # a gate set given by path takes it too
     proc = run_cli("decide", str(runs["base"]), str(runs["same"]), f"gates={gates}",
                    "+gates.min_kappa.nuggets=0.3", "+gates.calibration_from=any",
@@ -219,7 +219,7 @@ def test_compare_shows_every_graded_family_calibration(runs, tmp_path):
     doc = json.loads((out / "compare.json").read_text())
     cal = doc["calibration"]
     assert {"faithfulness", "nuggets", "relevance"} <= set(cal) and "retrieval" not in cal
-    assert cal["faithfulness"]["candidate"]["kappa"] == pytest.approx(0.347, abs=5e-4)
+    assert cal["faithfulness"]["candidate"]["kappa"] == pytest.approx(0.579, abs=5e-4)
     assert cal["faithfulness"]["baseline"] == cal["faithfulness"]["candidate"]
     assert cal["nuggets"]["candidate"]["n"] == 72
     assert cal["relevance"]["candidate"]["calibrated"] is False  # no labels kind
@@ -227,9 +227,9 @@ def test_compare_shows_every_graded_family_calibration(runs, tmp_path):
     md = (out / "compare.md").read_text()
     assert "## Calibration of the graded families" in md
     row = next(x for x in md.splitlines() if x.startswith("| faithfulness | both |"))
-    assert "0.347 [" in row and "157 claim" in row and sha in row
+    assert "0.579 [" in row and "157 claim" in row and sha in row
     assert "| relevance | both |" in md
-    assert "kappa 0.35 [" in proc.stdout  # the terminal's version lines
+    assert "kappa 0.58 [" in proc.stdout  # the terminal's version lines
     html = (out / "compare.html").read_text()
     assert "Calibration of the graded families" in html and sha in html
 

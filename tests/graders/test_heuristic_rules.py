@@ -332,9 +332,10 @@ def test_a_partial_refusal_gets_correctness_credit_for_the_fact_it_states():
     assert label("The Pro plan costs 25 EUR per month. [20]") == "CONTRADICTED"
 
 
-def test_the_heuristic_correctness_rules_have_a_version_of_their_own(monkeypatch):
-    """Its correctness version moved with the rules (rules_versions); every other family's,
-    and the Claude grader's, stayed as they were."""
+def test_the_heuristic_claim_rules_have_versions_of_their_own(monkeypatch):
+    """Its claim-verification families' versions moved with the rules (rules_versions:
+    faithfulness, citations, correctness); every other family's, and the Claude grader's,
+    stayed as they were."""
     from raglab.commands.compose import compose_config
     from raglab.config import parse_run_config
     from raglab.graders.heuristic import HeuristicGrader
@@ -347,5 +348,6 @@ def test_the_heuristic_correctness_rules_have_a_version_of_their_own(monkeypatch
     now, claude = versions(), versions("grader=claude")
     monkeypatch.setattr(HeuristicGrader, "rules_versions", {})
     before = versions()
-    assert [f for f in now if now[f] != before[f]] == ["correctness"]
+    assert [f for f in now if now[f] != before[f]] == ["faithfulness", "citations",
+                                                       "correctness"]
     assert versions("grader=claude") == claude
