@@ -12,8 +12,10 @@ or evaluated.
 The passages go in the system prompt with ``cache_control``, so the calls of
 ``verification: per_claim`` (one call per claim, same system prompt) reuse the cached
 prefix. Every structured output is validated strictly (one item per claim or nugget, each
-index once, labels from the allowed set); an output that fails is asked for again by the
-client, then becomes a :class:`~raglab.llm.client.LLMCallError`.
+index once, labels from the allowed set; a lone item may leave its index out); an output
+that fails is asked for again once by the client, then each of its items alone
+(:mod:`raglab.graders.fallback`); an item still unusable makes the judgment a
+:class:`~raglab.llm.client.LLMCallError`.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from raglab.data.schema import Strict
 from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS
 from raglab.errors import ConfigError
 from raglab.graders.claude_grouped import GROUPED_PROMPTS, GroupedCalls
+from raglab.graders.fallback import ASK_RETRIES, one_by_one
 from raglab.graders.prompting import (
     DECOMPOSE_SCHEMA,
     NUGGETS_SCHEMA,
@@ -152,8 +155,14 @@ class ClaudeGrader(GroupedCalls, Grader):
                           repeat=self.repeat, **self.request_routing())
 
     async def _ask(self, req: LLMRequest, parse) -> Any:
-        resp = await self.llm.complete(req, validate=parse)
+        """One structured call, its answer parsed (re-asked once when unusable)."""
+        resp = await self.llm.complete(req, validate=parse, format_retries=ASK_RETRIES)
         return parse(resp.parsed)
+
+    async def _ask_items(self, whole, n: int, item, join=list) -> Any:
+        """``whole()``, or its ``n`` items one at a time when its answers were unusable
+        (:func:`raglab.graders.fallback.one_by_one`)."""
+        return await one_by_one(self.llm, whole, n, item, join)
 
     async def decompose(self, question: str, answer: str) -> list[str]:
         if not answer.strip():
@@ -161,7 +170,8 @@ class ClaudeGrader(GroupedCalls, Grader):
         mx = self.cfg.decomposition.max_claims
         req = self._request("decompose", {"question": question, "answer": answer,
                                           "max_claims": str(mx)}, DECOMPOSE_SCHEMA, True)
-        return await self._ask(req, lambda p: parse_claims(p, mx))
+        return await self._ask_items(lambda: self._ask(req, lambda p: parse_claims(p, mx)), 1,
+                                     None)
 
     async def verify(self, claims: list[str], passages: list[str],
                      family: str) -> list[list[str | int | None]]:
@@ -174,10 +184,13 @@ class ClaudeGrader(GroupedCalls, Grader):
             return [["NOT_FOUND", None, None] for _ in claims]  # nothing to be supported by
         ctx = _passages(passages)
         if self.cfg.verification == "per_claim" and len(claims) > 1:
-            parts = await asyncio.gather(*(self._verify(ctx, [c], True) for c in claims))
+            parts = await asyncio.gather(*(self._ask_items(
+                lambda c=c: self._verify(ctx, [c], True), 1, None) for c in claims))
             res = [p[0] for p in parts]
         else:
-            res = await self._verify(ctx, claims, self.cfg.verification == "per_claim")
+            res = await self._ask_items(
+                lambda: self._verify(ctx, claims, self.cfg.verification == "per_claim"),
+                len(claims), lambda i: self._one(self._verify(ctx, [claims[i]], True)))
         return [[lab, ev, passage_of(ev, passages)] for lab, ev in res]
 
     async def _verify(self, ctx: str, claims: list[str], cache: bool) -> list:
@@ -192,6 +205,17 @@ class ClaudeGrader(GroupedCalls, Grader):
         nuggets = list(nuggets)
         if not nuggets:
             return []
+        return await self._ask_items(
+            lambda: self._nuggets(question, answer, nuggets), len(nuggets),
+            lambda i: self._one(self._nuggets(question, answer, [nuggets[i]])))
+
+    @staticmethod
+    async def _one(job) -> Any:
+        """The one result of a call for one item."""
+        return (await job)[0]
+
+    async def _nuggets(self, question: str, answer: str,
+                       nuggets: list[str]) -> list[list[str | None]]:
         req = self._request("nuggets", {"question": question, "answer": answer,
                                         "nuggets": _numbered("nugget", nuggets)},
                             NUGGETS_SCHEMA, True)
@@ -202,7 +226,7 @@ class ClaudeGrader(GroupedCalls, Grader):
     async def relevance(self, question: str, answer: str) -> list[str]:
         req = self._request("relevance", {"question": question, "answer": answer},
                             RELEVANCE_SCHEMA, True)
-        return await self._ask(req, parse_relevance)
+        return await self._ask_items(lambda: self._ask(req, parse_relevance), 1, None)
 
     async def aclose(self) -> None:
         return None  # the client belongs to the run, which closes it

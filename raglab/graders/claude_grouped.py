@@ -39,13 +39,14 @@ def _schemas() -> dict[str, dict]:
 
 
 def parse_decompositions(parsed: dict, n: int, max_claims: int) -> list[list[str]]:
-
+    """The claims of each of ``n`` answers, in index order (a lone one may leave its index
+    out); ValueError unless exactly one per index 1..n."""
     items = parsed["decompositions"]
     if not isinstance(items, list) or len(items) != n:
         raise ValueError(f"expected {n} decompositions")
     by_index: dict[int, list[str]] = {}
     for it in items:
-        idx = it.get("answer_index") if isinstance(it, dict) else None
+        idx = it.get("answer_index", 1 if n == 1 else None) if isinstance(it, dict) else None
         if isinstance(idx, bool) or not isinstance(idx, int) or not 1 <= idx <= n \
                 or idx in by_index:
             raise ValueError(f"bad or repeated answer_index: {idx!r}")
@@ -60,6 +61,8 @@ class GroupedCalls:
     prompts: dict[str, str]
     _request: Callable[..., Any]        # the grader's: one structured request
     _ask: Callable[..., Awaitable[Any]]  # the grader's: send it and parse the answer
+    #: the grader's: a call of several items, or its items one at a time when unusable
+    _ask_items: Callable[..., Awaitable[Any]]
 
     def groups(self) -> set[str]:
         if self.cfg.verification != "batched":
@@ -77,19 +80,30 @@ class GroupedCalls:
             return [[["NOT_FOUND", None, None] for _ in claims],
                     [["NOT_FOUND", None] for _ in pairs]]
         live = [i for i, (_, pi) in enumerate(pairs) if passages[pi].strip()]
-        cited = "\n".join(f'<sentence index="{n}" passage="{pairs[i][1] + 1}">'
-                          f'{" ".join(pairs[i][0].split())}</sentence>'
-                          for n, i in enumerate(live, 1))
-        req = self._request("context", {"passages": _passages(passages),
-                                        "claims": _numbered("claim", claims),
-                                        "cited": cited}, _schemas()["context"], True)
         nc, np_ = len(claims), len(live)
 
-        def parse(p: dict) -> list:
-            return [parse_items(p, "verdicts", "claim_index", nc, CLAIM_LABELS),
-                    parse_items(p, "citation_verdicts", "claim_index", np_, CLAIM_LABELS)]
+        async def ask(cl: list[str], lv: list[int]) -> list:
+            cited = "\n".join(f'<sentence index="{n}" passage="{pairs[i][1] + 1}">'
+                              f'{" ".join(pairs[i][0].split())}</sentence>'
+                              for n, i in enumerate(lv, 1))
+            req = self._request("context", {"passages": _passages(passages),
+                                            "claims": _numbered("claim", cl),
+                                            "cited": cited}, _schemas()["context"], True)
 
-        res_claims, res_pairs = await self._ask(req, parse)
+            def parse(p: dict) -> list:
+                return [parse_items(p, "verdicts", "claim_index", len(cl), CLAIM_LABELS),
+                        parse_items(p, "citation_verdicts", "claim_index", len(lv),
+                                    CLAIM_LABELS)]
+
+            return await self._ask(req, parse)
+
+        async def item(i: int) -> list:  # claim i, or cited sentence i - nc, alone
+            if i < nc:
+                return (await ask([claims[i]], []))[0][0]
+            return (await ask([], [live[i - nc]]))[1][0]
+
+        res_claims, res_pairs = await self._ask_items(
+            lambda: ask(claims, live), nc + np_, item, lambda rs: [rs[:nc], rs[nc:]])
         out_pairs: list[list[Any]] = [["NOT_FOUND", None] for _ in pairs]
         for i, r in zip(live, res_pairs):
             out_pairs[i] = [r[0], r[1]]
@@ -104,18 +118,31 @@ class GroupedCalls:
         ref_claims, nuggets = list(ref_claims), list(nuggets)
         blank = not answer.strip()  # nothing can support a reference claim
         sent = [] if blank else ref_claims
-        req = self._request("answer", {"question": question, "answer": answer,
-                                       "claims": _numbered("claim", sent),
-                                       "nuggets": _numbered("nugget", nuggets)},
-                            _schemas()["answer"], True)
         nc, nn = len(sent), len(nuggets)
 
-        def parse(p: dict) -> list:
-            return [parse_items(p, "verdicts", "claim_index", nc, CLAIM_LABELS),
-                    parse_items(p, "judgments", "nugget_index", nn, NUGGET_LABELS),
-                    parse_relevance(p["relevance"])]
+        async def ask(cl: list[str], ng: list[str]) -> list:
+            req = self._request("answer", {"question": question, "answer": answer,
+                                           "claims": _numbered("claim", cl),
+                                           "nuggets": _numbered("nugget", ng)},
+                                _schemas()["answer"], True)
 
-        corr, nug, rel = await self._ask(req, parse)
+            def parse(p: dict) -> list:
+                return [parse_items(p, "verdicts", "claim_index", len(cl), CLAIM_LABELS),
+                        parse_items(p, "judgments", "nugget_index", len(ng), NUGGET_LABELS),
+                        parse_relevance(p["relevance"])]
+
+            return await self._ask(req, parse)
+
+        async def item(i: int) -> Any:  # a claim, a nugget, or (last) the relevance alone
+            if i < nc:
+                return (await ask([sent[i]], []))[0][0]
+            if i < nc + nn:
+                return (await ask([], [nuggets[i - nc]]))[1][0]
+            return (await ask([], []))[2]
+
+        corr, nug, rel = await self._ask_items(
+            lambda: ask(sent, nuggets), nc + nn + 1, item,
+            lambda rs: [rs[:nc], rs[nc:nc + nn], rs[-1]])
         if blank:
             corr_out: list[list[Any]] = [["NOT_FOUND", None, None] for _ in ref_claims]
         else:
@@ -130,13 +157,17 @@ class GroupedCalls:
         if not live:
             return out
         mx = self.cfg.decomposition.max_claims
+
         text = "\n".join(f'<item index="{n}">\n<question>\n{items[i][0]}\n</question>\n'
                          f'<answer>\n{items[i][1]}\n</answer>\n</item>'
                          for n, i in enumerate(live, 1))
         req = self._request("references", {"items": text, "max_claims": str(mx)},
                             _schemas()["references"], True)
         n = len(live)
-        res = await self._ask(req, lambda p: parse_decompositions(p, n, mx))
+        # unusable for several: the run asks for each alone (raglab.graders.grouped)
+        res = await (self._ask(req, lambda p: parse_decompositions(p, n, mx)) if n > 1 else
+                     self._ask_items(lambda: self._ask(
+                         req, lambda p: parse_decompositions(p, n, mx)), 1, None))
         for i, claims in zip(live, res):
             out[i] = claims
         return out

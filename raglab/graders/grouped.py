@@ -9,7 +9,8 @@ Three prompts join judgments that need the same input into one structured call:
 - ``references.txt``: reference answers decomposed several at a time, started before the
   cases are graded (a case waits only for the call with its reference, so the other cases'
   calls fill the client's slots meanwhile); each decomposition is cached per case (it does
-  not depend on the system under test, so every later run and sweep job reuses it).
+  not depend on the system under test, so every later run and sweep job reuses it). A call
+  whose answers are unusable leaves each of its cases to ask for its own reference alone.
 
 A grader offers them with ``groups()`` (the prompt names it has); a family whose prompt is
 missing keeps its separate calls. The grouped prompts are part of the families' versions.
@@ -115,7 +116,8 @@ def start_references(g: Any, cases: list[Any], grader: Any = None) -> Any:
     cases to decompose one by one."""
     import asyncio
 
-    from raglab.llm.client import LLMCallError
+    from raglab.graders.fallback import note
+    from raglab.llm.client import LLMCallError, LLMFormatError
     from raglab.llm.cost import metering
 
     keys = {it: g.judgment_key("correctness", "decompose_reference", it)
@@ -140,6 +142,8 @@ def start_references(g: Any, cases: list[Any], grader: Any = None) -> Any:
                 g.cache.put("grade", keys[it], claims)
                 g.cache.put("grade_cost", keys[it], {"usd": share})
                 g.fresh.add(keys[it])
+        except LLMFormatError:  # unusable answers: each case asks for its own alone
+            note(getattr(grader or g.grader, "llm", None), "single_item_calls", len(chunk))
         except LLMCallError:
             pass
         except BaseException as e:  # the cases waiting for it fail as the call did

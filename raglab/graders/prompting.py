@@ -68,7 +68,8 @@ def parse_claims(parsed: dict, max_claims: int) -> list[str]:
 def parse_items(parsed: dict, field: str, index_field: str, n: int,
                 labels: tuple[str, ...]) -> list[list[str | None]]:
     """``[[label, evidence or None], ...]`` in index order; ValueError unless exactly one
-    item per index 1..n with an allowed label."""
+    item per index 1..n with an allowed label (a lone item may leave its index out: it can
+    only be item 1)."""
     items = parsed[field]
     if not isinstance(items, list) or len(items) != n:
         raise ValueError(f"expected {n} {field}, got "
@@ -77,7 +78,8 @@ def parse_items(parsed: dict, field: str, index_field: str, n: int,
     for it in items:
         if not isinstance(it, dict):
             raise ValueError(f"each of {field} must be an object")
-        idx, label, ev = it[index_field], it["label"], it.get("evidence")
+        idx = it[index_field] if n != 1 or index_field in it else 1
+        label, ev = it["label"], it.get("evidence")
         if isinstance(idx, bool) or not isinstance(idx, int) or not 1 <= idx <= n \
                 or idx in by_index:
             raise ValueError(f"bad or repeated {index_field}: {idx!r}")

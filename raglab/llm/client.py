@@ -9,7 +9,11 @@ The client owns what every backend shares; the wire call is its backend's
 - Transport retries (429 with ``retry-after``, 5xx, connection errors, timeouts) are the
   SDK's, with backoff and jitter, ``max_retries`` and ``timeout`` from the config. A body
   that cannot be parsed, or a structured output that does not parse or validate, is tried
-  up to ``FORMAT_RETRIES`` more times here; then :class:`LLMCallError` (one line).
+  up to ``FORMAT_RETRIES`` more times here (a caller may ask for fewer: a grader re-asks
+  once, then asks for the items one at a time, :mod:`raglab.graders.fallback`); then
+  :class:`LLMFormatError` (one line). A structured output is the whole text when it is JSON,
+  else the first balanced JSON object or array in it (a model's prose around it), taken
+  only when it validates fully.
 - At most ``concurrency`` requests are in flight at once; identical requests in flight at
   the same time share one call.
 - Responses are cached in the stage cache (namespace ``llm``) by the full request content;
@@ -36,6 +40,11 @@ from raglab.llm.backends import Backend, BatchUnavailable, CallFailed, backend_c
 from raglab.llm.cost import current_meter
 
 FORMAT_RETRIES = 2
+#: the fallbacks of structured output, counted per run (``model_usage``): re-asks of an
+#: unusable answer, items asked alone after their batch's answers were unusable, items
+#: still unreadable alone, and (server, model) pairs found without ``json_schema`` support
+FALLBACK_FIELDS = ("format_re_asks", "single_item_calls", "unreadable_items",
+                   "schema_unsupported")
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
                 "cache_read_input_tokens")
 PRICE_OF = {"input_tokens": "input", "output_tokens": "output",
@@ -44,6 +53,11 @@ PRICE_OF = {"input_tokens": "input", "output_tokens": "output",
 
 class LLMCallError(Exception):
     """A model call that still failed after its retries (one line, no secrets)."""
+
+
+class LLMFormatError(LLMCallError):
+    """A model call whose answers were all unusable structured output (the server answered;
+    what it said did not parse or validate)."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +111,27 @@ def _one_line(e: BaseException) -> str:
     return clip(" ".join(str(e).split()), 300) or type(e).__name__  # scrubbed, then cut
 
 
+def json_in(text: str) -> Any:
+    """The JSON value of a text: the whole text when it is JSON, else the first balanced
+    JSON object or array in it (prose or a code fence around it); ValueError when there is
+    none. The caller validates it fully before using it."""
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        first = e
+    decoder = json.JSONDecoder()
+    i = min((j for j in (text.find("{"), text.find("[")) if j != -1), default=-1)
+    if i == -1:
+        raise ValueError("no JSON in the answer" if text.strip() else "an empty answer")
+    while i != -1:
+        try:
+            return decoder.raw_decode(text, i)[0]
+        except ValueError:
+            nxt = [j for j in (text.find("{", i + 1), text.find("[", i + 1)) if j != -1]
+            i = min(nxt, default=-1)
+    raise first
+
+
 def cost_usd(usage: dict, prices: dict[str, float] | None, batch: bool) -> float | None:
     """USD of one call from ``prices`` (USD per million tokens); None when not priced."""
     if not prices:
@@ -129,6 +164,7 @@ class LLMClient:
         self.calls = 0
         self.cache_hits = 0
         self.usage_totals = dict.fromkeys(USAGE_FIELDS, 0)
+        self.fallbacks = dict.fromkeys(FALLBACK_FIELDS, 0)  # (schema_unsupported: backends')
         self.priced = True  # False once a call had no known price
         self.unpriced_calls = 0
         self.closed = False
@@ -144,6 +180,14 @@ class LLMClient:
     def batches(self) -> int:
         """Batch jobs sent so far."""
         return sum(b.batch_jobs for b in self._backends.values())
+
+    def note_fallback(self, what: str, n: int = 1) -> None:
+        """Count a structured-output fallback (one of :data:`FALLBACK_FIELDS`)."""
+        self.fallbacks[what] += n
+
+    def _fallbacks(self) -> dict[str, int]:
+        return {**self.fallbacks, "schema_unsupported": sum(
+            getattr(b, "schema_unsupported", 0) for b in self._backends.values())}
 
     # -- backends ------------------------------------------------------------------------
     def slots(self) -> asyncio.Semaphore:
@@ -166,18 +210,20 @@ class LLMClient:
 
     # -- calls ---------------------------------------------------------------------------
     async def complete(self, req: LLMRequest,
-                       validate: Callable[[dict], Any] | None = None) -> LLMResponse:
+                       validate: Callable[[dict], Any] | None = None,
+                       format_retries: int = FORMAT_RETRIES) -> LLMResponse:
         """One model call (or a cache hit). ``validate(parsed)`` raising ValueError marks a
-        structured output as unusable: it is not cached and the call is tried again. A
-        grading response's cost goes to the current cost meter (raglab.llm.cost)."""
-        resp = await self._complete(req, validate)
+        structured output as unusable: it is not cached and the call is tried again, up to
+        ``format_retries`` more times. A grading response's cost goes to the current cost
+        meter (raglab.llm.cost)."""
+        resp = await self._complete(req, validate, format_retries)
         meter = current_meter()
         if meter is not None and req.purpose != "generate":
             meter.add(resp.cost_usd)
         return resp
 
-    async def _complete(self, req: LLMRequest,
-                        validate: Callable[[dict], Any] | None = None) -> LLMResponse:
+    async def _complete(self, req: LLMRequest, validate: Callable[[dict], Any] | None = None,
+                        format_retries: int = FORMAT_RETRIES) -> LLMResponse:
         if self.closed:
             raise LLMCallError("the LLM client is closed")
         key = req.cache_key()
@@ -196,7 +242,7 @@ class LLMClient:
         fut = asyncio.get_running_loop().create_future()
         self._inflight[key] = fut
         try:
-            resp = await self._complete_uncached(req, validate)
+            resp = await self._complete_uncached(req, validate, format_retries)
         except asyncio.CancelledError:
             fut.cancel()
             raise
@@ -223,12 +269,18 @@ class LLMClient:
         except (ValueError, TypeError, KeyError):
             return False
 
-    async def _complete_uncached(self, req: LLMRequest,
-                                 validate: Callable[[dict], Any] | None) -> LLMResponse:
+    async def _complete_uncached(self, req: LLMRequest, validate: Callable[[dict], Any] | None,
+                                 format_retries: int = FORMAT_RETRIES) -> LLMResponse:
         backend = self._backend(req)
         batch = self.mode == "batch" and req.purpose != "generate" and backend.batches
         problem = ""
-        for _ in range(FORMAT_RETRIES + 1):
+        unusable = False  # the last answer was read and was unusable
+        n_unusable = sent = 0
+        while sent <= FORMAT_RETRIES and n_unusable <= format_retries:
+            if unusable:
+                self.fallbacks["format_re_asks"] += 1
+            unusable = False
+            sent += 1
             try:
                 reply, latency, batch = await self._send(backend, req, batch)
             except CallFailed as e:
@@ -252,7 +304,7 @@ class LLMClient:
             parsed = None
             if req.schema is not None:
                 try:
-                    parsed = json.loads(backend.structured_text(req, text))
+                    parsed = json_in(backend.structured_text(req, text))
                     if not isinstance(parsed, dict):
                         raise ValueError("not a JSON object")
                     if validate is not None:
@@ -262,10 +314,13 @@ class LLMClient:
                     why = f" (stop_reason {why})" if why not in (None, backend.normal_stop) \
                         else ""
                     problem = f"unusable structured output{why}: {_one_line(e)}"
+                    unusable = True
+                    n_unusable += 1
                     continue
             return LLMResponse(text=text, parsed=parsed, usage=usage, cost_usd=cost,
                                latency_ms=round(latency, 3), cached=False)
-        raise LLMCallError(f"{req.model}: {problem} after {FORMAT_RETRIES + 1} attempts")
+        error = LLMFormatError if unusable else LLMCallError
+        raise error(f"{req.model}: {problem} after {sent} attempts")
 
     async def _send(self, backend: Backend, req: LLMRequest,
                     batch: bool) -> tuple[Any, float, bool]:
@@ -301,7 +356,7 @@ class LLMClient:
     def summary(self) -> dict[str, Any]:
         """What this client spent in this process (cache hits cost nothing)."""
         return {"requests": self.calls, "cache_hits": self.cache_hits, "batches": self.batches,
-                **self.usage_totals,
+                **self.usage_totals, **self._fallbacks(),
                 "cost_usd": round(self.total_cost_usd, 6) if self.priced else None}
 
     def counters(self) -> dict[str, Any]:
@@ -309,7 +364,7 @@ class LLMClient:
         priced calls, ``unpriced`` calls apart): :func:`usage_between` two of them is what
         was spent in between."""
         return {"requests": self.calls, "cache_hits": self.cache_hits, "batches": self.batches,
-                **self.usage_totals, "cost_usd": self.total_cost_usd,
+                **self.usage_totals, **self._fallbacks(), "cost_usd": self.total_cost_usd,
                 "unpriced": self.unpriced_calls}
 
     async def aclose(self) -> None:
@@ -321,8 +376,9 @@ class LLMClient:
 
 
 #: the fields of a usage record (``model_usage``): requests made, cache hits, batch jobs,
-#: tokens, and the cost in USD (None when a call had no known price)
-USAGE_KEYS = ("requests", "cache_hits", "batches", *USAGE_FIELDS, "cost_usd")
+#: tokens, structured-output fallbacks, and the cost in USD (None when a call had no known
+#: price)
+USAGE_KEYS = ("requests", "cache_hits", "batches", *USAGE_FIELDS, *FALLBACK_FIELDS, "cost_usd")
 
 
 def usage_between(now: dict[str, Any], before: dict[str, Any] | None) -> dict[str, Any]:

@@ -14,9 +14,11 @@ from typing import Any
 from raglab.data.io import atomic_write_text
 from raglab.report import human_scale
 from raglab.report.summary import (
+    FALLBACK_TITLE,
     arrow,
     better_words,
     config_outline,
+    fallback_rows,
     fmt,
     headline_names,
     report_headline,
@@ -113,6 +115,10 @@ def run_report_html(title: str, metrics: Mapping[str, Any], cfg: Mapping[str, An
         body.append("<h2>Work done by this run (not taken from a cache)</h2>")
         body.append(table(["counter", "count"], [[k, fmt(v)] for k, v in work.items()],
                           numeric_from=1))
+    if fallback_rows(metrics):
+        body.append(f"<h2>{FALLBACK_TITLE}</h2>")
+        body.append(table(["counter", "meaning", "count"], fallback_rows(metrics),
+                          numeric_from=2))
     rest = sorted(n for n in overall if n not in names)
     if rest:
         body.append(f"<details><summary>All other metrics ({len(rest)})</summary>")

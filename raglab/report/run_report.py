@@ -27,9 +27,11 @@ from raglab.metrics.catalog import STAGES, spec_of
 from raglab.report import human_scale
 from raglab.report.format import fmt, num
 from raglab.report.summary import (
+    FALLBACK_TITLE,
     _md,
     arrow,
     config_outline,
+    fallback_rows,
     headline_names,
     md_table,
     report_headline,
@@ -140,6 +142,9 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
         lines += ["## Work done by this run (not taken from a cache)", ""]
         lines += _table(["counter", "count"], [[k, fmt(v)] for k, v in work.items()])
         lines += [""]
+    if fallback_rows(m):
+        lines += [f"## {FALLBACK_TITLE}", ""]
+        lines += _table(["counter", "meaning", "count"], fallback_rows(m)) + [""]
     rows = _slice_rows(m.get("slices") or {})
     cols = slice_columns(rows)
     if rows:

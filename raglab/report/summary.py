@@ -72,6 +72,25 @@ def flatten(cfg: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+#: the judge's structured-output fallbacks of ``model_usage`` (raglab.llm.client
+#: FALLBACK_FIELDS) and what each counts, as the report shows them
+FALLBACK_ROWS = (
+    ("format_re_asks", "unusable answers asked again"),
+    ("single_item_calls", "items asked alone after their batch's answers were unusable"),
+    ("unreadable_items", "items still unreadable alone (their case's metric is an error)"),
+    ("schema_unsupported", "models whose server refused response_format json_schema"),
+)
+FALLBACK_TITLE = "Judge output fallbacks"
+
+
+def fallback_rows(metrics: Mapping[str, Any]) -> list[list[str]]:
+    """``[counter, meaning, count]`` of a run's judge fallbacks; none without model calls."""
+    usage = metrics.get("model_usage") or {}
+    if not isinstance(usage, Mapping) or "requests" not in usage:
+        return []
+    return [[k, what, fmt(usage.get(k, 0))] for k, what in FALLBACK_ROWS]
+
+
 def config_diff(defaults: Mapping[str, Any] | None, cfg: Mapping[str, Any]
                 ) -> list[tuple[str, Any, Any]]:
     """``[(key, default, value)]`` where the run's config differs from the shipped one."""

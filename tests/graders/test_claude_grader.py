@@ -194,8 +194,19 @@ def test_verify_results_follow_claim_index_not_order(fake_api):
     assert res == [["SUPPORTED", "Net 10", 0], ["CONTRADICTED", None, None]]
 
 
+def test_a_batch_answered_one_item_at_a_time_is_asked_item_by_item(fake_api):
+    """An answer with one verdict for two claims is unusable for the pair: asked again
+    once, then each claim alone, whose one-item answer is read."""
+    fake_api.handler = lambda body: json.dumps({"verdicts": [
+        {"claim_index": 1, "evidence": "", "reasoning": "", "label": "SUPPORTED"}]})
+    res = with_grader(lambda g: g.verify(CLAIMS[:2], PASSAGES, "faithfulness"))
+    assert res == [["SUPPORTED", None, None], ["SUPPORTED", None, None]]
+    calls = fake_api.calls(MSG)
+    assert len(calls) == 4 and [len(re.findall(r"<claim ", user_text(c["body"])))
+                                for c in calls] == [2, 2, 1, 1]
+
+
 @pytest.mark.parametrize("bad", [
-    {"verdicts": [{"claim_index": 1, "evidence": "", "reasoning": "", "label": "SUPPORTED"}]},
     {"verdicts": [{"claim_index": 1, "evidence": "", "reasoning": "", "label": "TRUE"},
                   {"claim_index": 2, "evidence": "", "reasoning": "", "label": "SUPPORTED"}]},
     {"verdicts": [{"claim_index": 1, "evidence": "", "reasoning": "", "label": "SUPPORTED"},
@@ -207,9 +218,11 @@ def test_verify_results_follow_claim_index_not_order(fake_api):
 ])
 def test_invalid_structured_output_is_retried_then_an_error(fake_api, bad):
     fake_api.handler = lambda body: json.dumps(bad)
-    with pytest.raises(GraderCallError, match="unusable structured output"):
+    with pytest.raises(GraderCallError, match="unusable structured output") as e:
         with_grader(lambda g: g.verify(CLAIMS[:2], PASSAGES, "faithfulness"))
-    assert len(fake_api.calls(MSG)) == 3
+    # asked twice for both claims, then twice for each alone; never a guessed verdict
+    assert len(fake_api.calls(MSG)) == 6
+    assert "2 of 2 items unreadable, asked alone after their batch" in str(e.value)
 
 
 def test_one_bad_output_then_a_good_one(fake_api):

@@ -120,6 +120,6 @@ def test_a_failed_references_call_leaves_its_cases_to_decompose_one_by_one(fake_
     verdicts = _grade(tmp_path, cases)
     assert not [v for vs in verdicts for v in vs if v["error"]]
     refs = [c for c in fake_api.calls(MSG) if _is_references(c["body"])]
-    assert len(refs) == 3 + 1 + 8  # 3 attempts of the failed call, the other, 8 alone
+    assert len(refs) == 2 + 1 + 8  # 2 attempts (one re-ask) of the failed call, the other, 8 alone
     assert all(any(v["family"] == "correctness" and v["kind"] == "claim" for v in vs)
                for vs in verdicts)

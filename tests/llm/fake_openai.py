@@ -14,6 +14,9 @@
 server accepts (``json_schema``, ``json_object``): another one is answered with HTTP 400, as
 servers without structured output do. In ``text`` mode (no ``response_format``) the fake
 wraps its JSON in prose and a code fence, as a chatty local model does.
+``misbehave`` makes a small local model of it, for every structured answer: ``prose`` (prose
+around the JSON even with ``response_format``), ``no_index`` (items without their
+``*_index``), ``one_item`` (only the first item of each list of items), ``garbage`` (no JSON).
 Usage is simulated: words are tokens; a system prompt seen before counts as cached.
 """
 
@@ -78,9 +81,11 @@ def as_messages_body(body: dict) -> dict:
 
 
 class FakeOpenAI(FakeAnthropic):
-    def __init__(self, handler=None, supports: tuple[str, ...] = ("json_schema", "json_object")):
+    def __init__(self, handler=None, supports: tuple[str, ...] = ("json_schema", "json_object"),
+                 misbehave: str | None = None):
         super().__init__(handler)
         self.supports = set(supports)
+        self.misbehave = misbehave
 
     @property
     def base_url(self) -> str:
@@ -110,6 +115,10 @@ class FakeOpenAI(FakeAnthropic):
                 usage = out.get("usage")
             else:
                 text = out
+            structured = body.get("response_format") is not None \
+                or "<json_schema>" in json.dumps(body)
+            if structured and self.misbehave:
+                text = misbehaving(text, self.misbehave)
             if body.get("response_format") is None and "<json_schema>" in json.dumps(body):
                 text = f"Here is my judgment.\n```json\n{text}\n```\nI hope this helps."
         if usage is None:
@@ -132,6 +141,22 @@ class FakeOpenAI(FakeAnthropic):
         out = max(1, _words(text))
         return {"prompt_tokens": prompt, "completion_tokens": out,
                 "total_tokens": prompt + out, "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def misbehaving(text: str, how: str) -> str:
+    """A structured answer as a small model may give it (``FakeOpenAI.misbehave``)."""
+    if how == "garbage":
+        return "I think the answer is mostly fine, yes."
+    if how == "prose":
+        return f"Sure! Here is the JSON you asked for:\n{text}\nLet me know if you need more."
+    obj = json.loads(text)
+    for k, v in obj.items():
+        if isinstance(v, list) and v and all(isinstance(it, dict) for it in v):
+            if how == "one_item":
+                obj[k] = v[:1]
+            elif how == "no_index":
+                obj[k] = [{f: x for f, x in it.items() if not f.endswith("_index")} for it in v]
+    return json.dumps(obj)
 
 
 class _ChatHandler(_Handler):

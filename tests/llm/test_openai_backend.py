@@ -15,7 +15,7 @@ import pytest
 from raglab.cache import StageCache
 from raglab.errors import ConfigError
 from raglab.llm.backends.openai import first_json_object
-from raglab.llm.client import LLMCallError, LLMClient, LLMRequest
+from raglab.llm.client import LLMCallError, LLMClient, LLMFormatError, LLMRequest, json_in
 from tests.llm.fake_openai import (
     CHAT,
     TEST_OPENAI_KEY,
@@ -115,13 +115,88 @@ def test_fallback_modes_state_the_schema_and_read_the_object(mode):
         assert resp.text.startswith("Here is my judgment.")  # prose around the object
 
 
-def test_server_without_json_schema_is_one_line_naming_the_fallback():
+def test_server_without_json_schema_is_probed_once_and_asked_in_text():
+    """The first json_schema call to a server that refuses it (HTTP 400) is sent again
+    without response_format, the schema stated in the prompt; the client remembers it: the
+    other requests to that model go as text at once (it used to fail every call)."""
+    async def go(srv):
+        c = client()
+        try:
+            first = await asyncio.gather(*(c.complete(req(f"q{i}", endpoint=(
+                ("base_url", srv.base_url),))) for i in range(3)))
+            return first, c.summary()
+        finally:
+            await c.aclose()
+
+    with FakeOpenAI(handler=answer, supports=()) as srv:
+        out, summary = asyncio.run(go(srv))
+        bodies = [c["body"] for c in srv.calls(CHAT)]
+    assert all(r.parsed == {"answer": "forty-two"} for r in out)
+    assert len(bodies) == 4 and bodies[0]["response_format"]["type"] == "json_schema"
+    assert all("response_format" not in b for b in bodies[1:])
+    assert all("<json_schema>" in b["messages"][0]["content"] for b in bodies[1:])
+    assert summary["schema_unsupported"] == 1 and summary["requests"] == 3
+
+
+@pytest.mark.parametrize("status", [400, 422])
+def test_probe_any_4xx_of_the_first_call_but_not_a_later_one(status):
+    err = {**bad_request("context length exceeded"), "status": status}
+    with FakeOpenAI(handler=answer) as srv:
+        srv.push(err)  # the probe's answer: taken as "no json_schema" (the text call works)
+        (r,), c = ask(req(endpoint=(("base_url", srv.base_url),)))
+        assert r.parsed and c.summary()["schema_unsupported"] == 1
+    with FakeOpenAI(handler=answer) as srv:  # a server that has it: later 400s are errors
+        async def go():
+            cl = client()
+            try:
+                await cl.complete(req("a", endpoint=(("base_url", srv.base_url),)))
+                srv.push(bad_request())
+                await cl.complete(req("b", endpoint=(("base_url", srv.base_url),)))
+            finally:
+                await cl.aclose()
+
+        with pytest.raises(LLMCallError, match="BadRequestError"):
+            asyncio.run(go())
+
+
+def test_json_object_mode_without_support_is_one_line_naming_the_fallback():
     with FakeOpenAI(handler=answer, supports=()) as srv:
         with pytest.raises(LLMCallError) as e:
-            ask(req(endpoint=(("base_url", srv.base_url),)))
+            ask(req(mode="json_object", endpoint=(("base_url", srv.base_url),)))
         assert len(srv.calls(CHAT)) == 1  # a 400 is not retried
     msg = str(e.value)
     assert "\n" not in msg and "structured_output: json_object or text" in msg
+
+
+def test_json_in_prose_is_read_only_when_it_validates(fake_openai):
+    """json_schema mode: a model that talks around its JSON (a small local one) is read;
+    what is not a usable object is asked again."""
+    fake_openai.handler = lambda b: 'Sure! {"answer": "forty-two"} Anything else?'
+    (r,), c = ask(req())
+    assert r.parsed == {"answer": "forty-two"} and c.calls == 1
+    fake_openai.handler = lambda b: 'Sure! {"answer": 42} or [1, 2]'
+    with pytest.raises(LLMFormatError):
+        asyncio.run(_validated(req("v")))
+
+
+async def _validated(r: LLMRequest) -> None:
+    def check(p: dict) -> None:
+        if not isinstance(p.get("answer"), str):
+            raise ValueError("answer must be a string")
+
+    c = client()
+    try:
+        await c.complete(r, validate=check)
+    finally:
+        await c.aclose()
+
+
+def test_json_in():
+    assert json_in('[1, {"a": 2}]') == [1, {"a": 2}]
+    assert json_in('text [1, 2 {"a": {"b": 1}} y') == {"a": {"b": 1}}
+    assert json_in("x ```json\n[3]\n``` y") == [3]
+    with pytest.raises(ValueError):
+        json_in("no {json here")
 
 
 def test_first_json_object():
@@ -163,9 +238,9 @@ def test_status_errors_after_retries_and_client_errors(fake_openai):
         ask(req())
     assert len(fake_openai.calls(CHAT)) == 3
     fake_openai.reset()
-    fake_openai.push(bad_request())
+    fake_openai.push(bad_request())  # (no schema: not a json_schema probe)
     with pytest.raises(LLMCallError, match="BadRequestError"):
-        ask(req())
+        ask(req(schema=None))
     assert len(fake_openai.calls(CHAT)) == 1
 
 

@@ -6,10 +6,14 @@ LM Studio) through the official ``openai`` SDK's Chat Completions (the ``openai`
   reads the environment). Key: ``OPENAI_API_KEY`` as the SDK reads it; a local server
   needs none, so without one a placeholder is sent. raglab never stores, prints or logs it.
 - Structured output, by the ``structured_output`` option: ``json_schema`` (``response_format``
-  ``json_schema``, ``strict``), ``json_object`` (JSON mode; the schema is stated in the system
-  prompt) or ``text`` (no ``response_format``; the schema is stated in the system prompt and
-  the first JSON object of the answer is read). The client validates the object and asks
-  again, up to its bounded format retries, when it is unusable.
+  ``json_schema``, ``strict``; the first such call to a (server, model) is a probe: an HTTP
+  400 or 422 to it, or an error naming ``response_format``, means the server has none, and
+  the call and every later one to that model are sent as ``text``; remembered for the
+  run's client only, counted as ``schema_unsupported``), ``json_object`` (JSON mode; the
+  schema is stated in the system prompt) or ``text`` (no ``response_format``; the schema is
+  stated in the system prompt and the first JSON object of the answer is read). The client
+  validates the object and asks again, up to its bounded format retries, when it is
+  unusable.
 - Transport retries (429 with ``Retry-After``, 5xx, connection errors, timeouts) are the
   SDK's, with ``max_retries`` and ``timeout`` from the config.
 - Usage: ``prompt_tokens`` (less the cached ones) as ``input_tokens``,
@@ -24,6 +28,8 @@ LM Studio) through the official ``openai`` SDK's Chat Completions (the ``openai`
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import os
 from typing import Any, Literal
@@ -117,6 +123,12 @@ def first_json_object(text: str) -> str:
     return text
 
 
+def as_text(req: Any) -> Any:
+    """The request in ``text`` mode (no response_format; the schema stated in the prompt)."""
+    opts = [(k, v) for k, v in req.options if k != "structured_output"]
+    return dataclasses.replace(req, options=(*opts, ("structured_output", "text")))
+
+
 @register_backend("openai")
 class OpenAIBackend(BatchAPI, Backend):
     normal_stop = "stop"
@@ -136,6 +148,10 @@ class OpenAIBackend(BatchAPI, Backend):
         if not os.environ.get("OPENAI_API_KEY"):
             kw["api_key"] = NO_KEY  # else the SDK reads the key from the environment
         self.sdk: Any = openai.AsyncOpenAI(**kw)
+        #: model -> whether this server takes response_format json_schema (None: not probed)
+        self.schema_support: dict[str, bool] = {}
+        self.schema_unsupported = 0
+        self._probing: dict[str, asyncio.Lock] = {}
 
     @classmethod
     def preload(cls) -> None:
@@ -162,6 +178,34 @@ class OpenAIBackend(BatchAPI, Backend):
         return p
 
     async def send(self, req: Any) -> Reply:
+        opts = dict(req.options)
+        if req.schema is None or opts.get("structured_output", "json_schema") != "json_schema":
+            return await self._send(req)
+        known = self.schema_support.get(req.model)
+        if known is None:  # the probe: one call per model, the others wait for its answer
+            async with self._probing.setdefault(req.model, asyncio.Lock()):
+                known = self.schema_support.get(req.model)
+                if known is None:
+                    return await self._probe(req)
+        return await self._send(req if known else as_text(req))
+
+    async def _probe(self, req: Any) -> Reply:
+        import openai
+
+        try:
+            reply = await self._send(req)
+        except (openai.APIStatusError, CallFailed) as e:
+            status = getattr(e, "status_code", None)
+            if status not in (400, 422) and "response_format" not in str(e):
+                raise
+            reply = await self._send(as_text(req))  # its error, if it fails too
+            self.schema_support[req.model] = False
+            self.schema_unsupported += 1
+            return reply
+        self.schema_support[req.model] = True
+        return reply
+
+    async def _send(self, req: Any) -> Reply:
         import openai
 
         params = self.params(req)
@@ -189,7 +233,8 @@ class OpenAIBackend(BatchAPI, Backend):
         return Reply(text=text, usage=usage, stop_reason=stop)
 
     def structured_text(self, req: Any, text: str) -> str:
-        if dict(req.options).get("structured_output", "json_schema") == "json_schema":
+        if dict(req.options).get("structured_output", "json_schema") == "json_schema" \
+                and self.schema_support.get(req.model, True):
             return text
         return first_json_object(text)
 
