@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raglab.errors import ConfigError, install_line
 from raglab.llm.backends import Backend, CallFailed, Reply, register_backend
-from raglab.llm.backends.openai_batch import BatchAPI
+from raglab.llm.backends.openai_batch import BatchAPI, chat_reply
 
 EXTRA = install_line("openai")
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
@@ -218,19 +218,7 @@ class OpenAIBackend(BatchAPI, Backend):
                 raise
             raise CallFailed(f"BadRequestError: {e} (a server without this structured "
                              "output: set structured_output: json_object or text)") from None
-        choice = resp.choices[0] if resp.choices else None
-        text = (choice.message.content or "") if choice is not None else ""
-        u = resp.usage
-        prompt = int(getattr(u, "prompt_tokens", 0) or 0)
-        details = getattr(u, "prompt_tokens_details", None)
-        cached = int(getattr(details, "cached_tokens", 0) or 0)
-        usage = {"input_tokens": max(0, prompt - cached),
-                 "output_tokens": int(getattr(u, "completion_tokens", 0) or 0),
-                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": cached}
-        stop = choice.finish_reason if choice is not None else "no choices"
-        if choice is not None and not text and getattr(choice.message, "refusal", None):
-            stop = "refusal"  # a structured output the model declined to give
-        return Reply(text=text, usage=usage, stop_reason=stop)
+        return chat_reply(resp)
 
     def structured_text(self, req: Any, text: str) -> str:
         if dict(req.options).get("structured_output", "json_schema") == "json_schema" \
