@@ -4,10 +4,11 @@ every reader (resume, aggregation, reports, comparisons).
 A record keeps the case's gold summary, the system output, which hits hold which evidence
 (``judgments``), the grader verdicts, the per-case metric values (``null`` where one does
 not apply) and the error, if any. Optional fields (``severity_one``,
-``n_factual_sentences``, ``contradicted_claims``, ``grading_cost_usd``, and with
-``grader.repeats`` > 1 ``repeat_verdicts``, ``repeats``, ``repeat_variance``, and with a
-model client ``model_usage``) are present only when they apply;
-unknown fields are kept, so records from a newer raglab still read.
+``n_factual_sentences``, ``contradicted_claims``, ``grading_cost_usd``, ``grading_calls``,
+and with ``grader.repeats`` > 1 ``repeat_verdicts``, ``repeats``, ``repeat_variance``, and
+with a model client ``model_usage``) are present only when they apply (a record written
+before one existed reads as without it); unknown fields are kept, so records from a newer
+raglab still read.
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ class CaseRecord(BaseModel):
     n_factual_sentences: int | None = None            # present when graded
     contradicted_claims: list[str] | None = None      # present when any
     grading_cost_usd: float | None = None             # present when graded (None: unpriced)
+    # present when the grader called a model for this case: one entry per call that served
+    # it (raglab.llm.client.call_info: model, tokens, cost_usd, latency_ms, cached; a call
+    # that served several cases also has ``share``, the case's part, and ``served``)
+    grading_calls: list[dict[str, Any]] | None = None
     diagnosis: dict[str, Any] | None = None           # raglab.metrics.diagnosis; None: passed
     # grader.repeats > 1 (present then): the verdicts of repeats 1..N-1 (``verdicts`` holds
     # repeat 0's), the number of repeats, and each graded metric's variance over them

@@ -138,9 +138,12 @@ def start_references(g: Any, cases: list[Any], grader: Any = None) -> Any:
             g.work.add("grader_calls", len(chunk))  # one judgment per reference
             total = meter.total()
             share = round(total / len(chunk), 9) if total is not None else None
+            # each case lists the call with its share: one of the references it answered
+            calls = [{**c, "family": "correctness", "share": 1 / len(chunk),
+                      "served": len(chunk)} for c in meter.calls]
             for it, claims in zip(chunk, res):
                 g.cache.put("grade", keys[it], claims)
-                g.cache.put("grade_cost", keys[it], {"usd": share})
+                g.cache.put("grade_cost", keys[it], {"usd": share, "calls": calls})
                 g.fresh.add(keys[it])
         except LLMFormatError:  # unusable answers: each case asks for its own alone
             note(getattr(grader or g.grader, "llm", None), "single_item_calls", len(chunk))

@@ -113,20 +113,24 @@ class Grading:
             await asyncio.shield(pending)
         hit = self.cache.get("grade", key)
         if hit is not None:
-            if key in self.fresh:  # made by this run (a grouped call before the cases)
+            fresh = key in self.fresh
+            if fresh:  # made by this run (a grouped call before the cases)
                 self.fresh.discard(key)
             else:
                 self.work.add("grader_cache_hits")
-            if case_meter is not None:  # the cost recorded when the judgment was made
+            if case_meter is not None:  # the cost (and calls) recorded when it was made
                 cost = self.cache.get("grade_cost", key)
                 case_meter.add(cost["usd"] if cost is not None else
                                None if self.grader.uses_llm else 0.0)
+                case_meter.replay((cost or {}).get("calls"), fresh=fresh)
             return hit
         with metering() as meter:
             value = await getattr(self._grader(repeat), method)(*args)
+        for c in meter.calls:  # (the same entries the case's meter lists)
+            c.setdefault("family", family)
         self.work.add("grader_calls")
         self.cache.put("grade", key, value)
-        self.cache.put("grade_cost", key, {"usd": meter.total()})
+        self.cache.put("grade_cost", key, {"usd": meter.total(), "calls": meter.calls})
         if case_meter is not None:
             case_meter.add(meter.total())
         return value

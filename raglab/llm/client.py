@@ -105,6 +105,21 @@ class LLMResponse:
         return out
 
 
+def call_info(req: LLMRequest, resp: LLMResponse) -> dict[str, Any]:
+    """What a case's record keeps of one grading call (``grading_calls``): the model, its
+    backend, the request's purpose, the tokens, the cost in USD (None: not priced), the
+    latency in ms (of the call that made a cached response) and whether raglab's cache
+    answered it; the repeat when it is not the first."""
+    out: dict[str, Any] = {"model": req.model, "backend": req.backend, "purpose": req.purpose,
+                           **{f: int(resp.usage.get(f, 0) or 0) for f in USAGE_FIELDS
+                              if resp.usage.get(f) or f in USAGE_FIELDS[:2]},
+                           "cost_usd": resp.cost_usd, "latency_ms": resp.latency_ms,
+                           "cached": bool(resp.cached)}
+    if req.repeat:
+        out["repeat"] = req.repeat
+    return out
+
+
 def _one_line(e: BaseException) -> str:
     from raglab.secrets import clip
 
@@ -214,12 +229,13 @@ class LLMClient:
                        format_retries: int = FORMAT_RETRIES) -> LLMResponse:
         """One model call (or a cache hit). ``validate(parsed)`` raising ValueError marks a
         structured output as unusable: it is not cached and the call is tried again, up to
-        ``format_retries`` more times. A grading response's cost goes to the current cost
-        meter (raglab.llm.cost)."""
+        ``format_retries`` more times. A grading response's cost, and the call
+        (:func:`call_info`), go to the current cost meter (raglab.llm.cost)."""
         resp = await self._complete(req, validate, format_retries)
         meter = current_meter()
         if meter is not None and req.purpose != "generate":
             meter.add(resp.cost_usd)
+            meter.call(call_info(req, resp))
         return resp
 
     async def _complete(self, req: LLMRequest, validate: Callable[[dict], Any] | None = None,

@@ -160,6 +160,8 @@ class CaseRunner:
             graded = await asyncio.gather(*(grading.grade(case, output, r)
                                             for r in range(grading.repeats)))
         record["grading_cost_usd"] = meter.total()
+        if meter.calls:  # the model calls that served its grading (raglab.llm.cost)
+            record["grading_calls"] = meter.calls
         verdicts, factual = graded[0]
         if grading.repeats > 1:
             record["repeat_verdicts"] = [v for v, _ in graded[1:]]

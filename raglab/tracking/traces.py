@@ -14,15 +14,21 @@ Shape of a case's trace (``tracking.traces``: ``all`` cases, only the ``failed``
 - spans: ``case`` (the root: the question in, the answer out) with the children
   ``retrieve`` (RETRIEVER: the candidates as documents, id, text and score), ``rerank``
   (RERANKER), ``assemble context`` (the context passages) and ``generate`` (LLM: the answer
-  and its citations), each as long as the stage's latency in the record;
+  and its citations), each as long as the stage's latency in the record; then, when the
+  grader called a model for the case, ``grade`` with one CHAT_MODEL span per call
+  (:func:`judge_spans`: model, tokens, cost, latency, cached, grader version, share);
 - expectations (source HUMAN, the case set): ``expected_response`` (the reference answer),
   ``expected_facts`` (the nuggets), ``expected_retrieved_context`` (the gold evidence);
 - feedback: one per headline per-case metric (every per-case metric with
   ``tracking.assessments=all``), named as the metric (``raglab.correctness`` for
-  ``correctness``, a name MLflow's UI keeps for its own judge: :func:`feedback_name`),
-  its value, its source (``LLM_JUDGE`` or ``CODE`` named ``<grader>@<metric version>``
-  for graded metrics, ``CODE`` named ``raglab.<family>@<version>`` for the others) and,
-  where the grader's verdicts give evidence, that evidence as the rationale;
+  ``correctness``, a name MLflow's UI keeps for its own judge:
+  :func:`raglab.tracking.assessments.feedback_name`), its value (a pass/fail check's as
+  True when passed, so a failure shows red), its source (``LLM_JUDGE`` or ``CODE`` named
+  ``<grader>@<metric version>`` for graded metrics, ``CODE`` named
+  ``raglab.<family>@<version>`` for the others) and, where the grader's verdicts give
+  evidence, that evidence as the rationale;
+- state: ``ERROR`` for a case with an error or a failed pass/fail check (its root span's
+  status says which checks), else ``OK`` (which MLflow shows as a green "Success");
 - pairing: MLflow's evaluation view pairs the traces of two runs on their request (the
   root's inputs, ``{"case_id", "question"}``); the case id is also the trace's
   ``client_request_id``, its ``mlflow.eval.requestId`` tag and its ``raglab.case_id`` tag.
@@ -47,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from raglab.secrets import clip
+from raglab.tracking.assessments import Assessor, expectations, failed_checks
 
 log = logging.getLogger(__name__)
 
@@ -62,24 +69,6 @@ BATCH = 64
 QUEUE_MAX = 4096
 MAX_PREVIEW = 1000
 MAX_TEXT = 20000  # a passage's text in a span (longer ones are cut)
-MAX_RATIONALE = 4000
-#: the assessment names MLflow's UI (3.17) keeps for its built-in judges: it takes any
-#: feedback so named for a pass/fail judgement, and shows the numeric values of one as text
-#: ("STRING, 2 values"), so a metric of one of these names is logged as ``raglab.NAME``
-MLFLOW_JUDGE_NAMES = frozenset({
-    "overall_assessment", "correctness", "groundedness", "retrieval_groundedness",
-    "context_sufficiency", "retrieval_sufficiency", "relevance_to_query", "safety",
-    "chunk_relevance", "retrieval_relevance", "guideline_adherence", "guidelines",
-    "global_guideline_adherence", "conversational_guidelines"})
-RESERVED_PREFIX = "raglab."
-
-
-def feedback_name(metric: str) -> str:
-    """The feedback assessment's name of a per-case metric: the metric's name, or
-    ``raglab.<name>`` for a name MLflow keeps for a built-in judge (``raglab.correctness``)."""
-    return RESERVED_PREFIX + metric if metric in MLFLOW_JUDGE_NAMES else metric
-
-
 def traces_url(uri: str, experiment_id: str, run_id: str, compare_to: str | None = None) -> str:
     """The address of a run's cases in MLflow's evaluation view (the run page's Traces tab
     in the GenAI layout), compared case by case with ``compare_to`` when given."""
@@ -157,23 +146,72 @@ def _question(case: Any) -> str | None:
     return scrub(case.question) if case is not None else None
 
 
-def build_spans(maker: _SpanMaker, case: Any, record: Any, t0_ns: int) -> int:
+def _judge_ns(call: Mapping[str, Any]) -> int:
+    """A judge call's span length: its latency, 0 when raglab's cache answered it."""
+    return 0 if call.get("cached") else _ms_ns(call.get("latency_ms"))
+
+
+def judge_spans(maker: _SpanMaker, record: Any, root: int, t0_ns: int,
+                versions: Mapping[str, str], grader: str) -> None:
+    """The grader's model calls that served the case (``grading_calls``), each a
+    CHAT_MODEL span under one ``grade`` span that starts at ``t0_ns``: its model, tokens,
+    cost, latency, whether raglab's cache answered it, the grader and its version, and
+    for a call that served several cases the case's ``share`` of it. MLflow's own usage
+    and cost attributes (which MLflow adds up per trace) are set on the calls made for
+    this case alone in this run, not on a cached or shared one."""
+    calls = [c for c in record.grading_calls or () if isinstance(c, Mapping)]
+    if not calls:
+        return
+    end = t0_ns + max(map(_judge_ns, calls))
+    parent = maker.add("grade", "CHAIN", t0_ns, end, {"calls": len(calls)},
+                       {"grading_cost_usd": record.grading_cost_usd}, parent=root,
+                       attributes={"raglab.grader": grader})
+    for c in calls:
+        family = c.get("family")
+        inp, outp = int(c.get("input_tokens") or 0), int(c.get("output_tokens") or 0)
+        attrs: dict[str, Any] = {f"raglab.{k}": v for k, v in c.items()}
+        attrs.update({"raglab.grader": grader, "mlflow.llm.model": c.get("model"),
+                      "raglab.grader_version": versions.get(family) if family
+                      else dict(versions)})
+        if c.get("backend"):
+            attrs["mlflow.llm.provider"] = c["backend"]
+        if not c.get("cached") and c.get("share") is None:
+            attrs["mlflow.chat.tokenUsage"] = {
+                "input_tokens": inp, "output_tokens": outp, "total_tokens": inp + outp,
+                **{k: int(c[k]) for k in ("cache_read_input_tokens",
+                                          "cache_creation_input_tokens") if c.get(k)}}
+            if c.get("cost_usd") is not None:
+                attrs["mlflow.llm.cost"] = {"total_cost": c["cost_usd"]}
+        name = f"judge {family}" if family else "judge"
+        maker.add(name, "CHAT_MODEL", t0_ns, t0_ns + _judge_ns(c),
+                  {"model": c.get("model"), "family": family, "purpose": c.get("purpose")},
+                  {"cached": bool(c.get("cached")), "input_tokens": inp,
+                   "output_tokens": outp, "cost_usd": c.get("cost_usd")},
+                  parent=parent, attributes=attrs)
+
+
+def build_spans(maker: _SpanMaker, case: Any, record: Any, t0_ns: int,
+                versions: Mapping[str, str] | None = None, grader: str = "") -> int:
     """The case's spans (``record``: its scrubbed form); returns the trace's duration in
-    nanoseconds."""
+    nanoseconds: the system's, then its grading's model calls, if any."""
     out = record.output or {}
     lat = dict(out.get("latency_ms") or {})
     total = _ms_ns(lat.get("total")) or sum(_ms_ns(v) for v in lat.values())
+    calls = [c for c in record.grading_calls or () if isinstance(c, Mapping)]
+    grading = max(map(_judge_ns, calls)) if calls else 0
     question = _question(case)
     inputs = {"case_id": record.case_id, "question": question}
     answer = out.get("answer")
-    root = maker.add("case", "CHAIN", t0_ns, t0_ns + total, inputs,
+    failed = failed_checks(record.metrics)
+    root = maker.add("case", "CHAIN", t0_ns, t0_ns + total + grading, inputs,
                      {"answer": answer} if record.output is not None else None,
-                     error=record.error,
+                     error=record.error or (f"failed: {', '.join(failed)}" if failed else None),
                      attributes={"raglab.latency_ms": lat} if lat else None)
+    judge_spans(maker, record, root, t0_ns + total, versions or {}, grader)
     t = t0_ns
     candidates, context = out.get("candidates") or [], out.get("context") or []
     if record.output is None:
-        return total
+        return total + grading
     retrieved = bool(candidates) or "retrieve" in lat
     if retrieved:
         d = _ms_ns(lat.get("retrieve"))
@@ -199,96 +237,7 @@ def build_spans(maker: _SpanMaker, case: Any, record: Any, t0_ns: int) -> int:
                                                 "context": [h.get("doc_id") for h in context]},
                   {"answer": answer, "citations": out.get("citations") or []}, parent=root,
                   attributes=attrs)
-    return total
-
-
-def expectations(case: Any, trace_id: str, dataset_name: str) -> list[Any]:
-    """The case's reference answer, nuggets and gold evidence as MLflow expectations (their
-    text scrubbed of known secrets, as every sink's)."""
-    from mlflow.entities import AssessmentSource, Expectation
-
-    from raglab.secrets import scrub_obj
-
-    if case is None:
-        return []
-    source = AssessmentSource(source_type="HUMAN", source_id=f"cases:{dataset_name}")
-    out = []
-    if case.reference_answer:
-        out.append(Expectation("expected_response", scrub_obj(case.reference_answer),
-                               source=source, trace_id=trace_id))
-    if case.nuggets:
-        out.append(Expectation("expected_facts", scrub_obj([n.text for n in case.nuggets]),
-                               source=source, trace_id=trace_id,
-                               metadata={"vital": _dump([n.vital for n in case.nuggets])}))
-    if case.evidence:
-        out.append(Expectation(
-            "expected_retrieved_context",
-            scrub_obj([{"doc_uri": e.doc_id, "content": e.quote, "start": e.start,
-                        "end": e.end, "grade": e.grade} for e in case.evidence]),
-            source=source, trace_id=trace_id))
-    return out
-
-
-def _rationale(verdicts: list[Any], family: str) -> str | None:
-    lines = []
-    for v in verdicts:
-        if v.family != family or not v.evidence:
-            continue
-        head = f"{v.label.value if hasattr(v.label, 'value') else v.label}: " if v.label else ""
-        item = f"{v.item} <- " if v.item else ""
-        lines.append(f"- {head}{item}{v.evidence}")
-    return clip("\n".join(lines), MAX_RATIONALE) if lines else None  # scrubbed, then cut
-
-
-class Assessor:
-    """Which per-case metrics become feedback, and each one's source."""
-
-    def __init__(self, versions: Mapping[str, str], grader: str, llm_judge: bool,
-                 assessments: str = "headline"):
-        from raglab.metrics.catalog import HEADLINE
-
-        self.versions = dict(versions)
-        self.grader = grader
-        self.judge_type = "LLM_JUDGE" if llm_judge else "CODE"
-        self.headline = None if assessments == "all" else set(HEADLINE)
-        self._sources: dict[tuple[str, str], Any] = {}
-
-    def _source(self, family: str | None, graded: bool, grader: str):
-        from mlflow.entities import AssessmentSource
-
-        fam = family or "operational"
-        key = (fam, grader if graded else "")
-        src = self._sources.get(key)
-        if src is None:
-            ver = self.versions.get(fam, "")
-            if graded:
-                src = AssessmentSource(source_type=self.judge_type, source_id=f"{grader}@{ver}")
-            else:
-                src = AssessmentSource(source_type="CODE", source_id=f"raglab.{fam}@{ver}")
-            self._sources[key] = src
-        return src
-
-    def feedback(self, record: Any, trace_id: str) -> list[Any]:
-        from mlflow.entities import Feedback
-
-        from raglab.metrics.catalog import spec_of
-
-        out = []
-        graders = {v.family: v.grader for v in record.verdicts}
-        for name, value in record.metrics.items():
-            if value is None or (self.headline is not None and name not in self.headline):
-                continue
-            spec = spec_of(name)
-            family = spec.family if spec is not None else None
-            graded = bool(spec is not None and spec.judged and family in graders)
-            meta = {"raglab.family": family or "operational"}
-            if family and self.versions.get(family):
-                meta["raglab.metric_version"] = self.versions[family]
-            out.append(Feedback(
-                name=feedback_name(name), value=float(value), trace_id=trace_id, metadata=meta,
-                source=self._source(family, graded, graders.get(family or "", self.grader)),
-                rationale=_rationale(record.verdicts, family) if graded and family else None))
-        return out
+    return total + grading
 
 
 def build_trace(case: Any, record: Any, run_id: str, experiment_id: str, assessor: Assessor,
@@ -302,13 +251,16 @@ def build_trace(case: Any, record: Any, run_id: str, experiment_id: str, assesso
     now_ns = time.time_ns()
     lat = (record.output or {}).get("latency_ms") or {}
     t0 = now_ns - _ms_ns(lat.get("total"))
-    duration = build_spans(maker, case, record, t0)
+    duration = build_spans(maker, case, record, t0, assessor.versions, assessor.grader)
     question = _question(case)
     answer = (record.output or {}).get("answer")
     info = TraceInfo(
         trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id),
         request_time=t0 // 1_000_000, execution_duration=duration // 1_000_000,
-        state=TraceState.ERROR if record.error else TraceState.OK,
+        # MLflow shows an OK trace as a green "Success": a case that failed a pass/fail
+        # check (a leak, a forbidden string, a wrong abstention) is not one
+        state=TraceState.ERROR if record.error or failed_checks(record.metrics)
+        else TraceState.OK,
         request_preview=clip(_dump({"case_id": record.case_id, "question": question}),
                              MAX_PREVIEW),
         response_preview=(clip(_dump({"answer": answer}), MAX_PREVIEW)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from raglab.metrics.catalog import HEADLINE, spec_of
-from raglab.tracking.traces import feedback_name
+from raglab.tracking.assessments import feedback_name
 from tests.conftest import run_cli
 
 mlflow = pytest.importorskip("mlflow")
@@ -108,12 +108,16 @@ def check_traces(run_dir: Path, cases_path: Path, run, traces: list) -> None:
         assert all(a.source.source_type == "HUMAN" for a in expect.values())
         # one feedback per headline per-case metric that has a value, with its value, named
         # as the metric, but correctness: MLflow's UI keeps that name for its own judge
-        want = {("raglab.correctness" if m == "correctness" else m): v
+        # (a pass/fail check's value: True when the case passed it, whatever its direction)
+        want = {("raglab.correctness" if m == "correctness" else m):
+                (v == (1.0 if spec_of(m).higher_is_better else 0.0))
+                if spec_of(m).kind == "binary" else v
                 for m, v in rec["metrics"].items() if m in HEADLINE and v is not None}
         assert {n: a.value for n, a in feedback.items()} == pytest.approx(want)
         assert "correctness" not in feedback
         named |= feedback.keys()
-        assert all(isinstance(a.value, float) for a in feedback.values())
+        assert all(isinstance(a.value, bool if spec_of(n.removeprefix("raglab.")).kind ==
+                              "binary" else float) for n, a in feedback.items())
         feedback = {n.removeprefix("raglab."): a for n, a in feedback.items()}
         for name, a in feedback.items():
             spec = spec_of(name)
@@ -173,7 +177,11 @@ def test_traces_failed_all_assessments_and_none(tmp_path, tiny):
         rec = records[t.info.tags["raglab.case_id"]]
         feedback = {a.name for a in t.info.assessments if a.feedback is not None}
         assert feedback == {feedback_name(m) for m, v in rec["metrics"].items() if v is not None}
-        assert t.info.state.value == ("ERROR" if rec["error"] else "OK")
+        # ERROR also for a case that failed a pass/fail check (never a green "Success")
+        failed_check = any(v is not None and spec_of(m).kind == "binary" and
+                           v != (1.0 if spec_of(m).higher_is_better else 0.0)
+                           for m, v in rec["metrics"].items())
+        assert t.info.state.value == ("ERROR" if rec["error"] or failed_check else "OK")
 
     proc = run_cli(*_args(tmp_path, tiny, "tracking.traces=none", run="none"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
