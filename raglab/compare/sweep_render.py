@@ -117,13 +117,18 @@ def family_intro(sc) -> str:
             "every job). Each pair's p-value is in compare.json (family.pairs).")
 
 
+def group_text(sc, group: list[str]) -> str:
+    """A best group's job names, or ``every job`` when no job is separable from the best."""
+    return "every job" if len(group) == len(sc.jobs) else "; ".join(group)
+
+
 def family_rows(sc) -> list[list[Any]]:
     """One row per metric: metric, best job (its mean), best group, size, cases."""
     f = sc.family
     rows = []
     for metric, group in f.get("best_group", {}).items():
         best = f["best"][metric]
-        rows.append([metric, f"{best} ({mean(f['means'][metric][best])})", "; ".join(group),
+        rows.append([metric, f"{best} ({mean(f['means'][metric][best])})", group_text(sc, group),
                      f"{len(group)} of {len(sc.jobs)}", f["n_cases"][metric]])
     return rows
 
@@ -230,7 +235,7 @@ def render_sweep_terminal(sc, metrics: list[str]) -> str:
         group = sc.family.get("best_group", {}).get(metric) if sc.family else None
         if group is not None:
             lines.append(f"  best group (family-wise, alpha {sc.family['alpha']:g}): "
-                         + "; ".join(group))
+                         + group_text(sc, group))
     lines.append(f"  {MARK}: significant after adjustment; {len(sc.always_failing)} cases fail "
                  "under every job")
     return "\n".join(lines)
