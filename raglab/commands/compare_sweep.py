@@ -53,4 +53,4 @@ def run_sweep(args, cfg) -> None:
 
         n = log_to_parent(sc, ref, uri, paths)
         print(f"logged to MLflow parent run {ref} ({n} new or changed sweep.* figures, "
-              "artifacts compare/, tag raglab.sweep.baseline)")
+              "the family's p-values as family.*, artifacts compare/, tag raglab.sweep.baseline)")

@@ -26,6 +26,9 @@ class CompareCfg(BaseModel):
         "the seed of the bca and percentile intervals; p-values, the bootstrap-t and the "
         "sign-flip intervals come from fixed plans, so the same data give the same figures "
         "whatever the seed and the order of the cases"))
+    family_permutations: int = Field(2000, ge=1, le=100_000, description=(
+        "random permutations of the randomised Tukey HSD over every pair of a sweep's jobs "
+        "(compare SWEEP: the sweep-wide family, seeded with seed)"))
     interval: Literal["auto", "signflip", "bca", "percentile"] = Field("auto", description=(
         "the paired interval: auto chooses by metric kind (the corrected score interval for "
         "pass/fail metrics, on the scaled gain and loss mass for shares, the bootstrap-t for "

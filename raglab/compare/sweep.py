@@ -1,4 +1,5 @@
-"""Comparing every job of a sweep with one baseline job (``raglab compare SWEEP --baseline``).
+"""Comparing every job of a sweep with one baseline job (``raglab compare SWEEP --baseline``),
+and every pair of jobs in one sweep-wide family per headline metric (:mod:`.sweep_family`).
 
 A sweep is a Hydra multirun directory (jobs in numbered subdirectories, the sweep's
 parameters in ``multirun.yaml``) or an MLflow parent run (its children). Each job is named by
@@ -38,6 +39,8 @@ class SweepComparison:
     always_failing: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     settings: dict = field(default_factory=dict)
+    #: every pair of jobs per headline metric (raglab.compare.sweep_family.sweep_family)
+    family: dict = field(default_factory=dict)
     paths: tuple | None = None  # as Comparison.paths
 
     def shown_ref(self) -> str:
@@ -183,9 +186,16 @@ def compare_sweep(ref: str, jobs: list[Job], params: list[str], baseline: Job,
         sc.cells[m][n]["p_adjusted"] = p
         sc.cells[m][n]["significant"] = p is not None and p < cfg.alpha
     sc.always_failing = always_failing(jobs, cfg)
+    from raglab.compare.sweep_family import family_warnings, sweep_family
+
+    directions = {m: next(iter(sc.cells[m].values()))["direction"]
+                  for m in metrics if sc.cells[m]}
+    sc.family = sweep_family(jobs, directions, cfg.alpha, cfg.family_permutations, cfg.seed)
+    sc.warnings += family_warnings(sc.family, jobs)
     sc.settings = {"alpha": cfg.alpha, "adjust": cfg.adjust, "confidence": cfg.confidence,
                    "interval": cfg.interval,
-                   "family_size": len(keys), "n_bootstrap": cfg.n_bootstrap, "seed": cfg.seed}
+                   "family_size": len(keys), "n_bootstrap": cfg.n_bootstrap, "seed": cfg.seed,
+                   "family_permutations": cfg.family_permutations}
     return sc
 
 
@@ -219,7 +229,7 @@ def sweep_json(sc: SweepComparison) -> dict:
                   if j.source.mlflow_run_id is None else None,
                   "mlflow_run_id": j.source.mlflow_run_id} for j in sc.jobs],
         "settings": sc.settings, "warnings": sc.warnings, "tables": sc.cells,
-        "always_failing": sc.always_failing,
+        "always_failing": sc.always_failing, "family": sc.family,
         "comparisons": {n: {"rows": c.rows, "versions": c.versions, "warnings": c.warnings}
                         for n, c in sc.comparisons.items()},
     }
@@ -262,12 +272,16 @@ def job_numbers(sc: SweepComparison, tracking_uri: str) -> dict[str, str]:
 def log_to_parent(sc: SweepComparison, parent_id: str, tracking_uri: str,
                   files: list[Path]) -> int:
     """Each job's headline deltas and intervals against the baseline job, as metrics of
-    the sweep's MLflow parent run (``sweep.<job number>.<metric>.delta``, ...), and the
-    comparison's files (the heat map in compare.html) as its artifacts."""
-    from raglab.tracking.results import log_sweep_comparison
+    the sweep's MLflow parent run (``sweep.<job number>.<metric>.delta``, ...), the
+    sweep-wide family's p-values and best groups (``family.<a>.<b>.<metric>.p_adjusted``,
+    ``family.<job>.<metric>.best_group``), and the comparison's files (the heat map in
+    compare.html) as its artifacts; the number of new or changed ``sweep.*`` figures."""
+    from raglab.tracking.results import log_sweep_comparison, log_sweep_family
 
     numbers = job_numbers(sc, tracking_uri)
     cells = {m: {numbers[name]: cell for name, cell in by_job.items()}
              for m, by_job in sc.cells.items()}
-    return log_sweep_comparison(parent_id, tracking_uri, numbers[sc.baseline.name], cells,
-                                files)
+    n = log_sweep_comparison(parent_id, tracking_uri, numbers[sc.baseline.name], cells,
+                             files)
+    log_sweep_family(parent_id, tracking_uri, numbers, sc.family)
+    return n

@@ -101,8 +101,48 @@ def render_sweep_md(sc) -> str:
         header, text, _ = grid(sc, metric)
         lines += [f"## {metric} (baseline {mean(_base_value(sc, metric))})", ""]
         lines += _table(header, text) + [""]
+    lines += _family_md(sc)
     lines += _failing_md(sc)
     return "\n".join(lines)
+
+
+def family_intro(sc) -> str:
+    f = sc.family
+    return (f"Every pair of jobs, each headline metric one family ({f['method']}, "
+            f"{f['n_permutations']} permutations of the jobs within each case, seed "
+            f"{f['seed']}): the best group is the best job by the metric's direction and "
+            f"every job whose family-wise adjusted p-value against it is at least "
+            f"{f['alpha']:g}, i.e. not separable from the best. Cases: the "
+            f"{f['n_shared_cases']} every job has (a metric uses those where it applies in "
+            "every job). Each pair's p-value is in compare.json (family.pairs).")
+
+
+def group_text(sc, group: list[str]) -> str:
+    """A best group's job names, or ``every job`` when no job is separable from the best."""
+    return "every job" if len(group) == len(sc.jobs) else "; ".join(group)
+
+
+def family_rows(sc) -> list[list[Any]]:
+    """One row per metric: metric, best job (its mean), best group, size, cases."""
+    f = sc.family
+    rows = []
+    for metric, group in f.get("best_group", {}).items():
+        best = f["best"][metric]
+        rows.append([metric, f"{best} ({mean(f['means'][metric][best])})", group_text(sc, group),
+                     f"{len(group)} of {len(sc.jobs)}", f["n_cases"][metric]])
+    return rows
+
+
+FAMILY_HEADER = ["metric", "best job (mean)", "best group", "jobs", "cases"]
+
+
+def _family_md(sc) -> list[str]:
+    if not sc.family:
+        return []
+    lines = ["## Best group per metric (every pair of jobs, family-wise)", "",
+             family_intro(sc), ""]
+    rows = family_rows(sc)
+    return lines + (_table(FAMILY_HEADER, rows) if rows else ["(no metric applies)"]) + [""]
 
 
 def _failing_rows(sc) -> list[list[Any]]:
@@ -168,6 +208,12 @@ def render_sweep_html(sc) -> str:
         b64 = heatmap(sc, metric)
         if b64:
             body.append(img(b64, f"{metric} heat map"))
+    if sc.family:
+        body += ["<h2>Best group per metric (every pair of jobs, family-wise)</h2>",
+                 f"<p>{e(family_intro(sc))}</p>"]
+        rows = family_rows(sc)
+        body.append(html_table(FAMILY_HEADER, rows, "family") if rows
+                    else "<p>(no metric applies)</p>")
     body.append(f"<h2>Cases that fail under every job ({len(sc.always_failing)})</h2>")
     rows = _failing_rows(sc)
     body.append(html_table(["case", "question", "fails"], rows, "cases") if rows
@@ -186,6 +232,10 @@ def render_sweep_terminal(sc, metrics: list[str]) -> str:
         lines.append(f"{metric} (baseline {mean(_base_value(sc, metric))}):")
         for row in [header, *text]:
             lines.append("  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+        group = sc.family.get("best_group", {}).get(metric) if sc.family else None
+        if group is not None:
+            lines.append(f"  best group (family-wise, alpha {sc.family['alpha']:g}): "
+                         + group_text(sc, group))
     lines.append(f"  {MARK}: significant after adjustment; {len(sc.always_failing)} cases fail "
                  "under every job")
     return "\n".join(lines)

@@ -70,6 +70,10 @@ resampled together as matrix products (bootstrap replicates are ``counts @ D``, 
 resamples are seeded with ``numpy.random.default_rng([seed, n, 0])``, the rest follow the
 fixed plans, so results are deterministic.
 
+Every pair of a sweep's jobs (:mod:`.family`, for ``raglab compare SWEEP``): the randomised
+Tukey HSD, permuting the job labels within each shared case, with family-wise adjusted
+p-values per metric and the best group (every job not separable from the best).
+
 Agreement between raters (:mod:`.agreement`, for grader calibration): Cohen's kappa
 (unweighted and quadratic-weighted), Fleiss' kappa, accuracy, per-label precision and
 recall, confusion matrix and leniency, with seeded percentile bootstrap intervals.

@@ -9,6 +9,9 @@ Keys (MLflow names made legal by :func:`raglab.tracking.keys.metric_key`):
   against its baseline, each headline metric overall (the confirmatory family);
 - on a sweep's parent, ``sweep.<job>.<metric>.delta``, ``.ci_low``, ``.ci_high`` for each job
   against the baseline job (``<job>`` is the job's number; the baseline job's own are 0);
+- on a sweep's parent, the sweep-wide family (every pair of jobs, per headline metric):
+  ``family.<a>.<b>.<metric>.p_adjusted`` (job numbers, ``a`` before ``b``) and
+  ``family.<job>.<metric>.best_group`` (1 for a job in the metric's best group, else 0);
 - ``ppi.<metric>.estimate``, ``.ci_low``, ``.ci_high``, ``.judge_mean``, ``.n_labelled``,
   ``.n_effective``, ``.lam`` on a run whose answers people labelled (``raglab label``), and
   ``slice/TAG_KEY/TAG_VALUE/ppi.<metric>.<figure>`` per slice; tag ``raglab.labels``;
@@ -149,6 +152,32 @@ def log_sweep_comparison(parent_id: str, uri: str, baseline_job: str,
     for path in files:
         client.log_artifact(parent_id, str(path), artifact_path="compare")
     return n
+
+
+def family_key(*parts: str) -> str:
+    """``family.0.3.final.evidence_recall.p_adjusted``, ``family.3.faithfulness.best_group``:
+    each part made legal for MLflow (job numbers, then the metric, then the figure)."""
+    *jobs, metric, figure = parts
+    return ".".join(["family", *(metric_key(j) for j in jobs), metric_key(metric), figure])
+
+
+def log_sweep_family(parent_id: str, uri: str, numbers: Mapping[str, str],
+                     family: Mapping) -> int:
+    """The sweep-wide family's adjusted p-value of each pair of jobs and each job's place
+    in each metric's best group as metrics of the sweep's parent (``numbers``: job name ->
+    job number); the number of figures logged."""
+    from raglab.tracking.store_setup import existing_client
+
+    values: dict[str, float] = {}
+    for pair in family.get("pairs", []):
+        values[family_key(numbers[pair["a"]], numbers[pair["b"]], pair["metric"],
+                          "p_adjusted")] = float(pair["p_adjusted"])
+    for metric, group in family.get("best_group", {}).items():
+        for name, num in numbers.items():
+            values[family_key(num, metric, "best_group")] = 1.0 if name in group else 0.0
+    if not values:
+        return 0
+    return _log_changed(existing_client(uri), parent_id, values)
 
 
 def log_decision(run_id: str, uri: str, decision: str, gates: str, files: list[Path],

@@ -35,6 +35,8 @@ BENCHMARKS = {
     "stats": ("bench_stats", "paired statistics tables"),
     "regimes": ("bench_regimes", "paired statistics where few cases change: coverage, "
                 "non-inferiority, power (docs/statistics.md)"),
+    "family": ("bench_family", "the sweep-wide family (every pair of jobs): family-wise "
+               "error on null sweeps of 6 jobs, and its time at 12 jobs x 300 cases"),
     "decisions": ("bench_decisions", "error rates of the gate checks: GO at a breach of the "
                   "margin, NO-GO with nothing changed (docs/statistics.md)"),
 }
