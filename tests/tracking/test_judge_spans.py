@@ -92,9 +92,12 @@ def test_judge_calls_are_spans_of_each_case_and_a_leak_is_shown_failed(tmp_path)
                     assert usage is None and s.end_time_ns - s.start_time_ns == \
                         (0 if c["cached"] else round(c["latency_ms"] * 1e6))
                 else:
+                    cache = {k: c[k] for k in ("cache_read_input_tokens",
+                                               "cache_creation_input_tokens") if c.get(k)}
                     assert usage == {"input_tokens": c["input_tokens"],
                                      "output_tokens": c["output_tokens"],
-                                     "total_tokens": c["input_tokens"] + c["output_tokens"]}
+                                     "total_tokens": c["input_tokens"] + c["output_tokens"],
+                                     **cache}
     # the customer's question reached the staff-only document: a leak, never green
     leak = first["t-3"]
     assert leak["metrics"]["acl_leak_rate"] == 1.0
