@@ -36,7 +36,9 @@ from raglab.tracking.keys import metric_key
 
 #: the figures of one confirmatory row, in this order
 ROW_FIGURES = ("delta", "ci_low", "ci_high", "p_adjusted")
-SWEEP_FIGURES = ("delta", "ci_low", "ci_high")
+SWEEP_FIGURES = ("delta", "ci_low", "ci_high", "p_adjusted")
+#: the baseline job's own figures: no difference from itself
+BASELINE_FIGURES = {"delta": 0.0, "ci_low": 0.0, "ci_high": 0.0, "p_adjusted": 1.0}
 JOB_TAG = "raglab.sweep.job."
 JOB_VALUES_SUFFIX = ".values"
 DECISION_TAG = "raglab.decision"
@@ -131,11 +133,12 @@ def log_comparison(run_id: str, uri: str, rows: Iterable[Mapping], files: list[P
 
 def log_sweep_comparison(parent_id: str, uri: str, baseline_job: str,
                          cells: Mapping[str, Mapping[str, Mapping]], files: list[Path]) -> int:
-    """Each job's headline deltas and intervals against the baseline job as metrics of the
-    sweep's parent (``cells``: metric -> job number -> row), the heat map (``files``) under
-    ``compare/``; the number of figures logged. The baseline job's own figures are 0 (its
-    difference from itself), so a comparison against another baseline replaces every
-    figure an earlier one logged instead of leaving the new baseline's old ones behind."""
+    """Each job's headline deltas, intervals and adjusted p-values against the baseline job
+    as metrics of the sweep's parent (``cells``: metric -> job number -> row), the heat map
+    (``files``) under ``compare/``; the number of figures logged. The baseline job's own
+    figures are those of no difference from itself (0, and a p-value of 1), so a comparison
+    against another baseline replaces every figure an earlier one logged instead of leaving
+    the new baseline's old ones behind."""
     from raglab.tracking.store_setup import existing_client
 
     client = existing_client(uri)
@@ -147,7 +150,8 @@ def log_sweep_comparison(parent_id: str, uri: str, baseline_job: str,
             values.update({sweep_key(job, metric, f): v for f, v in figs.items()})
             compared = compared or bool(figs)
         if compared:
-            values.update({sweep_key(baseline_job, metric, f): 0.0 for f in SWEEP_FIGURES})
+            values.update({sweep_key(baseline_job, metric, f): v
+                           for f, v in BASELINE_FIGURES.items()})
     n = _log_changed(client, parent_id, values, {BASELINE_JOB_TAG: baseline_job})
     for path in files:
         client.log_artifact(parent_id, str(path), artifact_path="compare")

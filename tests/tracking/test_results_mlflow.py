@@ -129,11 +129,12 @@ def _sweep_figures(tables: dict, baseline: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for metric, cells in tables.items():
         (cell,) = cells.values()
-        figs = {f: cell[f] for f in ("delta", "ci_low", "ci_high") if cell[f] is not None}
+        figs = {f: cell[f] for f in ("delta", "ci_low", "ci_high", "p_adjusted")
+                if cell.get(f) is not None}
         out.update({f"sweep.{other}.{metric_key(metric)}.{f}": v for f, v in figs.items()})
         if figs:
-            out.update({f"sweep.{baseline}.{metric_key(metric)}.{f}": 0.0
-                        for f in ("delta", "ci_low", "ci_high")})
+            out.update({f"sweep.{baseline}.{metric_key(metric)}.{f}": v for f, v in
+                        {"delta": 0.0, "ci_low": 0.0, "ci_high": 0.0, "p_adjusted": 1.0}.items()})
     return out
 
 
