@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import itertools
 import sys
 from collections import deque
@@ -193,9 +192,6 @@ class Run:
         tasks: deque[asyncio.Task] = deque()
         completed = False  # every case recorded: the last fsync may run in the background
         shared = None  # work shared by the cases (grouped calls): started, not waited for
-        # what every case reads (the case set, the corpus, the system) lives to the end:
-        # the collector need not traverse it again at each of its full passes
-        gc.freeze()
         try:
             if grading is not None:
                 shared = grading.start(todo)
@@ -240,7 +236,6 @@ class Run:
             writer.close(background=completed)
             progress.close()
             pool.shutdown(wait=False, cancel_futures=True)
-            gc.unfreeze()  # (a sweep runs more jobs in this process)
             if self.llm is not None:
                 await self.llm.aclose()
             if grader is not None:
