@@ -8,6 +8,7 @@ id).
 
 from __future__ import annotations
 
+import operator
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -19,6 +20,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from raglab.data.verdicts import CLAIM_LABELS, NUGGET_LABELS
 
@@ -136,11 +138,26 @@ class Hit(Strict):
     end: StrictInt | None = Field(default=None, ge=0)
     metadata: dict[str, Any] | None = None
 
-    @model_validator(mode="after")
-    def _forward_span(self) -> Hit:
-        if self.start is not None and self.end is not None and self.end < self.start:
-            raise ValueError(f"hit span {self.start}-{self.end} is reversed (end < start)")
-        return self
+
+_start, _end = operator.attrgetter("start"), operator.attrgetter("end")
+
+
+def forward_spans(hits: list[Hit]) -> list[Hit]:
+    """A list of hits whose spans are forward ranges (end >= start where both are given),
+    checked once per list, not hit by hit (a Python call per hit was a sixth of a replayed
+    line's validation). A reversed span is a ``reversed_span`` error of the list, its
+    ``hit`` (1-based) in the error's context."""
+    try:
+        if all(map(operator.le, map(_start, hits), map(_end, hits))):
+            return hits
+    except TypeError:  # a hit without a span (None): hit by hit
+        pass
+    for rank, h in enumerate(hits, start=1):
+        if h.start is not None and h.end is not None and h.end < h.start:
+            raise PydanticCustomError(
+                "reversed_span", "hit {hit}: span {start}-{end} is reversed (end < start)",
+                {"hit": rank, "start": h.start, "end": h.end})
+    return hits
 
 
 class Citation(Strict):
@@ -171,6 +188,8 @@ class SystemOutput(Strict):
     # fields a system added that the contract does not name (a trace id, a request id),
     # kept in the record as given; left out when there are none (see accept_output)
     extra: dict[str, Any] | None = Field(default=None, exclude_if=lambda v: v is None)
+
+    _forward_spans = field_validator("candidates", "context")(staticmethod(forward_spans))
 
     @model_validator(mode="after")
     def _citations_in_context(self) -> SystemOutput:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from raglab.data.io import first_problem
-from raglab.data.schema import Citation, FilterValue, Hit, User
+from raglab.data.schema import Citation, FilterValue, Hit, User, forward_spans
 from raglab.errors import UserError
 from raglab.secrets import clip_line
 
@@ -97,6 +97,8 @@ class TrafficLine(BaseModel):
     user: User | None = None
     filters: dict[str, FilterValue] = Field(default_factory=dict)
     feedback: str | None = None
+
+    _forward_spans = field_validator("candidates", "context")(staticmethod(forward_spans))
 
     @field_validator("timestamp")
     @classmethod

@@ -182,20 +182,32 @@ class Run:
         def start(case) -> asyncio.Task:
             return asyncio.create_task(runner.run(case))
 
+        def recorded(rec: CaseRecord, public: CaseRecord, line: bytes) -> None:
+            writer.append(None, usage.stamp(line))
+            kept[rec.case_id] = slim_record(rec)
+            if self.tracker is not None:  # e.g. its MLflow trace, written off this loop
+                self.tracker.case_recorded(public)  # from the scrubbed form, as the line
+            progress.add(1, rec.error is not None)
+
         tasks: deque[asyncio.Task] = deque()
         completed = False  # every case recorded: the last fsync may run in the background
         shared = None  # work shared by the cases (grouped calls): started, not waited for
         try:
             if grading is not None:
                 shared = grading.start(todo)
+            inline = grading is None and not getattr(system, "blocking", True)
+            if inline:
+                # each case is done when it starts (answered on this loop, no grading):
+                # one at a time, no task (cases ahead would only hold finished records)
+                for i, c in enumerate(todo, start=1):
+                    recorded(*await runner.run(c))
+                    if not i % 64:  # (a case awaits nothing: the loop gets its turn
+                        await asyncio.sleep(0)  # here, so a Ctrl-C lands at once)
             # a bounded window of cases in flight keeps memory flat whatever the set's size
             # (every case at once in batch mode, so one Message Batches job gathers them all)
             window = len(todo) if getattr(cfg.grader, "mode", "online") == "batch" \
                 else max(CASES_IN_FLIGHT, 4 * cfg.concurrency)
-            if grading is None and not getattr(system, "blocking", True):
-                window = 1  # each case is done when it starts (answered on this loop, no
-                # grading): cases ahead would only hold finished records in memory
-            queued = iter(todo)
+            queued = iter(() if inline else todo)
             tasks = deque(start(c) for c in itertools.islice(queued, window))
             while tasks:  # records are written in case order, each as soon as it is ready
                 nxt = next(queued, None)
@@ -203,11 +215,7 @@ class Run:
                     tasks.append(start(nxt))
                 rec, public, line = await tasks[0]
                 tasks.popleft()  # a finished task holds its record: let it go
-                writer.append(None, usage.stamp(line))
-                kept[rec.case_id] = slim_record(rec)
-                if self.tracker is not None:  # e.g. its MLflow trace, written off this loop
-                    self.tracker.case_recorded(public)  # from the scrubbed form, as the line
-                progress.add(1, rec.error is not None)
+                recorded(rec, public, line)
             if shared is not None:
                 await shared  # what no case waited for (its cases had no answer) is cached too
             completed = True

@@ -340,16 +340,16 @@ def _slow_parse(raw: bytes, path: str, lineno: int,
 
 
 def _reversed_span(obj: dict[str, Any], e: ValidationError) -> str | None:
-    """The message for a line whose only problems are reversed hit spans (the hit model's
-    one value check), else None."""
+    """The message for a line whose only problems are reversed hit spans (the output
+    schema's span check, raglab.data.schema.forward_spans), else None."""
     errors = e.errors()
-    if not all(err["type"] == "value_error" and len(err["loc"]) == 2
+    if not all(err["type"] == "reversed_span" and len(err["loc"]) == 1
                and err["loc"][0] in ("candidates", "context") for err in errors):
         return None
     cid = obj.get("case_id")
     if not isinstance(cid, str) or not cid:
         return None
-    stage, i = str(errors[0]["loc"][0]), int(errors[0]["loc"][1])
-    hit = obj[stage][i]
-    return (f"{stage} hit {i + 1} ({hit['doc_id']}): span {hit['start']}-{hit['end']} is "
+    stage, rank = str(errors[0]["loc"][0]), int(errors[0]["ctx"]["hit"])
+    hit = obj[stage][rank - 1]
+    return (f"{stage} hit {rank} ({hit['doc_id']}): span {hit['start']}-{hit['end']} is "
             "not a forward range")

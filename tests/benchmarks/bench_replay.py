@@ -123,15 +123,16 @@ WHAT = {
     "read each line again for its case": "a file over 128 MB is not kept in memory: the "
     "line read again and parsed as plain JSON (the check's model is not kept)",
     "judge the hits": "which hits hold which evidence; ACL leaks",
-    "check the spans": "each hit's span inside its document",
+    "check the spans": "each hit's span inside its document (its order is the output "
+    "schema's check, once per list of hits)",
     "per-case metrics": "the case's metrics (`case_metrics`)",
     "serialise the record (and the secrets check)": "the self-contained record (the whole "
     "output) as one JSON line, pydantic-core",
     "append it to records.jsonl": "written and flushed per case (resume), fsync once a "
     "second",
     "aggregate, metrics.json, the report": "overall and slice means, the report",
-    "other": "the case loop itself: tasks, the record model, the diagnosis, the row kept "
-    "for aggregation (imports and Hydra cancel out)",
+    "other": "the case loop itself: the record model, the diagnosis, the row kept for "
+    "aggregation (imports and Hydra cancel out)",
 }
 
 

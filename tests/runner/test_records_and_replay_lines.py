@@ -278,13 +278,16 @@ hit = st.fixed_dictionaries({
     "doc_id": st.sampled_from(["a", "b", "missing"]),
     "start": st.one_of(st.none(), st.integers(0, 30)),
     "end": st.one_of(st.none(), st.integers(0, 30))})
+schema_hit = hit.filter(lambda h: h["start"] is None or h["end"] is None
+                        or h["end"] >= h["start"])
 
 
 @settings(max_examples=400, deadline=None)
-@given(candidates=st.lists(hit, max_size=6), context=st.lists(hit, max_size=3))
+@given(candidates=st.lists(schema_hit, max_size=6), context=st.lists(schema_hit, max_size=3))
 def test_span_check_refuses_exactly_the_hits_the_rule_refuses(candidates, context):
-    """The check equals the per-hit rule: a span is a forward range
-    inside its document when the corpus has it; start and end are both given or neither."""
+    """The check equals the per-hit rule, on hits the output schema passed (a reversed span
+    is the schema's: raglab.data.schema.forward_spans): a span lies inside its document
+    when the corpus has it; start and end are both given or neither."""
     from raglab.runner.case import check_spans
 
     class DS:
@@ -328,3 +331,37 @@ def test_a_reversed_replayed_span_fails_its_case_and_a_bad_index_the_file(tmp_pa
                        "citations": [{"sentence": 0, "context": [-1]}]})
     with pytest.raises(UserError, match="out.jsonl:2"):
         _replayed(tmp_path, ok + "\n" + both + "\n")
+
+
+def test_a_reversed_span_after_hits_without_spans_is_named_by_stage_and_rank(tmp_path):
+    """The output schema checks the span order once per list of hits (not hit by hit):
+    a reversed span after hits with no span, in the context, is still the case's failure
+    naming the file, line, stage and hit, and the error is the schema's own type."""
+    from pydantic import ValidationError
+
+    hits = [{"doc_id": "a"}, {"doc_id": "b", "start": 2, "end": None},
+            {"doc_id": "c", "start": 7, "end": 4}]
+    rev = json.dumps({"case_id": "rev", "candidates": [{"doc_id": "a", "start": 0, "end": 1}],
+                      "context": hits})
+    answer = _replayed(tmp_path, json.dumps({"case_id": "ok"}) + "\n" + rev + "\n")
+    with pytest.raises(replay_mod.ReplayedValueError,
+                       match=r"out.jsonl:2: context hit 3 \(c\): span 7-4 is not a forward"):
+        answer("rev")
+    with pytest.raises(ValidationError) as e:
+        SystemOutput.model_validate(json.loads(rev))
+    [err] = e.value.errors()
+    assert (err["type"], err["loc"], err["ctx"]["hit"]) == ("reversed_span", ("context",), 3)
+    assert "hit 3: span 7-4 is reversed" in str(e.value)
+    assert SystemOutput.model_validate({"case_id": "c", "context": hits[:2]}).context[1].end \
+        is None  # half a span passes the schema (the run's span check fails its case)
+
+
+def test_monitored_traffic_refuses_a_reversed_span():
+    from pydantic import ValidationError
+
+    from raglab.monitor.traffic import TrafficLine
+
+    line = {"question": "q", "timestamp": "2026-01-01T00:00:00Z", "answer": "a",
+            "candidates": [{"doc_id": "d", "start": 5, "end": 1}]}
+    with pytest.raises(ValidationError, match="hit 1: span 5-1 is reversed"):
+        TrafficLine.model_validate(line)

@@ -71,13 +71,16 @@ def test_resume_drops_a_torn_line_and_computes_only_the_rest(tmp_path):
 
 def test_a_replay_run_without_grader_writes_each_record_before_the_next_case(tmp_path,
                                                                              monkeypatch):
-    """Cases answered inline (a replayed output, no grading) are done when they start: none
-    is answered ahead of the records written (finished records are not held in memory)."""
+    """Cases answered inline (a replayed output, no grading) are done when they start: each
+    is answered after the record before it is written (none ahead, no task each), and the
+    event loop still gets its turn while they run (so a Ctrl-C lands at once)."""
+    import asyncio
+
     from raglab.runner.records import RecordWriter
     from raglab.systems.replay import ReplaySystem
     from tests.benchmarks.replay_data import make
 
-    paths = make(tmp_path / "data", 30, depth=3, n_slices=3, n_docs=30)
+    paths = make(tmp_path / "data", 150, depth=3, n_slices=3, n_docs=30)
     register_schema_defaults()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
         c = compose(config_name="config", overrides=[
@@ -87,11 +90,13 @@ def test_a_replay_run_without_grader_writes_each_record_before_the_next_case(tmp
             f"cache_dir={tmp_path / 'cache'}"])
     resolved = OmegaConf.to_container(c, resolve=True)
     count = {"answered": 0, "written": 0, "ahead": 0}
+    loop_ran: list[int] = []  # the cases answered when a callback of the loop ran
     answer, append = ReplaySystem.answer, RecordWriter.append
 
     def answering(self, req):
         count["answered"] += 1
         count["ahead"] = max(count["ahead"], count["answered"] - count["written"])
+        asyncio.get_running_loop().call_soon(lambda: loop_ran.append(count["answered"]))
         return answer(self, req)
 
     def appending(self, *args, **kwargs):
@@ -102,5 +107,6 @@ def test_a_replay_run_without_grader_writes_each_record_before_the_next_case(tmp
     monkeypatch.setattr(RecordWriter, "append", appending)
     metrics = Run(parse_run_config(resolved), tmp_path / "run",
                   OmegaConf.to_yaml(OmegaConf.create(resolved))).execute()
-    assert metrics["n_cases"] == count["written"] == 30
-    assert count["ahead"] <= 2, count
+    assert metrics["n_cases"] == count["written"] == 150
+    assert count["ahead"] == 1, count
+    assert loop_ran and loop_ran[0] <= 64  # not only once every case is done
