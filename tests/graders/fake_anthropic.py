@@ -96,6 +96,9 @@ def _words(text: str) -> int:
 
 
 class FakeAnthropic:
+    #: the request handler the server runs (a subclass's own protocol: set below each)
+    handler_class: type[BaseHTTPRequestHandler]
+
     def __init__(self, handler: Callable[[dict], Any] | None = None, batch_polls: int = 1):
         self.handler = handler or (lambda body: "ok")
         self.batch_polls = batch_polls  # retrieves answered "in_progress" before "ended"
@@ -114,7 +117,7 @@ class FakeAnthropic:
     def __enter__(self) -> FakeAnthropic:
         fake = self
 
-        class H(_Handler):
+        class H(self.handler_class):  # type: ignore[name-defined]
             server_fake = fake
 
         self._httpd = _Server(("127.0.0.1", 0), H)
@@ -462,3 +465,6 @@ try:
             yield srv
 except ImportError:  # usable without pytest, as a plain context manager
     pass
+
+
+FakeAnthropic.handler_class = _Handler

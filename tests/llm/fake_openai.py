@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 import uuid
 from typing import Any
@@ -90,19 +89,6 @@ class FakeOpenAI(FakeAnthropic):
     @property
     def base_url(self) -> str:
         return f"{self.url}/v1"
-
-    def __enter__(self) -> FakeOpenAI:
-        fake = self
-
-        class H(_ChatHandler):
-            server_fake = fake
-
-        self._httpd = _Server(("127.0.0.1", 0), H)
-        self._httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-        return self
 
     def completion(self, body: dict, text: str | None = None,
                    finish_reason: str = "stop") -> dict:
@@ -225,3 +211,6 @@ try:
             yield srv
 except ImportError:  # usable without pytest, as a plain context manager
     pass
+
+
+FakeOpenAI.handler_class = _ChatHandler

@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import email
 import json
-import threading
 import time
 import uuid
 from collections import deque
 from typing import Any
 
-from tests.graders.fake_anthropic import _Server, fake_model
+from tests.graders.fake_anthropic import fake_model
 from tests.llm.fake_openai import CHAT, FakeOpenAI, _ChatHandler, fake_openai_env
 
 FILES = "/v1/files"
@@ -43,19 +42,6 @@ class FakeOpenAIBatch(FakeOpenAI):
         self.deleted: dict[str, dict] = {}  # files deleted by the client
         self.keep_files = False  # True: a DELETE is answered 404, the file kept
         self.no_batches = False  # True: files, but POST /v1/batches is answered 404
-
-    def __enter__(self) -> FakeOpenAIBatch:
-        fake = self
-
-        class H(_BatchHandler):
-            server_fake = fake
-
-        self._httpd = _Server(("127.0.0.1", 0), H)
-        self._httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}"
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-        return self
 
     # -- inspection -------------------------------------------------------------------------
     def batch_requests(self, batch_id: str) -> list[dict]:
@@ -203,3 +189,6 @@ try:
             yield srv
 except ImportError:  # usable without pytest, as a plain context manager
     pass
+
+
+FakeOpenAIBatch.handler_class = _BatchHandler
