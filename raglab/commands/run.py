@@ -145,7 +145,8 @@ def run_task(job: JobInfo, resolve) -> None:
                                 if multirun else "")
         tracker.diffs = diffs
         yaml_text = OmegaConf.to_yaml(OmegaConf.create(public))
-        run = Run(cfg, run_dir, yaml_text, name=name, diffs=diffs, config=public)
+        run = Run(cfg, run_dir, yaml_text, name=name, diffs=diffs, config=public,
+                  sequential=_sequential(cfg))
         tracker.check()
         metrics = run.execute(tracker)
         try:
@@ -235,6 +236,21 @@ def _store_failed(e: BaseException, cfg: Any, run_dir: Path) -> Exception:
 
 #: run directories whose error rate exceeded max_error_rate (a sweep exits 1 at the end)
 OVER_ERROR_RATE: list[Path] = []
+
+
+def _sequential(cfg: Any) -> Any:
+    """A sequential run's checks and baseline (``sequential.against``), else None."""
+    seq = cfg.sequential
+    if seq.against is None:
+        return None
+    from raglab.commands.decide import _gates_root
+    from raglab.compare.gates import load_gate_set
+    from raglab.compare.load import load_run
+    from raglab.sequential.run import Sequential
+
+    name, gates, _ = load_gate_set(seq.gates, [], _gates_root(seq.gates))
+    return Sequential(seq, gates, name, load_run(seq.against, getattr(cfg.tracking, "uri",
+                                                                       None)))
 
 
 def _quiet(fn, *args) -> None:
