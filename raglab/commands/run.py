@@ -248,7 +248,13 @@ def _sequential(cfg: Any) -> Any:
     from raglab.compare.load import load_run
     from raglab.sequential.run import Sequential
 
-    name, gates, _ = load_gate_set(seq.gates, [], _gates_root(seq.gates))
+    ref = seq.gates
+    if not ref.endswith((".yaml", ".yml")) and "/" not in ref:
+        # a set's file by name: read as a file (composing it with Hydra inside this Hydra
+        # app would initialise Hydra twice); an unknown name is load_gate_set's one line
+        own = _gates_root(ref) / "gates" / f"{ref}.yaml"
+        ref = str(own) if own.is_file() else ref
+    name, gates, _ = load_gate_set(ref, [], _gates_root(seq.gates))
     return Sequential(seq, gates, name, load_run(seq.against, getattr(cfg.tracking, "uri",
                                                                        None)))
 

@@ -5,7 +5,9 @@ its number of cases by looking at the data; a fixed-n interval on those cases wo
 hold its level. Each interval check (raglab.sequential.run.checks_of) is decided instead
 on the confidence sequence of its paired differences, in the order the cases were run
 (``records.jsonl`` order), at the gate set's alpha; its interval in the record is the
-sequence's. The other checks keep their fixed-n rules on the cases run.
+sequence's. The other checks keep their fixed-n rules on the cases run, and so does an
+interval check that fails on something other than its interval (metric versions that
+differ; a ``bound``'s absolute ``max``/``min`` on the candidate's mean).
 """
 
 from __future__ import annotations
@@ -14,7 +16,23 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 from raglab.compare.gates import GateSet
-from raglab.sequential.run import SETTLED, checks_of, settle_checks
+from raglab.sequential.run import SETTLED, Check, checks_of, settle_checks
+
+
+def _on_data(result: Mapping[str, Any], check: Check) -> bool:
+    """Whether a check's fixed-n outcome rests on its interval, and so is replaced: not
+    when it is n/a, has no paired case, is not comparable (metric versions differ), or
+    fails a ``bound``'s absolute ``max``/``min`` on the candidate's mean."""
+    if result["status"] == "n/a" or not result.get("n"):
+        return False
+    if str(result.get("reason", "")).startswith("not comparable"):
+        return False
+    gate, cand = check.gate, result.get("candidate")
+    if gate.rule == "bound" and cand is not None and (
+            (gate.max is not None and not cand <= gate.max)
+            or (gate.min is not None and not cand >= gate.min)):
+        return False
+    return True
 
 
 def words(summary: Mapping[str, Any]) -> str:
@@ -37,7 +55,7 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
     for ch, st in zip(checks, settled):
         where = None if ch.slice is None else {"key": ch.slice[0], "value": ch.slice[1]}
         for r in results:
-            if r.get("index") != ch.index or r.get("slice") != where or r["status"] == "n/a":
+            if r.get("index") != ch.index or r.get("slice") != where or not _on_data(r, ch):
                 continue
             seq = f"confidence sequence [{st.low:+.3g}, {st.high:+.3g}]"
             if st.status == "inconclusive":
