@@ -134,3 +134,31 @@ def test_time_uniform_coverage(name, n):
     up, down = _miss_rates(draw, mean, n, 4000, seed=n)
     limit = 0.025 + 3 * math.sqrt(0.025 * 0.975 / 4000)
     assert up <= limit and down <= limit
+
+
+def _by_the_definition(d: list[float], delta: float, alpha: float) -> tuple[float, float]:
+    """``(log K+, log K-)`` after every case, case by case as Waudby-Smith & Ramdas define
+    the hedged capital with predictable plug-in bets (the module docstring's formulas)."""
+    m = (1 + delta) / 2
+    xs, mus = [], []
+    up = down = 0.0
+    s2_prev = 0.25
+    for t, di in enumerate(d, start=1):
+        x = (1 + di) / 2
+        lam = math.sqrt(2 * math.log(2 / alpha) / (s2_prev * t * math.log(1 + t)))
+        up += math.log(1 + min(lam, C / m) * (x - m))
+        down += math.log(1 - min(lam, C / (1 - m)) * (x - m))
+        xs.append(x)
+        mus.append((0.5 + sum(xs)) / (t + 1))
+        s2_prev = (0.25 + sum((a - b) ** 2 for a, b in zip(xs, mus))) / (t + 1)
+    return up, down
+
+
+def test_the_vectorised_capitals_are_the_definitions():
+    rng = np.random.default_rng(4)
+    d = np.clip(rng.normal(0.0, 0.4, 60), -1, 1)
+    deltas = [-0.3, -0.05, 0.0, 0.2]
+    up, down = log_capitals(d, deltas, ALPHA)
+    for j, delta in enumerate(deltas):
+        assert (up[-1, j], down[-1, j]) == pytest.approx(_by_the_definition(list(d), delta,
+                                                                          ALPHA))
