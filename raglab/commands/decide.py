@@ -165,6 +165,12 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
                           project=Path.cwd(), gate_overrides=gate_overrides,
                           gate_shipped=_shipped(source),
                           extra_warnings=[w for w in (same, seq_line) if w])
+    if sequential:  # what the run did, beside the warning that says it in words
+        from raglab.sequential.decide import words
+
+        summary = cand.metrics["sequential"]
+        record["sequential"] = {**{k: v for k, v in summary.items() if k != "checks"},
+                                "settled": words(summary)}
     try:
         study.mkdir(parents=True, exist_ok=True)
     except OSError as e:

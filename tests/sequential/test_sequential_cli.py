@@ -86,6 +86,8 @@ def test_identical_outputs_stop_at_the_first_batch_that_settles(pairs):
     (result,) = rec["results"]
     assert result["status"] == "pass" and "confidence sequence" in result["reason"]
     assert any("settled after 100 of 300 cases" in w for w in rec["warnings"])
+    assert rec["sequential"]["settled"] == "settled after 100 of 300 cases"
+    assert rec["sequential"]["cases_run"] == 100 and rec["sequential"]["seed"] == 0
 
 
 @pytest.mark.slow
@@ -115,3 +117,14 @@ def test_a_gate_set_without_an_interval_check_is_one_line(pairs):
     assert proc.returncode == 2
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and "no interval check" in err[0] and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_settled_run_run_again_does_no_more_work(pairs):
+    args = (f"sequential.against={pairs['base']}", f"sequential.gates={pairs['gates']}")
+    cand = _run(pairs, "again", pairs["outputs"], *args)
+    first = (cand / "records.jsonl").read_bytes()
+    _run(pairs, "again", pairs["outputs"], *args)
+    assert (cand / "records.jsonl").read_bytes() == first
+    seq = json.loads((cand / "metrics.json").read_text())["sequential"]
+    assert (seq["cases_run"], seq["stopped_because"]) == (100, "every check settled")
