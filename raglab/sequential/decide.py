@@ -57,7 +57,8 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
         for r in results:
             if r.get("index") != ch.index or r.get("slice") != where or not _on_data(r, ch):
                 continue
-            seq = f"confidence sequence [{st.low:+.3g}, {st.high:+.3g}]"
+            # open: its ends are the nearest values it excludes (raglab.sequential.cs)
+            seq = f"confidence sequence ({st.low:+.3g}, {st.high:+.3g})"
             if st.status == "inconclusive":
                 why = f"{seq} after {st.n} paired cases neither shows the requirement nor " \
                       "its breach"
