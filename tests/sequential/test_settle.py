@@ -98,3 +98,25 @@ def test_error_rates_at_the_margin_and_unchanged(n):
     go, _ = _rates(0.10, 0.05, n, 4000, seed=n)
     _, no_go = _rates(0.05, 0.05, n, 4000, seed=n + 1)
     assert go <= limit and no_go <= limit
+
+
+@pytest.mark.slow
+def test_peeking_at_a_fixed_n_interval_is_what_the_sequence_avoids():
+    """At a true change of minus the margin, stopping at the first batch of 20 whose 95%
+    score interval clears the margin gives a wrong GO well above 2.5% (about 7% in 300
+    cases); the confidence sequence, looked at after every case, stays below it."""
+    from raglab.stats.score import paired_interval
+
+    rng = np.random.default_rng(3)
+    runs, n = 2000, 300
+    looks = np.arange(20, n + 1, 20)
+    peeked = sequence = 0
+    for _ in range(runs):
+        d = rng.choice([-1.0, 0.0, 1.0], size=n, p=[0.10, 0.85, 0.05])
+        gains = np.array([(d[:k] == 1).sum() for k in looks], dtype=float)
+        losses = np.array([(d[:k] == -1).sum() for k in looks], dtype=float)
+        low, _ = paired_interval(gains, losses, looks.astype(float), 0.95)
+        peeked += bool(np.any(low > -0.05))
+        sequence += settle(d, NON_INFERIOR, ALPHA, interval=False).status == "pass"
+    assert peeked / runs > 0.05
+    assert sequence / runs <= 0.025 + 3 * math.sqrt(0.025 * 0.975 / runs)
