@@ -178,7 +178,7 @@ class Run:
         if seq is not None:  # the seeded order, a batch at a time (docs/sequential.md)
             rank = {cid: i for i, cid in enumerate(seq.arrange([c.id for c in ds.cases]))}
             todo.sort(key=lambda c: rank[c.id])
-        size = len(todo) if seq is None else seq.cfg.batch
+        size = max(len(todo), 1) if seq is None else seq.cfg.batch
         batches = iter([todo[i:i + size] for i in range(0, len(todo), size)])
         batch = [] if seq is not None and kept and seq.settled(kept) else next(batches, [])
         system = build_system(cfg, ds, self.cache, self.work, self.llm)

@@ -61,6 +61,13 @@ def _lines(run_dir: Path) -> list[dict]:
     return [json.loads(x) for x in (run_dir / "records.jsonl").open(encoding="utf-8")]
 
 
+def test_a_finished_run_that_is_not_sequential_runs_again_as_before(pairs):
+    first = (pairs["base"] / "records.jsonl").read_bytes()
+    _run(pairs, "base", pairs["outputs"])   # nothing left to do: no batch of no cases
+    assert (pairs["base"] / "records.jsonl").read_bytes() == first
+    assert "sequential" not in json.loads((pairs["base"] / "metrics.json").read_text())
+
+
 def test_identical_outputs_stop_at_the_first_batch_that_settles(pairs):
     cand = _run(pairs, "same", pairs["outputs"], f"sequential.against={pairs['base']}",
                 f"sequential.gates={pairs['gates']}")
