@@ -104,6 +104,21 @@ class DecompositionCfg(Strict):
     drop_hedges: bool = True
 
 
+# ---- sequential decisions ----------------------------------------------------------------
+class SequentialCfg(Strict):
+    """``sequential``: off unless ``against`` names a baseline run (docs/sequential.md)."""
+
+    against: str | None = Field(None, description=(
+        "a baseline run (directory or MLflow run id) graded on the same cases: the run takes "
+        "its cases in a seeded order, in batches, and stops once every interval check of "
+        "`gates` is settled on a confidence sequence (null: off, every case is run)"))
+    gates: str = Field("default", min_length=1, description=(
+        "the gate set whose interval checks (non_inferior; bound by interval) settle the run"))
+    batch: StrictInt = Field(20, ge=1, le=100_000, description=(
+        "cases generated and graded between two looks at the confidence sequences"))
+    seed: StrictInt = Field(0, ge=0, description="the seed of the order the cases are run in")
+
+
 # ---- metrics -----------------------------------------------------------------------------
 class MetricsCfg(Strict):
     cutoffs: list[StrictInt] = Field(default_factory=lambda: [1, 3, 5, 10, 20, 50, 100])
@@ -135,6 +150,7 @@ class RunCfg(Strict):
     metrics: MetricsCfg
     tracking: Any
     diagnosis: DiagnosisCfg = Field(default_factory=DiagnosisCfg)
+    sequential: SequentialCfg = Field(default_factory=SequentialCfg)
     k: StrictInt = Field(5, gt=0, le=10_000, description=(
         "final context size: the chunks that reach the generator (at most 10,000)"))
     candidate_depth: StrictInt = Field(50, gt=0, le=10_000, description=(
@@ -243,7 +259,8 @@ def chosen_model(choices: dict[str, str]) -> type[RunCfg]:
 UNLISTED: JsonDict = {"conf": "unlisted"}
 #: the run's sections that are config groups of their own, by their schemas
 SECTIONS: dict[str, type[BaseModel]] = {"dataset": DatasetCfg, "prompt": PromptCfg,
-                                     "metrics": MetricsCfg, "diagnosis": DiagnosisCfg}
+                                     "metrics": MetricsCfg, "diagnosis": DiagnosisCfg,
+                                     "sequential": SequentialCfg}
 #: RunCfg fields that are config groups (each its own node), not top-level keys
 _GROUP_FIELDS = (*COMPONENT_GROUPS, *SECTIONS, "experiment")
 

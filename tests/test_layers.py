@@ -34,6 +34,7 @@ LAYERS: dict[str, float] = {
     "raglab.runner": 9,
     "raglab.calibration": 9, "raglab.monitor": 9, "raglab.cases": 9,  # the commands' logic
     "raglab.compare": 8.5,
+    "raglab.sequential": 8.7,  # sequential decisions: settle gate checks as a run goes
     "raglab.systems": 8, "raglab.graders": 8, "raglab.tracking": 8, "raglab.report": 8,
     "raglab.calibration.records": 8,
     # traces in (raglab.traces) sit below the systems and the monitor that read them; the

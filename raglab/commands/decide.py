@@ -137,7 +137,9 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
         update={"confidence": gates.confidence, "alpha": gates.alpha})
     base = load_run(args.baseline, args.uri)
     cand = load_run(args.candidate, args.uri)
-    comp = compare_runs(base, cand, cfg, allow_case_mismatch=args.allow_case_mismatch,
+    sequential = bool(cand.metrics.get("sequential"))  # a subset of the cases, by design
+    comp = compare_runs(base, cand, cfg,
+                        allow_case_mismatch=args.allow_case_mismatch or sequential,
                         allow_version_mismatch=args.allow_version_mismatch,
                         allow_incomplete=args.allow_incomplete)
     attach(comp, args.uri)  # each graded family's calibration (docs/calibration.md)
@@ -147,6 +149,11 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     results = evaluate_gates(comp.rows, gates, run_means(base.metrics, cand.metrics),
                              not_worse_tests(comp, gates), ppi=comp.ppi,
                              bases=settle_bases(comp, gates))
+    seq_line = None
+    if sequential:
+        from raglab.sequential.decide import on_sequence
+
+        seq_line = on_sequence(results, gates, base, cand)
     results += calibration_checks(gates, results, comp.calibration,
                                   comp.versions.get("candidate"))
     date = datetime.date.today().isoformat()
@@ -157,7 +164,13 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
                           question=question, base_dir=study,
                           project=Path.cwd(), gate_overrides=gate_overrides,
                           gate_shipped=_shipped(source),
-                          extra_warnings=[same] if same else [])
+                          extra_warnings=[w for w in (same, seq_line) if w])
+    if sequential:  # what the run did, beside the warning that says it in words
+        from raglab.sequential.decide import words
+
+        summary = cand.metrics["sequential"]
+        record["sequential"] = {**{k: v for k, v in summary.items() if k != "checks"},
+                                "settled": words(summary)}
     try:
         study.mkdir(parents=True, exist_ok=True)
     except OSError as e:

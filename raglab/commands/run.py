@@ -145,7 +145,8 @@ def run_task(job: JobInfo, resolve) -> None:
                                 if multirun else "")
         tracker.diffs = diffs
         yaml_text = OmegaConf.to_yaml(OmegaConf.create(public))
-        run = Run(cfg, run_dir, yaml_text, name=name, diffs=diffs, config=public)
+        run = Run(cfg, run_dir, yaml_text, name=name, diffs=diffs, config=public,
+                  sequential=_sequential(cfg))
         tracker.check()
         metrics = run.execute(tracker)
         try:
@@ -235,6 +236,27 @@ def _store_failed(e: BaseException, cfg: Any, run_dir: Path) -> Exception:
 
 #: run directories whose error rate exceeded max_error_rate (a sweep exits 1 at the end)
 OVER_ERROR_RATE: list[Path] = []
+
+
+def _sequential(cfg: Any) -> Any:
+    """A sequential run's checks and baseline (``sequential.against``), else None."""
+    seq = cfg.sequential
+    if seq.against is None:
+        return None
+    from raglab.commands.decide import _gates_root
+    from raglab.compare.gates import load_gate_set
+    from raglab.compare.load import load_run
+    from raglab.sequential.run import Sequential
+
+    ref = seq.gates
+    if not ref.endswith((".yaml", ".yml")) and "/" not in ref:
+        # a set's file by name: read as a file (composing it with Hydra inside this Hydra
+        # app would initialise Hydra twice); an unknown name is load_gate_set's one line
+        own = _gates_root(ref) / "gates" / f"{ref}.yaml"
+        ref = str(own) if own.is_file() else ref
+    name, gates, _ = load_gate_set(ref, [], _gates_root(seq.gates))
+    return Sequential(seq, gates, name, load_run(seq.against, getattr(cfg.tracking, "uri",
+                                                                       None)))
 
 
 def _quiet(fn, *args) -> None:

@@ -52,9 +52,12 @@ CASES_IN_FLIGHT = 256
 
 class Run:
     def __init__(self, cfg: RunCfg, run_dir: Path, resolved_yaml: str, name: str | None = None,
-                 diffs: list | None = None, config: dict | None = None):
+                 diffs: list | None = None, config: dict | None = None,
+                 sequential: Any = None):
         """``resolved_yaml``: the text of config.yaml; ``config``: the same configuration as
-        a dict, when the caller has it (the report then does not read the file back)."""
+        a dict, when the caller has it (the report then does not read the file back);
+        ``sequential``: a raglab.sequential.run.Sequential when the run stops once its
+        checks are settled (its cases in a seeded order, in batches)."""
         self.cfg = cfg
         self.config = config
         self.weights: dict[str, float] | None = None   # case id -> weight (None: unweighted)
@@ -69,6 +72,7 @@ class Run:
         self.warnings: list[str] = []
         self.lock = RunDirLock(run_dir)
         self.tracker: Any = None
+        self.sequential = sequential
 
     # -- before any work ------------------------------------------------------------------
     def preflight(self) -> dict[str, str]:
@@ -170,6 +174,13 @@ class Run:
         # what aggregation reads, streamed
         kept = writer.load(keep=keep, dropped=usage.carry)
         todo = [c for c in ds.cases if c.id not in kept]
+        seq = self.sequential
+        if seq is not None:  # the seeded order, a batch at a time (docs/sequential.md)
+            rank = {cid: i for i, cid in enumerate(seq.arrange([c.id for c in ds.cases]))}
+            todo.sort(key=lambda c: rank[c.id])
+        size = max(len(todo), 1) if seq is None else seq.cfg.batch
+        batches = iter([todo[i:i + size] for i in range(0, len(todo), size)])
+        batch = [] if seq is not None and kept and seq.settled(kept) else next(batches, [])
         system = build_system(cfg, ds, self.cache, self.work, self.llm)
         for w in getattr(system, "warnings", None) or []:  # e.g. replayed ids not in the set
             print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
@@ -193,29 +204,38 @@ class Run:
         completed = False  # every case recorded: the last fsync may run in the background
         shared = None  # work shared by the cases (grouped calls): started, not waited for
         try:
-            if grading is not None:
-                shared = grading.start(todo)
             inline = grading is None and not getattr(system, "blocking", True)
-            if inline:
-                # each case is done when it starts (answered on this loop, no grading):
-                # one at a time, no task (cases ahead would only hold finished records)
-                for i, c in enumerate(todo, start=1):
-                    recorded(*await runner.run(c))
-                    if not i % 64:  # (a case awaits nothing: the loop gets its turn
-                        await asyncio.sleep(0)  # here, so a Ctrl-C lands at once)
-            # a bounded window of cases in flight keeps memory flat whatever the set's size
-            # (every case at once in batch mode, so one Message Batches job gathers them all)
-            window = len(todo) if getattr(cfg.grader, "mode", "online") == "batch" \
-                else max(CASES_IN_FLIGHT, 4 * cfg.concurrency)
-            queued = iter(() if inline else todo)
-            tasks = deque(start(c) for c in itertools.islice(queued, window))
-            while tasks:  # records are written in case order, each as soon as it is ready
-                nxt = next(queued, None)
-                if nxt is not None:
-                    tasks.append(start(nxt))
-                rec, public, line = await tasks[0]
-                tasks.popleft()  # a finished task holds its record: let it go
-                recorded(rec, public, line)
+            while batch:  # every case at once, or (sequential) a batch at a time
+                if grading is not None:
+                    shared = grading.start(batch)
+                if inline:
+                    # each case is done when it starts (answered on this loop, no grading):
+                    # one at a time, no task (cases ahead would only hold finished records)
+                    for i, c in enumerate(batch, start=1):
+                        recorded(*await runner.run(c))
+                        if not i % 64:  # (a case awaits nothing: the loop gets its turn
+                            await asyncio.sleep(0)  # here, so a Ctrl-C lands at once)
+                else:
+                    # a bounded window of cases in flight keeps memory flat whatever the
+                    # set's size (every case at once in batch mode, so one Message Batches
+                    # job gathers them all)
+                    window = len(batch) if getattr(cfg.grader, "mode", "online") == "batch" \
+                        else max(CASES_IN_FLIGHT, 4 * cfg.concurrency)
+                    queued = iter(batch)
+                    tasks = deque(start(c) for c in itertools.islice(queued, window))
+                    while tasks:  # records are written in case order, each when it is ready
+                        nxt = next(queued, None)
+                        if nxt is not None:
+                            tasks.append(start(nxt))
+                        rec, public, line = await tasks[0]
+                        tasks.popleft()  # a finished task holds its record: let it go
+                        recorded(rec, public, line)
+                if seq is None:
+                    break
+                if shared is not None:  # a batch is done: settled, or the next one
+                    await shared
+                    shared = None
+                batch = [] if seq.settled(kept) else next(batches, [])
             if shared is not None:
                 await shared  # what no case waited for (its cases had no answer) is cached too
             completed = True
@@ -274,6 +294,8 @@ class Run:
             "warnings": list(self.warnings),
             "self_graded": self_graded,
         }
+        if self.sequential is not None:
+            metrics["sequential"] = self.sequential.summary(kept)
         if self.llm is not None:
             # summed over the records of every process that ran this directory
             metrics["model_usage"] = self.usage.summary()

@@ -1,0 +1,55 @@
+"""``raglab decide``'s checks on a sequential run (raglab.sequential.decide): interval
+checks read the confidence sequence; a failure that does not rest on the interval stays."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from raglab.compare.gates import GateSet
+from raglab.sequential.decide import on_sequence, words
+
+GATES = GateSet.model_validate({"gates": [
+    {"metric": "faithfulness", "rule": "non_inferior", "margin": 0.05},
+    {"metric": "false_answer_rate", "rule": "bound", "max": 0.5, "max_increase": 0.05,
+     "by": "interval"}]})
+
+
+def _run(n: int, m: float, r: float, summary=None):
+    rows = [{"case_id": f"c{i:03d}", "tags": {}, "gold": {"answerable": True},
+             "metrics": {"faithfulness": m, "false_answer_rate": r}} for i in range(n)]
+    by = {x["case_id"]: x for x in rows}
+    return SimpleNamespace(records=rows, by_id=lambda: by, run_dir="base",
+                           metrics={"sequential": summary} if summary else {})
+
+
+def _result(index: int, status: str, reason: str, candidate: float, n: int = 100):
+    return {"index": index, "slice": None, "status": status, "reason": reason,
+            "candidate": candidate, "n": n}
+
+
+SUMMARY = {"cases_run": 100, "cases_total": 300, "stopped_because": "every check settled",
+           "gates": "g", "seed": 0}
+
+
+def test_interval_checks_read_the_sequence_and_the_record_says_settled_after():
+    base, cand = _run(300, 1.0, 0.0), _run(100, 1.0, 0.0, SUMMARY)
+    results = [_result(0, "inconclusive", "CI ...", 1.0), _result(1, "inconclusive", "", 0.0)]
+    line = on_sequence(results, GATES, base, cand)
+    assert "settled after 100 of 300 cases" in line
+    assert [r["status"] for r in results] == ["pass", "pass"]
+    assert "pass settled after 96 of 100 paired cases" in results[0]["reason"]
+    assert results[0]["ci_low"] < -0.05 + 0.03
+
+
+def test_failures_that_do_not_rest_on_the_interval_stay():
+    base, cand = _run(300, 1.0, 0.6), _run(100, 1.0, 0.6, SUMMARY)
+    results = [_result(0, "fail", "not comparable (metric versions differ)", 1.0),
+               _result(1, "fail", "candidate 0.6 > 0.5", 0.6)]
+    on_sequence(results, GATES, base, cand)
+    assert [r["status"] for r in results] == ["fail", "fail"]
+    assert results[1]["reason"] == "candidate 0.6 > 0.5"
+
+
+def test_words_of_a_run_that_was_not_settled():
+    assert words({"cases_run": 300, "cases_total": 300, "stopped_because": "every case run"}
+                 ) == "not settled before every case was run (300 of 300 cases)"
