@@ -73,9 +73,8 @@ def tukey_hsd(X: np.ndarray, n_permutations: int = 2000, seed: int = 0,
     w = None if weights is None else np.asarray(weights, dtype=np.float64)[keep]
     X = X[keep]
     n, k = X.shape
-    if n == 0 or (w is not None and not w.sum() > 0):
-        means = np.full(k, np.nan)
-        return FamilyResult(means, np.ones((k, k)), 0, list(range(k)), n)
+    if n == 0 or (w is not None and not w.sum() > 0):  # no case counts: nothing to test
+        return FamilyResult(np.full(k, np.nan), np.ones((k, k)), 0, list(range(k)), 0)
     means = X.mean(axis=0) if w is None else (w @ X) / w.sum()
     observed = np.abs(means[:, None] - means[None, :])
     scale = float(np.abs(X).max()) or 1.0

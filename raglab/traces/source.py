@@ -128,8 +128,8 @@ def from_mlflow(t: dict[str, Any], source: str) -> Trace:
             except ValueError:
                 pass
     for a in t.get("assessments") or ():
-        if a.get("source") in ("CODE", "LLM_JUDGE"):
-            continue  # a check's or a judge's verdict (raglab's pass/fail), not a user's
+        if "raglab.family" in (a.get("metadata") or {}):
+            continue  # raglab's own verdict on the case (a pass/fail check), not a user's
         v = a.get("value")
         if isinstance(v, bool) or (isinstance(v, str) and v.lower() in ("up", "down")):
             info["feedback"] = ("up" if v else "down") if isinstance(v, bool) else v.lower()

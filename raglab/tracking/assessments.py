@@ -50,11 +50,22 @@ def passed(spec: Any, value: Any) -> bool | None:
     return value >= 1.0 if spec.higher_is_better else value <= 0.0
 
 
+def fails_a_case(spec: Any) -> bool:
+    """Whether failing pass/fail check ``spec`` fails the case (its trace's state): a harm
+    (a lower-is-better check: a leak, a forbidden string, a false answer or refusal, an
+    error) or a missing vital nugget; not a retrieval cutoff's share (``all_evidence@1``,
+    ``hit_rate@5``), which a case with perfect retrieval misses when it has more gold
+    evidence than the cutoff."""
+    return spec is not None and (spec.family != "retrieval" or not spec.higher_is_better)
+
+
 def failed_checks(metrics: Mapping[str, Any]) -> list[str]:
-    """The pass/fail checks a case failed (of its per-case metrics), in the record's order."""
+    """The pass/fail checks that fail the case (:func:`fails_a_case`) it failed, in the
+    record's order."""
     from raglab.metrics.catalog import spec_of
 
-    return [n for n, v in metrics.items() if v is not None and passed(spec_of(n), v) is False]
+    return [n for n, v in metrics.items() if v is not None
+            and fails_a_case(spec := spec_of(n)) and passed(spec, v) is False]
 
 
 def _dump(value: Any) -> str:

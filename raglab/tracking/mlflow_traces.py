@@ -89,7 +89,8 @@ def _plain(t: Any) -> dict[str, Any]:
         fb = getattr(a, "feedback", None)
         if fb is not None:
             assessments.append({"name": a.name, "value": fb.value,
-                                "source": getattr(a.source, "source_type", None)})
+                                "source": getattr(a.source, "source_type", None),
+                                "metadata": dict(getattr(a, "metadata", None) or {})})
     return {"trace_id": info.trace_id, "spans": spans, "tags": dict(info.tags or {}),
             "metadata": dict(info.trace_metadata or {}), "request_time_ms": info.request_time,
             "client_request_id": getattr(info, "client_request_id", None),

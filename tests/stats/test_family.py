@@ -81,6 +81,10 @@ def test_cases_missing_in_a_job_are_left_out_and_counted():
     assert res.p_adjusted[0, 1] == pytest.approx(0.25, abs=0.03)
     empty = tukey_hsd(np.full((4, 2), np.nan), n_permutations=10)
     assert empty.n == 0 and empty.best_group == [0, 1]
+    # cases that all weigh 0 count for nothing: no case, as above (compare SWEEP skips the
+    # metric instead of writing NaN means into compare.json)
+    weightless = tukey_hsd(np.array([[1.0, 0.0], [0.0, 1.0]]), 10, weights=np.zeros(2))
+    assert weightless.n == 0 and weightless.best_group == [0, 1]
 
 
 def test_weights_and_seed():

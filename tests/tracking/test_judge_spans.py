@@ -233,9 +233,25 @@ def test_the_meter_of_a_case_lists_the_calls_of_the_judgments_inside_it():
 def test_raglabs_own_pass_fail_assessments_are_not_read_as_user_feedback():
     from raglab.traces.source import from_mlflow
 
+    ours = {"raglab.family": "retrieval"}
     t = {"trace_id": "tr-1", "spans": [], "assessments": [
-        {"name": "acl_leak_rate", "value": False, "source": "CODE"},
-        {"name": "faithfulness", "value": True, "source": "LLM_JUDGE"}]}
+        {"name": "acl_leak_rate", "value": False, "source": "CODE", "metadata": ours},
+        {"name": "faithfulness", "value": True, "source": "LLM_JUDGE",
+         "metadata": {"raglab.family": "faithfulness"}}]}
     assert "feedback" not in from_mlflow(t, "mlflow://1").info
-    t["assessments"].append({"name": "thumbs", "value": False, "source": "HUMAN"})
+    # an app's thumbs-down logged with mlflow.log_feedback's default source (CODE) is read
+    t["assessments"].append({"name": "user_feedback", "value": False, "source": "CODE"})
     assert from_mlflow(t, "mlflow://1").info["feedback"] == "down"
+
+
+def test_a_retrieval_cutoff_missed_is_not_a_failed_case():
+    """A case with two gold passages misses all_evidence@1 however well it retrieves: a
+    red False on that assessment, but not a failed case (trace state ERROR) as a leak is."""
+    from raglab.metrics.catalog import spec_of
+    from raglab.tracking.assessments import failed_checks, passed
+
+    metrics = {"final.all_evidence@1": 0.0, "candidate.hit_rate@1": 0.0, "final.ndcg@5": 0.4,
+               "acl_leak_rate": 1.0, "all_vital_present": 0.0, "false_answer_rate": 0.0,
+               "secret_leak_rate": None}
+    assert failed_checks(metrics) == ["acl_leak_rate", "all_vital_present"]
+    assert passed(spec_of("final.all_evidence@1"), 0.0) is False
