@@ -32,7 +32,9 @@ _VALUE_OPTIONS = {"-r", "--requirement", "-c", "--constraint", "-t", "--target",
                   "-i", "--index-url", "--extra-index-url", "-f", "--find-links",
                   "--prefix", "--root", "--python-version", "--platform", "--src",
                   "--config-settings", "-C", "--upgrade-strategy", "--progress-bar"}
-_PIP = re.compile(r"\bpip3?\s+install\b")
+#: the commands that install a requirement: pip (pip3, pip3.11, python -m pip), pipx, uv pip,
+#: uv add, poetry add
+_PIP = re.compile(r"\b(?:(?:pip(?:3(?:\.\d+)?)?|pipx|uv\s+pip)\s+install|(?:uv|poetry)\s+add)\b")
 _NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 
 
@@ -183,6 +185,13 @@ def every_install_line() -> list[tuple[str, int, str]]:
     ("pip install --upgrade Raglab_Eval>=0.1", True),
     ("`pip install raglab`, then", True),
     ("(pip install\n# 'raglab[dense]'); cosine", True),
+    ("pip3.11 install raglab", True),
+    ("python -m pip install raglab", True),
+    ("pipx install raglab", True),
+    ("uv pip install raglab", True),
+    ("uv add raglab", True),
+    ("poetry add raglab-eval", True),
+    ("uv add ./vendor/raglab", False),
     ("pip install -e .", False),
     ("pip install -e \".[test,docs]\" && python -m pytest", False),
     ("pip install ./vendor/raglab", False),

@@ -147,7 +147,7 @@ def run_pair(args, cfg) -> None:
     from raglab.compare.render_html import render_html
     from raglab.compare.trust import attach
     from raglab.data.io import json_text
-    from raglab.text.escape import term, term_lines
+    from raglab.text.escape import term
 
     base = load_run(args.runs[0], args.uri)
     cand = load_run(args.runs[1], args.uri)
@@ -160,7 +160,7 @@ def run_pair(args, cfg) -> None:
     files = {"compare.md": render_md(comp), "compare.html": render_html(comp),
              "compare.json": json_text(comp.to_json(), indent=1)}
     paths = write_outputs(out, files)
-    print(term_lines(render_terminal(comp)))  # slice values may hold escapes
+    print(render_terminal(comp))  # each line escaped: labels, slice values
     print(term(f"wrote {out}/compare.md, compare.html, compare.json"))  # --out: one line
     if cand.mlflow_run_id and cand.tracking_uri:
         from raglab.tracking.results import confirmatory_rows, log_comparison

@@ -174,7 +174,8 @@ def run_task(job: JobInfo, resolve) -> None:
         if tracker is not None:
             _quiet(tracker.killed)
         print(f"raglab: interrupted; records kept in {run_dir / 'records.jsonl'}; "
-              "run again with the same hydra.run.dir to resume", file=sys.stderr)
+              "run the same command again to resume (the same hydra.run.dir, or "
+              "hydra.sweep.dir for a sweep)", file=sys.stderr)
         _exit_now(130)
     except Exception as e:  # a bug: one line (the traceback with RAGLAB_DEBUG=1)
         if tracker is not None:
@@ -299,8 +300,8 @@ def _exit_at_once(signum: int, frame: Any) -> None:
     """Exit 130 at once. Nothing is lost: each record line was flushed as it was written
     (a torn last one is dropped by the resume), and an MLflow run left RUNNING is continued
     by the resume."""
-    os.write(2, b"raglab: interrupted again: stopped at once; run again with the same "
-                b"hydra.run.dir to resume\n")
+    os.write(2, b"raglab: interrupted again: stopped at once; run the same command again to "
+                b"resume (the same hydra.run.dir, or hydra.sweep.dir for a sweep)\n")
     os._exit(130)
 
 

@@ -291,6 +291,7 @@ def render_md(comp) -> str:
 
 
 def render_terminal(comp) -> str:
+    """The comparison for a terminal, each line escaped on its own (:func:`term`)."""
     lines = [title(comp)]
     lines += [f"WARNING: {w}" for w in comp.warnings]
     head = ["metric", "baseline", "candidate", "delta", "CI", "p adj.", "n", ""]
@@ -315,7 +316,11 @@ def render_terminal(comp) -> str:
 
     lines += ppi_lines(comp)
     lines += _calibration_lines(comp)
-    return "\n".join(lines)
+    from raglab.text.escape import term
+
+    # each line made one terminal line: a run's label or a slice value may hold a line break
+    # (under GitHub Actions, a line that starts '::' would be a workflow command)
+    return "\n".join(term(line) for line in lines)
 
 
 def _calibration_lines(comp) -> list[str]:

@@ -93,7 +93,7 @@ class LlamaIndexSystem(FrameworkSystem):
         pipeline, retriever_only = self.pipeline, self.retriever_only
         if self.per_case:
             user = req.user.model_dump() if req.user is not None else None
-            pipeline = self.pipeline(filters=metadata_filters(req.filters), user=user)
+            pipeline = self.pipeline(metadata_filters(req.filters), user)  # (any names)
             kinds, retriever, _ = self.accepted()
             if not isinstance(pipeline, kinds):
                 raise ValueError(f"the factory's function returned a "

@@ -9,6 +9,8 @@ system counts its response body, the python system its return value
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 import threading
 from typing import Any
@@ -23,8 +25,10 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 #: containers deeper than this are not measured: JSON cannot be written that deep (nor
 #: an object that holds itself), so the record fails that case anyway
 _MAX_DEPTH = 300
-#: characters of a non-ASCII string encoded at a time (to count its UTF-8 bytes)
+#: characters of a string encoded at a time (to count its bytes as JSON writes it)
 _PIECE = 1 << 20
+#: what JSON writes escaped: a control character (``\\u0001``: six bytes), a quote, a backslash
+_ESCAPED = re.compile(r'[\x00-\x1f"\\]')
 
 
 class OutputError(ValueError):
@@ -33,8 +37,9 @@ class OutputError(ValueError):
 
 def json_size_over(data: Any, limit: int) -> bool:
     """Whether ``data`` (a SystemOutput, or the dicts, lists and strings a system returned)
-    is larger than ``limit`` bytes as JSON, counted without writing it: each string's
-    UTF-8 bytes and its quotes, keys as strings, two bytes for a container's brackets and
+    is larger than ``limit`` bytes as JSON, counted without writing it whole: each string's
+    bytes as JSON writes it (UTF-8, a control character escaped in six bytes, a quote or a
+    backslash in two) and its quotes, keys as strings, two bytes for a container's brackets and
     one or two for each item's separators, eight for any other value (a number, null).
     An object referred to twice counts twice, as JSON writes it twice, but is walked once;
     the count stops as soon as it passes ``limit``; only the pieces of one non-ASCII
@@ -46,7 +51,7 @@ def _size(value: Any, room: int, seen: dict[int, int], path: set[int], depth: in
     """The JSON size of ``value``, or a number above ``room`` once it is known to be over
     (``seen``: the sizes of the containers walked, by id; ``path``: those being walked)."""
     if isinstance(value, str):
-        return _utf8_size(value, room) + 2
+        return _json_size(value, room) + 2
     if isinstance(value, bytes | bytearray):
         return len(value) + 2
     if isinstance(value, dict):
@@ -80,13 +85,14 @@ def _size(value: Any, room: int, seen: dict[int, int], path: set[int], depth: in
     return total
 
 
-def _utf8_size(text: str, room: int) -> int:
-    """The UTF-8 size of ``text``, or a number above ``room`` once it is known to be."""
+def _json_size(text: str, room: int) -> int:
+    """The size of ``text`` inside a JSON string (UTF-8, escapes written out, without its
+    quotes), or a number above ``room`` once it is known to be."""
     n = len(text)
-    if n > room or text.isascii():  # (never fewer bytes than characters)
-        return n
-    return sum(len(text[i:i + _PIECE].encode("utf-8", "surrogatepass"))
-               for i in range(0, n, _PIECE))
+    if n > room or (text.isascii() and _ESCAPED.search(text) is None):
+        return n  # (never fewer bytes than characters)
+    return sum(len(json.dumps(text[i:i + _PIECE], ensure_ascii=False)
+                   .encode("utf-8", "surrogatepass")) - 2 for i in range(0, n, _PIECE))
 
 
 def read_output(data: Any, case_id: str, what: str = "output",
@@ -99,8 +105,8 @@ def read_output(data: Any, case_id: str, what: str = "output",
 
     from raglab.data.io import first_problem
 
-    if isinstance(data, SystemOutput):
-        return data
+    if isinstance(data, SystemOutput):  # validated again: it may have been changed since
+        data = data.model_dump()  # (a hit appended, a span reversed) as the schema saw it
     if not isinstance(data, dict):
         raise error(f"{what} of case {case_id!r} is a {type(data).__name__}, not a JSON "
                     "object or a SystemOutput")

@@ -110,6 +110,23 @@ def test_compare_md_keeps_a_slice_value_in_its_row(evil_runs):
     assert "evil=x # injected heading" in text  # the newline is a space, in its table row
 
 
+def test_compare_terminal_keeps_a_run_label_on_its_line(evil_runs):
+    """A run's label (its directory's name, or its run_name) is in compare's title line: a
+    line break in it starts no line of its own (under GitHub Actions, '::error' would be a
+    workflow command)."""
+    import shutil
+
+    root, _, _ = evil_runs
+    cand = root / "pr\n::error title=x::injected"
+    if not cand.exists():
+        shutil.copytree(root / "b", cand)
+    proc = run_cli("compare", str(root / "a"), str(cand), "--out", str(root / "cmp-label"),
+                   cwd=root, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert not [ln for ln in _lines(proc.stdout + proc.stderr) if ln.startswith("::")]
+    assert "pr\\x0a::error title=x::injected" in proc.stdout
+
+
 def test_decide_record_and_console_escape_untrusted_text(evil_runs):
     root, _, _ = evil_runs
     study = root / "study"

@@ -376,3 +376,44 @@ def test_a_framework_output_over_max_body_bytes_fails_its_case(tmp_path, monkeyp
     with pytest.raises(OutputError, match=r"^answer larger than 10 bytes "
                                           r"\(system.max_body_bytes\)$"):
         _ask(built, "c-1", "Refunds?")
+
+
+POSITIONAL = '''
+from llama_index.core import Document, VectorStoreIndex
+from llama_index.core.embeddings import MockEmbedding
+
+SEEN = []
+
+
+def build(config):
+    docs = [Document(text="Refunds take 5 days.", metadata={"doc_id": "kb/a"})]
+    index = VectorStoreIndex.from_documents(docs, embed_model=MockEmbedding(embed_dim=8))
+
+    def per_case(f, u):  # the documented (filters, user), under names of its own
+        SEEN.append((f, u))
+        return index.as_retriever(similarity_top_k=1)
+
+    return per_case
+'''
+
+
+def test_a_llamaindex_per_case_function_may_name_its_parameters_as_it_likes(tmp_path,
+                                                                          monkeypatch):
+    system, _, module = _build(tmp_path, monkeypatch, "llamaindex", "positional", POSITIONAL)
+    out = _ask(system, "c-1", "Refunds?", user=STAFF)
+    assert [h.doc_id for h in out.context] == ["kb/a"]
+    assert module.SEEN and module.SEEN[0][1] == STAFF
+
+
+def test_a_system_output_changed_after_it_was_made_is_validated_again():
+    """A SystemOutput a system built and then changed (a hit appended with a reversed span)
+    is validated again when read, as a dict is: the schema's span check is the only one."""
+    from raglab.data.schema import Hit, SystemOutput
+    from raglab.systems.outputs import OutputError, read_output
+
+    out = SystemOutput(case_id="c-1", candidates=[{"doc_id": "kb/a", "start": 0, "end": 5}])
+    out.candidates.append(Hit(doc_id="kb/a", start=50, end=10))
+    with pytest.raises(OutputError, match=r"hit 2: span 50-10 is reversed"):
+        read_output(out, "c-1")
+    with pytest.raises(OutputError, match="is for case 'c-1', not 'c-2'"):
+        read_output(out, "c-2")
