@@ -309,8 +309,10 @@ class HeuristicGrader(Grader):
     #: claims are looked for in it ("no information on X, but Y" states Y);
     #: claim verification 2 (faithfulness, citations, correctness 3): numbers compared
     #: with their units, number words, dates and times, negations over the same terms
-    #: (raglab.graders.quantities)
-    rules_versions = {"correctness": 3, "faithfulness": 2, "citations": 2}
+    #: (raglab.graders.quantities); claim verification 3 (faithfulness, citations;
+    #: correctness 4): the words before a negation are its subject, not affirmed; both
+    #: negating the same terms is no contradiction; "not ... until", "can't ... without"
+    rules_versions = {"correctness": 4, "faithfulness": 3, "citations": 3}
 
     async def decompose(self, question: str, answer: str) -> list[str]:
         d = self.cfg.decomposition

@@ -10,7 +10,8 @@ offline grader (raglab.graders.heuristic) compares a claim with its evidence by.
   business or working day is a unit of its own. The digits of a code ("T2", "UTF-8",
   "CAMT.053") are no quantity.
 - Dates and times: a day and month ("1 April", "March 31", "2026-03-14"), the day of the
-  month ("the 25th"), a year ("March 2026") and a time of day ("17:00", "5 pm").
+  month ("the 25th"), a year ("March 2026") and a time of day ("17:00", "5 pm", "10.30
+  am"; "10.30" alone is a number: "€10.30").
 - Pure functions, no state: the same text always gives the same quantities.
 """
 
@@ -63,6 +64,7 @@ _DATE_PATTERNS = (
     (re.compile(rf"\b({_MONTH})\s+(\d{{1,2}}){_ORD}(?!\d)(?:,?\s+(\d{{4}}))?", re.I), "mdy"),
     (re.compile(rf"\b({_MONTH})\s+(\d{{4}})\b", re.I), "my"),
     (re.compile(r"\b(\d{1,2}):(\d{2})\s*([ap]\.?m\.?)?(?![\d:])", re.I), "clock"),
+    (re.compile(r"(?<![\d.,£€$])\b(\d{1,2})\.(\d{2})\s*([ap]\.?m\.?)(?!\w)", re.I), "clock"),
     (re.compile(r"\b(\d{1,2})\s*([ap]\.?m\.?)(?!\w)", re.I), "ampm"),
     (re.compile(r"\bthe\s+(\d{1,2})(?:st|nd|rd|th)\b", re.I), "dom"),
     (re.compile(r"\b(noon|midday|midnight)\b", re.I), "named"),
@@ -241,9 +243,14 @@ def disagreement(claim: str, evidence: str) -> str | None:
 
 _NEGATION = re.compile(r"\b(not|no|never|cannot|can't|won't|isn't|aren't|doesn't|don't|"
                        r"didn't|without|none|nor|neither)\b|n't\b", re.I)
-_CLAUSE = re.compile(r"\s*[;,:()]\s*|\s+(?:and|but|or|so|because|although|though|whereas|"
-                     r"unless|while|which|if|when)\s+|\s+(?=(?:you|we|they|he|she|i)\s)|"
-                     r"(?<=[.!?])\s+", re.I)
+# "not charged until delivery" states the charge at delivery: no negation of the charge
+_UNTIL = re.compile(r"\b(?:until|till|before)\b", re.I)
+# "cannot export without admin rights": exporting needs admin rights
+_WITHOUT = re.compile(r"\bwithout\b", re.I)
+# a comma or colon glued to a digit is part of a number or a time ("1,000", "10:30")
+_CLAUSE = re.compile(r"\s*(?:[;()]|[,:](?!\d))\s*|\s+(?:and|but|or|so|because|although|"
+                     r"though|whereas|unless|while|which|if|when)\s+|"
+                     r"\s+(?=(?:you|we|they|he|she|i)\s)|(?<=[.!?])\s+", re.I)
 
 # a capitalised function word inside a text starts a sentence (a heading glued to its text)
 _GLUED = re.compile(r"\s+(?=(?:The|A|An|This|That|These|Those|It|If|When|You|We|They)\s)")
@@ -254,12 +261,8 @@ def negated(text: str) -> bool:
     return bool(_NEGATION.search(text))
 
 
-def polarity_terms(text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """(affirmed, negated) content terms of a text. A negation's scope is the rest of its
-    clause (clauses are cut at punctuation, conjunctions and a subject pronoun), or the
-    clause before it when nothing follows ("the customer link does not"); a term is
-    negated when it occurs in a scope and nowhere else in the text. A capitalised "The",
-    "If", "You"... inside the text starts a clause too (a heading glued to its sentence)."""
+def _polarity(text: str) -> tuple[set[str], set[str]]:
+    """(affirmed, negated) content terms, a term in both when clauses differ over it."""
     from raglab.text.lexical import content_terms
 
     def terms(t: str) -> set[str]:
@@ -271,21 +274,43 @@ def polarity_terms(text: str) -> tuple[frozenset[str], frozenset[str]]:
         if not clause or not clause.strip():
             continue
         m = _NEGATION.search(clause)
-        if not m:
+        scope = clause[m.end():] if m else ""
+        if not m or _UNTIL.search(scope) or (m.group(0).lower() != "without"
+                                              and _WITHOUT.search(scope)):
+            # no negation; "not ... until X" (it happens at X); "cannot ... without X"
+            # (it needs X): the clause states what it names
             affirmed |= terms(clause)
             continue
-        before, after = terms(clause[:m.start()]), terms(clause[m.end():])
-        if after:
-            affirmed |= before
-            negative |= after
-        else:
-            negative |= before
+        after = terms(scope)
+        # the words before a negation are its subject ("SSO is not included"): neither
+        # affirmed nor negated, so word order does not move them to the other side
+        negative |= after or terms(clause[:m.start()])
+    return affirmed, negative
+
+
+def polarity_terms(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(affirmed, negated) content terms of a text. A negation's scope is the rest of its
+    clause (clauses are cut at punctuation, conjunctions and a subject pronoun), or the
+    clause before it when nothing follows ("the customer link does not"); the words before
+    a negation that has a scope are neither (its subject: "SSO is not included in the
+    free tier" and "the free tier does not include SSO" negate the same words). A clause
+    with a negation followed by "until" or "before" ("not charged until delivery") or by a
+    "without" ("cannot export without admin rights") is affirmed. A term is negated
+    when it occurs in a scope and in no affirmed clause of the text. A capitalised "The",
+    "If", "You"... inside the text starts a clause too (a heading glued to its sentence)."""
+    affirmed, negative = _polarity(text)
     return frozenset(affirmed), frozenset(negative - affirmed)
 
 
 def polarity_disagreement(claim: str, evidence: str) -> bool:
     """A term the one negates and the other affirms ("Goodwill credits require approval"
-    against "Goodwill credits need no approval")."""
-    ca, cn = polarity_terms(claim)
-    ea, en = polarity_terms(evidence)
+    against "Goodwill credits need no approval"), unless both negate some of the same
+    terms: then they state the same negative ("No approval is needed for refunds under
+    €50" against "Refunds under €50 need no approval; larger refunds require approval")
+    and the rest is how each places its words around the negation."""
+    ca, cn_all = _polarity(claim)
+    ea, en_all = _polarity(evidence)
+    if cn_all & en_all:
+        return False
+    cn, en = cn_all - ca, en_all - ea
     return bool((cn & ea) or (en & ca))

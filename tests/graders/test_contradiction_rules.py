@@ -8,7 +8,13 @@ from __future__ import annotations
 import pytest
 
 from raglab.graders.heuristic import context_windows, verify_claim
-from raglab.graders.quantities import canonical, disagreement, polarity_disagreement, quantities
+from raglab.graders.quantities import (
+    canonical,
+    disagreement,
+    polarity_disagreement,
+    polarity_terms,
+    quantities,
+)
 
 
 def verify(claim: str, *passages: str) -> str:
@@ -37,6 +43,8 @@ def verify(claim: str, *passages: str) -> str:
     ("every hour", {("duration", 3600.0)}),
     ("5 pm", {("clock", 1020.0)}),
     ("17:00", {("clock", 1020.0)}),
+    ("10.30 am", {("clock", 630.0)}),
+    ("10.30 pm", {("clock", 1350.0)}),
     ("1 April", {("date", 401.0), ("dom", 1.0)}),
     ("April 1st", {("date", 401.0), ("dom", 1.0)}),
     ("the 25th", {("dom", 25.0)}),
@@ -75,6 +83,9 @@ def test_equal_quantities_are_one_term():
     ("by 5 pm on the 25th", "by 17:00 on the 25th", None),
     ("by 17:00 on the 20th", "by 17:00 on the 25th", "date"),
     ("at 6 am", "at 06:00", None),
+    ("starts at 10:30", "starts at 10.30 am", None),          # a dot between hours, minutes
+    ("starts at 10:30", "starts at 11.30 am", "date"),
+    ("costs €10.30", "costs €10.30", None),                   # a price is no time
     ("sync every hour", "sync every 4 hours", "number"),
 ])
 def test_a_quantity_differs_only_from_one_of_the_same_unit(claim, evidence, expected):
@@ -96,9 +107,51 @@ def test_a_quantity_differs_only_from_one_of_the_same_unit(claim, evidence, expe
     ("Sales amounts are kept.", "Sales records are kept, amounts remain, the customer link "
                                 "does not.", False),
     ("Refunds are not paid in cash.", "Refunds are never paid in cash.", False),
+    # the same negative in another word order: the words before a negation are its subject
+    ("The free tier does not include SSO.", "SSO is not included in the free tier.", False),
+    ("The service is not available on weekends.", "On weekends the service is not "
+                                                  "available.", False),
+    ("The free tier includes SSO.", "SSO is not included in the free tier.", True),
+    ("The service is available on weekends.", "On weekends the service is not "
+                                              "available.", True),
+    # both negate the same words: the same negative, whatever else the evidence affirms
+    ("No approval is needed for refunds under €50.", "Refunds under €50 need no approval; "
+     "larger refunds require manager approval.", False),
+    # "not ... until X" happens at X; "can't ... without X" needs X
+    ("The card is not charged until delivery.", "The card is charged on delivery, not at "
+                                                "checkout.", False),
+    ("The card is charged at checkout.", "The card is charged on delivery, not at "
+                                         "checkout.", True),
+    ("Users can't export reports without admin rights.", "Exporting reports requires admin "
+     "rights; other users cannot export.", False),
 ])
 def test_a_negation_disagrees_over_the_same_terms_only(claim, evidence, expected):
     assert polarity_disagreement(claim, evidence) is expected
+
+
+def test_a_time_or_a_number_is_not_cut_into_clauses():
+    assert "qclock630" in polarity_terms("The desk does not open at 10:30.")[1]
+    assert "qseat1000" in polarity_terms("It has no limit of 1,000 seats.")[1]
+
+
+@pytest.mark.parametrize("claim, evidence, expected", [
+    ("The free tier does not include SSO.", "SSO is not included in the free tier.",
+     {"SUPPORTED"}),
+    ("The service is not available on weekends.",
+     "On weekends the service is not available.", {"SUPPORTED"}),
+    ("No approval is needed for refunds under €50.",
+     "Refunds under €50 need no approval; larger refunds require manager approval.",
+     {"SUPPORTED"}),
+    ("The card is not charged until delivery.",
+     "The card is charged on delivery, not at checkout.", {"SUPPORTED"}),
+    ("Users can't export reports without admin rights.",
+     "Exporting reports requires admin rights; other users cannot export.",
+     {"SUPPORTED", "NOT_FOUND"}),
+    ("The free tier includes SSO.", "SSO is not included in the free tier.",
+     {"CONTRADICTED"}),
+])
+def test_a_negative_in_another_word_order_is_no_contradiction(claim, evidence, expected):
+    assert verify(claim, evidence) in expected
 
 
 # ---- the rules in verification --------------------------------------------------------------

@@ -350,4 +350,10 @@ def test_the_heuristic_claim_rules_have_versions_of_their_own(monkeypatch):
     before = versions()
     assert [f for f in now if now[f] != before[f]] == ["faithfulness", "citations",
                                                        "correctness"]
+    # a negation's subject set apart from its scope moved the same three again
+    monkeypatch.setattr(HeuristicGrader, "rules_versions",
+                        {"correctness": 3, "faithfulness": 2, "citations": 2})
+    previous = versions()
+    assert [f for f in now if now[f] != previous[f]] == ["faithfulness", "citations",
+                                                         "correctness"]
     assert versions("grader=claude") == claude
