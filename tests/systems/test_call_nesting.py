@@ -151,3 +151,37 @@ def test_llamaindex_an_async_engine_counts_each_retrieval_of_each_case(tmp_path,
         out = _ask(system, case, "How fast are refunds?")
         assert len(out.context) == 2 and out.latency_ms["retrieve"] > 0
     assert work.retrievals == 4  # was 2
+
+
+def test_langchain_nests_by_parent_runs_and_ends_a_call_that_raised():
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever as LCRetriever
+    from langchain_core.runnables import RunnableLambda, RunnableParallel
+
+    from raglab.systems.langchain import _handler
+
+    class LCR(LCRetriever):
+        fail: bool = False
+        inner: Any = None
+
+        def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list:
+            if self.fail:
+                raise RuntimeError("the store is down")
+            if self.inner is not None:
+                return self.inner.invoke(query, config={"callbacks": run_manager.get_child()})
+            return [Document(page_content="Refunds take 5 days.")]
+
+    def fail_then_two(query: str, config: Any) -> None:
+        try:
+            LCR(fail=True).invoke(query, config=config)
+        except RuntimeError:
+            pass
+        LCR().invoke(query, config=config)
+        LCR().invoke(query, config=config)
+
+    for runnable, calls in ((RunnableParallel(a=LCR(), b=LCR()), 2),  # side by side
+                            (LCR(inner=LCR(inner=LCR())), 1),  # inside each other
+                            (RunnableLambda(fail_then_two), 3)):
+        clock = StageClock()
+        runnable.invoke("q", config={"callbacks": [_handler(clock)]})
+        assert clock.calls["retrieve"] == calls
