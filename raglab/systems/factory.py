@@ -196,10 +196,11 @@ STAGE_WORK = {"retrieve": "retrievals", "generate": "generations"}
 
 class StageClock:
     """Per-stage latencies, call counts and token usage of one answer, from a framework's
-    callbacks (start/end by run or event id). Several calls of one stage add up; a call
-    made inside another of the same stage (a retriever that calls a retriever, a chat call
-    made through a completion call) is part of it: pass ``nested=True`` and it is neither
-    counted nor timed again."""
+    callbacks (start/end by run or span id). Several calls of one stage add up, also calls
+    running side by side; a call made inside another of the same stage (a retriever that
+    calls a retriever, a chat call made through a completion call) is part of it: pass
+    ``nested=True`` (:meth:`within` tells, from the parents :meth:`link` recorded) and it is
+    neither counted nor timed again."""
 
     def __init__(self) -> None:
         import time
@@ -207,6 +208,7 @@ class StageClock:
         self._now = time.perf_counter
         self._lock = threading.Lock()  # a chain's parallel branches call back from threads
         self._open: dict[Any, tuple[str, float]] = {}
+        self._parent: dict[Any, Any] = {}
         self.ms: dict[str, float] = {}
         self.calls: dict[str, int] = dict.fromkeys(STAGE_WORK, 0)
         self.usage: dict[str, float] = {}
@@ -219,10 +221,23 @@ class StageClock:
             self._open[run_id] = (stage, self._now())
             self.calls[stage] = self.calls.get(stage, 0) + 1
 
-    def running(self, stage: str) -> bool:
-        """Whether a call of ``stage`` has started and not ended."""
+    def link(self, run_id: Any, parent: Any) -> None:
+        """Records that ``run_id`` runs inside ``parent`` (None: at the top)."""
         with self._lock:
-            return any(s == stage for s, _ in self._open.values())
+            self._parent[run_id] = parent
+
+    def within(self, stage: str, run_id: Any) -> bool:
+        """Whether ``run_id`` is, or runs inside (through the parents linked), a call of
+        ``stage`` being timed: calls side by side are not inside each other."""
+        with self._lock:
+            seen: set[Any] = set()
+            while run_id is not None and run_id not in seen:
+                found = self._open.get(run_id)
+                if found is not None and found[0] == stage:
+                    return True
+                seen.add(run_id)
+                run_id = self._parent.get(run_id)
+            return False
 
     def end(self, run_id: Any) -> bool:
         """Ends the call ``run_id``; False when it was not one being timed (nested)."""

@@ -12,10 +12,12 @@ receive them; a run whose cases have a user or filters says so once. Hits from n
 ``doc_id`` from the node's ``metadata[system.doc_id_field]``, then ``source``, then its
 ``ref_doc_id``; ``text`` the node's content, ``start``/``end`` its character offsets,
 ``score`` its score. Retrieval and model calls are counted (``work.retrievals``,
-``work.generations``; a call inside another of the same stage counts once) and timed per
-stage (``retrieve``, ``generate``), and token usage read where the model's response reports
-it, from LlamaIndex's instrumentation events (the root dispatcher; calls the pipeline
-makes in threads of its own are not seen). llama-index-core is imported only when this
+``work.generations``; a call inside another of the same stage counts once, calls side by
+side, such as an async pipeline's, each count) and timed per stage (``retrieve``,
+``generate``; a call that raises is timed until it does), and token usage read where the
+model's response reports it, from LlamaIndex's instrumentation events and spans (the root
+dispatcher; a call is inside another when its span descends from the other's; calls the
+pipeline makes in threads of its own are not seen). llama-index-core is imported only when this
 system is built (the optional extra ``llamaindex``: :func:`raglab.errors.install_line`).
 """
 
@@ -41,7 +43,7 @@ class LlamaIndexSystemCfg(FactoryCfg):
     name: Literal["llamaindex"]
 
 
-#: the clock of the answer each thread is making (read by the one event handler)
+#: the clock of the answer each thread is making (read by the one event and span handler)
 _LOCAL = threading.local()
 _LISTENING: list[Any] = []
 _LISTEN_LOCK = threading.Lock()
@@ -143,19 +145,24 @@ def metadata_filters(filters: Mapping[str, Any]) -> Any:
 
 
 def _listen() -> None:
-    """raglab's event handler on LlamaIndex's root dispatcher, added once per process."""
+    """raglab's event and span handlers on LlamaIndex's root dispatcher, added once per
+    process."""
     with _LISTEN_LOCK:
         if not _LISTENING:
             from llama_index.core.instrumentation import get_dispatcher
 
-            handler = _handler()
-            get_dispatcher().add_event_handler(handler)
-            _LISTENING.append(handler)
+            handler, spans = _handler(), _span_handler()
+            root = get_dispatcher()
+            root.add_span_handler(spans)
+            root.add_event_handler(handler)
+            _LISTENING.extend((handler, spans))
 
 
 def _handler() -> Any:
     """An event handler counting and timing retrieval and the model, and reading token
-    usage, for the answer the calling thread is making (llama-index-core imported here)."""
+    usage, for the answer the calling thread is making (llama-index-core imported here). A
+    call's events carry its span's id; a call whose span descends from one of the same
+    stage being timed is nested; a span dropped (the call raised) ends its call."""
     from llama_index.core.instrumentation.event_handlers import BaseEventHandler
     from llama_index.core.instrumentation.events.llm import (
         LLMChatEndEvent,
@@ -167,6 +174,7 @@ def _handler() -> Any:
         RetrievalEndEvent,
         RetrievalStartEvent,
     )
+    from llama_index.core.instrumentation.events.span import SpanDropEvent
 
     starts: dict[type, str] = {RetrievalStartEvent: "retrieve",
                                LLMChatStartEvent: "generate",
@@ -184,7 +192,8 @@ def _handler() -> Any:
                 return
             stage = starts.get(type(event))
             if stage is not None:
-                clock.start(stage, event.span_id, nested=clock.running(stage))
+                clock.start(stage, event.span_id,
+                            nested=clock.within(stage, event.span_id))
                 model = getattr(event, "model_dict", None) or {}
                 name = model.get("model_name") or model.get("model")
                 if isinstance(name, str) and name not in ("", "unknown"):
@@ -192,8 +201,46 @@ def _handler() -> Any:
             elif isinstance(event, ends) and clock.end(event.span_id) \
                     and not isinstance(event, RetrievalEndEvent):
                 clock.add_usage(*_usage(getattr(event, "response", None)))
+            elif isinstance(event, SpanDropEvent):
+                clock.end(event.span_id)
 
     return _RaglabTimings()
+
+
+def _span_handler() -> Any:
+    """A span handler recording, for the answer the calling thread is making, which span
+    each new span runs inside (its parent), so that nesting follows ancestry."""
+    from llama_index.core.instrumentation.span import BaseSpan
+    from llama_index.core.instrumentation.span_handlers import BaseSpanHandler
+
+    class _RaglabSpans(BaseSpanHandler[BaseSpan]):
+        @classmethod
+        def class_name(cls) -> str:
+            return "RaglabSpans"
+
+        def span_enter(self, id_: str, bound_args: Any, instance: Any = None,
+                       parent_id: str | None = None, tags: Any = None,
+                       **kwargs: Any) -> None:
+            clock = getattr(_LOCAL, "clock", None)
+            if clock is not None:
+                clock.link(id_, parent_id)
+
+        def span_exit(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+        def span_drop(self, *args: Any, **kwargs: Any) -> None:
+            return None  # (its SpanDropEvent reaches the event handler)
+
+        def new_span(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+        def prepare_to_exit_span(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+        def prepare_to_drop_span(self, *args: Any, **kwargs: Any) -> None:
+            return None
+
+    return _RaglabSpans()
 
 
 def _usage(response: Any) -> tuple[Any, Any]:
