@@ -155,3 +155,5 @@ def test_a_server_with_files_but_no_batches_answers_online(fake_openai_batch, ca
     assert out[0].parsed == {"answer": "a"} and c.batches == 0
     assert len(fake_openai_batch.calls(CHAT)) == 1
     assert capsys.readouterr().err.count("no Batch API") == 1
+    assert fake_openai_batch.files == {}  # the uploaded requests, deleted
+    assert len(fake_openai_batch.deleted) == 1

@@ -7,8 +7,8 @@
   (one ``custom_id`` each) uploaded with ``files.create(purpose="batch")``, then
   ``batches.create(endpoint="/v1/chat/completions", completion_window="24h")``, polled every
   ``batch_poll_s`` with ``batches.retrieve`` until it ends, its ``output_file_id`` and
-  ``error_file_id`` read with ``files.content``, then its three files deleted. The client
-  prices its answers at half.
+  ``error_file_id`` read with ``files.content``, then its three files deleted (the input
+  file too when no batch was created from it). The client prices its answers at half.
 - Resume: once a batch is created, each of its requests is written to the stage cache
   (namespace ``llm_batch``, by the request's cache key and the server's URL) with the batch
   id and its ``custom_id``. A run killed while the batch is pending asks again for the same
@@ -240,14 +240,19 @@ class BatchAPI:
             jsonl = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": ENDPOINT,
                                         "body": self.params(p.req)}) + "\n"
                             for cid, p in by_id.items())
+            upload = None
             try:
                 upload = await self.sdk.files.create(
                     file=("raglab-batch.jsonl", jsonl.encode("utf-8"), "application/jsonl"),
                     purpose="batch")
                 batch = await self.sdk.batches.create(
                     input_file_id=upload.id, endpoint=ENDPOINT, completion_window="24h")
-            except openai.APIStatusError as e:
-                if e.status_code not in NO_BATCH_API:
+            except Exception as e:
+                if upload is not None:  # no batch reads it: not left on the server
+                    with contextlib.suppress(openai.APIError):
+                        await self.sdk.files.delete(upload.id)
+                if not isinstance(e, openai.APIStatusError) \
+                        or e.status_code not in NO_BATCH_API:
                     raise
                 self._no_batch_api(e.status_code, by_id.values())
                 return
