@@ -17,6 +17,9 @@
   was unusable goes into a new batch. A journalled batch that cannot be read any more (failed,
   its files gone, another server) is forgotten and its requests sent in a new one, as is a
   request that failed or expired in it (a resume that runs an errored case again asks anew).
+- Structured output: a request whose line refuses it (the backend's ``schema_refused``: an
+  HTTP 400 naming ``response_format`` to ``json_schema``) is sent again in a new batch, as
+  the backend's ``batch_request`` then makes it (``text``), as is every later one.
 - A server without the Batch API (HTTP 404 or 405 on ``/v1/files`` or ``/v1/batches``, as
   most local servers) raises :class:`~raglab.llm.backends.BatchUnavailable`: the client
   sends the request online at the online price, and this backend sends every later one
@@ -97,6 +100,14 @@ def result_reply(line: dict) -> Reply:
         raise CallFailed(clip_line(f"batch request: unreadable response: {e}", 280)) from None
 
 
+def names_response_format(line: dict) -> bool:
+    """Whether a batch's result line is an HTTP 400 (or 422) whose error names
+    ``response_format`` (a model without that structured output)."""
+    response = line.get("response") or {}
+    return response.get("status_code") in (400, 422) \
+        and "response_format" in json.dumps(response.get("body"))
+
+
 def read_lines(text: str) -> dict[str, dict]:
     """The lines of a batch's output or error file, by ``custom_id`` (unreadable lines
     skipped: their requests get no result)."""
@@ -153,17 +164,34 @@ class BatchAPI:
             except CallFailed:
                 lines = {}
             line = lines.get(known["custom_id"])
-            if line is not None:
+            if line is not None and not self.schema_refused(req, line):
                 try:
                     return result_reply(line)
                 except CallFailed:
                     pass  # failed or expired there: asked again, in a new batch
+        line = await self._queued(req, key)
+        if self.schema_refused(req, line):  # asked again as text, in a new batch
+            line = await self._queued(req, key)
+        return result_reply(line)
+
+    async def _queued(self, req: Any, key: str) -> dict:
+        """The result line of ``req`` sent in the next batch."""
+        st = self._batch_state()
         pending = _Pending(req, key, asyncio.get_running_loop().create_future())
         st["queue"].append(pending)
         st["arrived"].set()
         if st["flusher"] is None or st["flusher"].done():
             st["flusher"] = asyncio.create_task(self._flush_loop())
-        return result_reply(await pending.future)
+        return await pending.future
+
+    def batch_request(self, req: Any) -> Any:
+        """``req`` as a batch sends it (the backend's: in its structured-output fallback)."""
+        return req
+
+    def schema_refused(self, req: Any, line: dict) -> bool:
+        """Whether a batch's ``line`` for ``req`` refused its structured output, so that it is
+        to be sent again (as :meth:`batch_request` then makes it)."""
+        return False
 
     async def _flush_loop(self) -> None:
         st = self._batch_state()
@@ -186,7 +214,7 @@ class BatchAPI:
         out: list[list[_Pending]] = [[]]
         size = 0
         for p in todo:
-            n = len(json.dumps(self.params(p.req)).encode("utf-8")) + 100
+            n = len(json.dumps(self.params(self.batch_request(p.req))).encode("utf-8")) + 100
             if out[-1] and size + n > MAX_BYTES:
                 out.append([])
                 size = 0
@@ -238,7 +266,8 @@ class BatchAPI:
             by_id[f"r{st['seq']}-{p.key[:12]}"] = p
         try:
             jsonl = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": ENDPOINT,
-                                        "body": self.params(p.req)}) + "\n"
+                                        "body": self.params(self.batch_request(p.req))})
+                            + "\n"
                             for cid, p in by_id.items())
             upload = None
             try:
