@@ -164,13 +164,14 @@ class GroupedCalls:
         req = self._request("references", {"items": text, "max_claims": str(mx)},
                             _schemas()["references"], True)
         n = len(live)
-        # unusable for several: the run asks for each alone (raglab.graders.grouped)
-        res = await (self._ask(req, lambda p: parse_decompositions(p, n, mx)) if n > 1 else
-                     self._ask_items(lambda: self._ask(
-                         req, lambda p: parse_decompositions(p, n, mx)), 1, None))
+        # unusable: the caller counts it (raglab.graders.grouped asks each of several alone)
+        res = await self._ask(req, lambda p: parse_decompositions(p, n, mx))
         for i, claims in zip(live, res):
             out[i] = claims
         return out
 
     async def decompose_reference(self, question: str, reference: str) -> list[str]:
-        return (await self.decompose_references([[question, reference]]))[0]
+        """The claims of one reference answer, asked alone (an unusable answer counted as
+        an unreadable item)."""
+        return (await self._ask_items(
+            lambda: self.decompose_references([[question, reference]]), 1, None))[0]

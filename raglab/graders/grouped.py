@@ -10,7 +10,8 @@ Three prompts join judgments that need the same input into one structured call:
   cases are graded (a case waits only for the call with its reference, so the other cases'
   calls fill the client's slots meanwhile); each decomposition is cached per case (it does
   not depend on the system under test, so every later run and sweep job reuses it). A call
-  whose answers are unusable leaves each of its cases to ask for its own reference alone.
+  of several references whose answers are unusable leaves each of its cases to ask for its
+  own reference alone; a call of one is not asked again (its case's correctness is an error).
 
 A grader offers them with ``groups()`` (the prompt names it has); a family whose prompt is
 missing keeps its separate calls. The grouped prompts are part of the families' versions.
@@ -132,6 +133,8 @@ def start_references(g: Any, cases: list[Any], grader: Any = None) -> Any:
 
     async def one(chunk: list[tuple[str, str]]) -> None:
         failed: BaseException | None = None
+        live = [it for it in chunk if it[1].strip()]
+        unreadable: LLMFormatError | None = None
         try:
             with metering() as meter:
                 res = await (grader or g.grader).decompose_references([list(c) for c in chunk])
@@ -145,8 +148,13 @@ def start_references(g: Any, cases: list[Any], grader: Any = None) -> Any:
                 g.cache.put("grade", keys[it], claims)
                 g.cache.put("grade_cost", keys[it], {"usd": share, "calls": calls})
                 g.fresh.add(keys[it])
-        except LLMFormatError:  # unusable answers: each case asks for its own alone
-            note(getattr(grader or g.grader, "llm", None), "single_item_calls", len(chunk))
+        except LLMFormatError as e:
+            llm = getattr(grader or g.grader, "llm", None)
+            if len(live) > 1:  # unusable answers: each case asks for its own alone
+                note(llm, "single_item_calls", len(live))
+            else:  # asked alone already: its case's judgment is this error
+                note(llm, "unreadable_items")
+                unreadable = e
         except LLMCallError:
             pass
         except BaseException as e:  # the cases waiting for it fail as the call did
@@ -154,10 +162,16 @@ def start_references(g: Any, cases: list[Any], grader: Any = None) -> Any:
             raise
         finally:
             for it in chunk:
-                fut = g.pending.pop(keys[it], None)
+                # a lone reference still unreadable stays pending, failed: its cases (even
+                # those that ask after this call ended) get its error, not ask again
+                kept = unreadable is not None and it in live
+                fut = g.pending.get(keys[it]) if kept else g.pending.pop(keys[it], None)
                 if fut is None or fut.done():
                     continue
-                if failed is None or isinstance(failed, asyncio.CancelledError):
+                if kept:
+                    fut.set_exception(unreadable)
+                    fut.exception()  # retrieved: no warning when no case waits for it
+                elif failed is None or isinstance(failed, asyncio.CancelledError):
                     fut.set_result(None)  # answered, failed or cancelled: look in the cache
                 else:
                     fut.set_exception(failed)

@@ -51,6 +51,7 @@ class Grading:
         self.groups = groups_of(grader)  # grouped calls (raglab.graders.grouped)
         self.fresh: set[str] = set()  # judgments this run cached before the cases asked
         #: judgments a started grouped call will cache: key -> done when it has answered
+        #: (a lone reference still unreadable stays, failed: its cases get that error)
         self.pending: dict[str, asyncio.Future] = {}
         self.prompt_hashes = {fam: content_key("\n".join(
             family_prompt_texts(fam, prompts, self.groups).values()), length=12)

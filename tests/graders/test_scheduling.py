@@ -8,6 +8,8 @@ import asyncio
 import json
 import time
 
+import pytest
+
 from raglab.cache import StageCache
 from raglab.config import MetricsCfg
 from raglab.graders.claude import ClaudeGraderCfg, load_prompts
@@ -46,9 +48,10 @@ def _is_references(body: dict) -> bool:
     return "decompositions" in json.dumps(body.get("output_config") or {})
 
 
-def _grade(tmp_path, cases, wait_for_references: bool = False):
+def _grade(tmp_path, cases, wait_for_references: bool = False, usage: dict | None = None):
     """Grade ``cases`` (batched Claude grader) as a run does: the shared work is started,
-    not waited for, unless ``wait_for_references``. The cases' verdicts, in case order."""
+    not waited for, unless ``wait_for_references``. The cases' verdicts, in case order
+    (and the client's counts into ``usage``)."""
     c = ClaudeGraderCfg(name="claude", model="claude-test", concurrency=CONCURRENCY,
                         prompts="pkg://raglab/graders/prompts")
 
@@ -68,6 +71,8 @@ def _grade(tmp_path, cases, wait_for_references: bool = False):
                 grading.start(cases)
             return await asyncio.gather(*(grading.grade(k, _output(k)) for k in cases))
         finally:
+            if usage is not None:
+                usage.update(llm.summary())
             await llm.aclose()
 
     return [vs for vs, _ in asyncio.run(go())]
@@ -123,3 +128,28 @@ def test_a_failed_references_call_leaves_its_cases_to_decompose_one_by_one(fake_
     assert len(refs) == 2 + 1 + 8  # 2 attempts (one re-ask) of the failed call, the other, 8 alone
     assert all(any(v["family"] == "correctness" and v["kind"] == "claim" for v in vs)
                for vs in verdicts)
+
+
+@pytest.mark.parametrize("others_s", [0.0, 0.3])
+def test_a_lone_reference_unusable_is_asked_twice_and_its_correctness_is_an_error(
+        fake_api, tmp_path, others_s):
+    """A references call of one reference is that reference asked alone already: its case
+    does not ask again (the same request) after the call and its re-ask were unusable,
+    whether it waits for the call or asks after it ended (the case's other calls slow)."""
+    def handler(body):
+        if _is_references(body):
+            return "not JSON"
+        time.sleep(others_s)
+        return fake_model(body)
+
+    fake_api.handler = handler
+    usage: dict = {}
+    [verdicts] = _grade(tmp_path, [Case(0)], usage=usage)
+    refs = [c for c in fake_api.calls(MSG) if _is_references(c["body"])]
+    assert len(refs) == 2  # the call and its one re-ask
+    assert (usage["format_re_asks"], usage["single_item_calls"],
+            usage["unreadable_items"]) == (1, 0, 1)
+    errors = [v for v in verdicts if v["error"]]
+    assert [(v["family"], v["kind"]) for v in errors] == [("correctness", "claim")]
+    assert "unusable structured output" in errors[0]["error"]
+    assert {v["family"] for v in verdicts} >= {"faithfulness", "relevance"}

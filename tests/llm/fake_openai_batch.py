@@ -9,7 +9,8 @@ batch request as the same request sent to ``/v1/chat/completions`` would be answ
 ``batch_polls``: retrieves answered ``in_progress`` before a batch completes (when not held).
 ``keep_files``: deleting a file is answered 404 (a server that keeps them).
 ``result_faults``: one per batch request, in order: ``"error"`` (an HTTP 400 line in the
-error file), ``"expired"`` (a ``batch_expired`` line in the error file), None (answered).
+error file; a ``response_format`` type not in ``supports`` is one too, naming it),
+``"expired"`` (a ``batch_expired`` line in the error file), None (answered).
 The plain :class:`~tests.llm.fake_openai.FakeOpenAI` has no Batch API (HTTP 404), as most
 local servers.
 """
@@ -89,8 +90,10 @@ class FakeOpenAIBatch(FakeOpenAI):
                 err.append(line)
                 continue
             if fault == "error" or (rf is not None and rf not in self.supports):
+                msg = "fake invalid_request_error" if fault == "error" else \
+                    f"response_format type {rf!r} is not supported"  # as the online fake
                 line["response"] = {"status_code": 400, "request_id": uuid.uuid4().hex,
-                                    "body": {"error": {"message": "fake invalid_request_error",
+                                    "body": {"error": {"message": msg,
                                                        "type": "invalid_request_error"}}}
                 err.append(line)
                 continue

@@ -57,6 +57,31 @@ def test_queued_requests_go_in_one_batch_at_half_price(fake_openai_batch, tmp_pa
     assert srv.files == {} and len(srv.deleted) == 2  # its input and output files, read
 
 
+def test_a_model_without_json_schema_in_a_batch_is_asked_again_as_text(fake_openai_batch):
+    """A batch's HTTP 400 naming response_format marks the model as without json_schema (as
+    the online probe does): its requests go again as text, in a new batch, and every later
+    batch asks it in text; the verdicts are those of online."""
+    srv = fake_openai_batch
+    srv.handler, srv.supports = echo, set()
+    reqs = [req(f"q{i}") for i in range(3)]
+    out, c = ask_all(reqs)
+    assert [getattr(r, "parsed", r) for r in out] == [{"answer": f"q{i}"} for i in range(3)]
+    assert c.summary()["schema_unsupported"] == 1 and c.batches == 2
+    first, again = (srv.batch_requests(b) for b in srv.openai_batches)
+    assert {x["body"]["response_format"]["type"] for x in first} == {"json_schema"}
+    assert [x["body"].get("response_format") for x in again] == [None] * 3
+    assert srv.calls(CHAT) == [] and srv.files == {}
+
+    async def online():
+        o = client(None, mode="online")
+        try:
+            return await asyncio.gather(*(o.complete(r) for r in reqs))
+        finally:
+            await o.aclose()
+
+    assert [r.parsed for r in asyncio.run(online())] == [r.parsed for r in out]
+
+
 def test_failed_and_expired_requests_are_one_line_errors(fake_openai_batch):
     srv = fake_openai_batch
     srv.handler = echo
@@ -155,3 +180,5 @@ def test_a_server_with_files_but_no_batches_answers_online(fake_openai_batch, ca
     assert out[0].parsed == {"answer": "a"} and c.batches == 0
     assert len(fake_openai_batch.calls(CHAT)) == 1
     assert capsys.readouterr().err.count("no Batch API") == 1
+    assert fake_openai_batch.files == {}  # the uploaded requests, deleted
+    assert len(fake_openai_batch.deleted) == 1

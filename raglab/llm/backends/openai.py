@@ -9,7 +9,9 @@ LM Studio) through the official ``openai`` SDK's Chat Completions (the ``openai`
   ``json_schema``, ``strict``; the first such call to a (server, model) is a probe: an HTTP
   400 or 422 to it, or an error naming ``response_format``, means the server has none, and
   the call and every later one to that model are sent as ``text``; remembered for the
-  run's client only, counted as ``schema_unsupported``), ``json_object`` (JSON mode; the
+  run's client only, counted as ``schema_unsupported``; in ``mode: batch``, a batch's HTTP
+  400 naming ``response_format`` finds the same, and the request is sent again as ``text``
+  in a new batch), ``json_object`` (JSON mode; the
   schema is stated in the system prompt) or ``text`` (no ``response_format``; the schema is
   stated in the system prompt and the first JSON object of the answer is read). The client
   validates the object and asks again, up to its bounded format retries, when it is
@@ -38,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raglab.errors import ConfigError, install_line
 from raglab.llm.backends import Backend, CallFailed, Reply, register_backend
-from raglab.llm.backends.openai_batch import BatchAPI, chat_reply
+from raglab.llm.backends.openai_batch import BatchAPI, chat_reply, names_response_format
 
 EXTRA = install_line("openai")
 DEFAULT_MAX_BODY = 64 * 1024 * 1024
@@ -123,6 +125,12 @@ def first_json_object(text: str) -> str:
     return text
 
 
+def wants_schema(req: Any) -> bool:
+    """Whether a request asks for ``response_format`` ``json_schema``."""
+    return req.schema is not None \
+        and dict(req.options).get("structured_output", "json_schema") == "json_schema"
+
+
 def as_text(req: Any) -> Any:
     """The request in ``text`` mode (no response_format; the schema stated in the prompt)."""
     opts = [(k, v) for k, v in req.options if k != "structured_output"]
@@ -178,8 +186,7 @@ class OpenAIBackend(BatchAPI, Backend):
         return p
 
     async def send(self, req: Any) -> Reply:
-        opts = dict(req.options)
-        if req.schema is None or opts.get("structured_output", "json_schema") != "json_schema":
+        if not wants_schema(req):
             return await self._send(req)
         known = self.schema_support.get(req.model)
         if known is None:  # the probe: one call per model, the others wait for its answer
@@ -188,6 +195,22 @@ class OpenAIBackend(BatchAPI, Backend):
                 if known is None:
                     return await self._probe(req)
         return await self._send(req if known else as_text(req))
+
+    def batch_request(self, req: Any) -> Any:
+        """In a batch, a model found without ``json_schema`` is asked in ``text``."""
+        if self.schema_support.get(req.model) is False and wants_schema(req):
+            return as_text(req)
+        return req
+
+    def schema_refused(self, req: Any, line: dict) -> bool:
+        """A batch's HTTP 400 naming ``response_format`` to a ``json_schema`` request: the
+        model is without it (as the online probe finds), and the request is sent again."""
+        if not wants_schema(req) or not names_response_format(line):
+            return False
+        if self.schema_support.get(req.model) is not False:
+            self.schema_support[req.model] = False
+            self.schema_unsupported += 1
+        return True
 
     async def _probe(self, req: Any) -> Reply:
         import openai

@@ -7,8 +7,8 @@
   (one ``custom_id`` each) uploaded with ``files.create(purpose="batch")``, then
   ``batches.create(endpoint="/v1/chat/completions", completion_window="24h")``, polled every
   ``batch_poll_s`` with ``batches.retrieve`` until it ends, its ``output_file_id`` and
-  ``error_file_id`` read with ``files.content``, then its three files deleted. The client
-  prices its answers at half.
+  ``error_file_id`` read with ``files.content``, then its three files deleted (the input
+  file too when no batch was created from it). The client prices its answers at half.
 - Resume: once a batch is created, each of its requests is written to the stage cache
   (namespace ``llm_batch``, by the request's cache key and the server's URL) with the batch
   id and its ``custom_id``. A run killed while the batch is pending asks again for the same
@@ -17,6 +17,9 @@
   was unusable goes into a new batch. A journalled batch that cannot be read any more (failed,
   its files gone, another server) is forgotten and its requests sent in a new one, as is a
   request that failed or expired in it (a resume that runs an errored case again asks anew).
+- Structured output: a request whose line refuses it (the backend's ``schema_refused``: an
+  HTTP 400 naming ``response_format`` to ``json_schema``) is sent again in a new batch, as
+  the backend's ``batch_request`` then makes it (``text``), as is every later one.
 - A server without the Batch API (HTTP 404 or 405 on ``/v1/files`` or ``/v1/batches``, as
   most local servers) raises :class:`~raglab.llm.backends.BatchUnavailable`: the client
   sends the request online at the online price, and this backend sends every later one
@@ -97,6 +100,14 @@ def result_reply(line: dict) -> Reply:
         raise CallFailed(clip_line(f"batch request: unreadable response: {e}", 280)) from None
 
 
+def names_response_format(line: dict) -> bool:
+    """Whether a batch's result line is an HTTP 400 (or 422) whose error names
+    ``response_format`` (a model without that structured output)."""
+    response = line.get("response") or {}
+    return response.get("status_code") in (400, 422) \
+        and "response_format" in json.dumps(response.get("body"))
+
+
 def read_lines(text: str) -> dict[str, dict]:
     """The lines of a batch's output or error file, by ``custom_id`` (unreadable lines
     skipped: their requests get no result)."""
@@ -153,17 +164,34 @@ class BatchAPI:
             except CallFailed:
                 lines = {}
             line = lines.get(known["custom_id"])
-            if line is not None:
+            if line is not None and not self.schema_refused(req, line):
                 try:
                     return result_reply(line)
                 except CallFailed:
                     pass  # failed or expired there: asked again, in a new batch
+        line = await self._queued(req, key)
+        if self.schema_refused(req, line):  # asked again as text, in a new batch
+            line = await self._queued(req, key)
+        return result_reply(line)
+
+    async def _queued(self, req: Any, key: str) -> dict:
+        """The result line of ``req`` sent in the next batch."""
+        st = self._batch_state()
         pending = _Pending(req, key, asyncio.get_running_loop().create_future())
         st["queue"].append(pending)
         st["arrived"].set()
         if st["flusher"] is None or st["flusher"].done():
             st["flusher"] = asyncio.create_task(self._flush_loop())
-        return result_reply(await pending.future)
+        return await pending.future
+
+    def batch_request(self, req: Any) -> Any:
+        """``req`` as a batch sends it (the backend's: in its structured-output fallback)."""
+        return req
+
+    def schema_refused(self, req: Any, line: dict) -> bool:
+        """Whether a batch's ``line`` for ``req`` refused its structured output, so that it is
+        to be sent again (as :meth:`batch_request` then makes it)."""
+        return False
 
     async def _flush_loop(self) -> None:
         st = self._batch_state()
@@ -186,7 +214,7 @@ class BatchAPI:
         out: list[list[_Pending]] = [[]]
         size = 0
         for p in todo:
-            n = len(json.dumps(self.params(p.req)).encode("utf-8")) + 100
+            n = len(json.dumps(self.params(self.batch_request(p.req))).encode("utf-8")) + 100
             if out[-1] and size + n > MAX_BYTES:
                 out.append([])
                 size = 0
@@ -238,16 +266,22 @@ class BatchAPI:
             by_id[f"r{st['seq']}-{p.key[:12]}"] = p
         try:
             jsonl = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": ENDPOINT,
-                                        "body": self.params(p.req)}) + "\n"
+                                        "body": self.params(self.batch_request(p.req))})
+                            + "\n"
                             for cid, p in by_id.items())
+            upload = None
             try:
                 upload = await self.sdk.files.create(
                     file=("raglab-batch.jsonl", jsonl.encode("utf-8"), "application/jsonl"),
                     purpose="batch")
                 batch = await self.sdk.batches.create(
                     input_file_id=upload.id, endpoint=ENDPOINT, completion_window="24h")
-            except openai.APIStatusError as e:
-                if e.status_code not in NO_BATCH_API:
+            except Exception as e:
+                if upload is not None:  # no batch reads it: not left on the server
+                    with contextlib.suppress(openai.APIError):
+                        await self.sdk.files.delete(upload.id)
+                if not isinstance(e, openai.APIStatusError) \
+                        or e.status_code not in NO_BATCH_API:
                     raise
                 self._no_batch_api(e.status_code, by_id.values())
                 return
