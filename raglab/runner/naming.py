@@ -7,10 +7,12 @@ sweep: each swept key) that differs from the composed defaults, read back from t
 configuration rather than from the command line, so a secret passed as an override can
 never reach a run name. A key is shown by the shortest ending no other setting shares
 (``chunker.size`` -> ``size``; ``grader.model`` beside ``generator.model``); a path by its
-file name; a URL without its scheme; a config group by its choice; the dataset by its name;
-a long value cut in the middle. A sweep's own name (:func:`sweep_name`) is its kind, each
-swept key with its values, and its other settings. At most 60 characters; a name that shows
-less than its settings ends with a labelled fingerprint of them (``(path #3fa2c1)``).
+file name; an http URL without its scheme (an https one with it); a config group by its
+choice; the dataset by its name; a long value cut in the middle. Keys that say how a run is
+recorded (``concurrency``, ``tracking``, ...) are named only when a sweep varies them. A
+sweep's own name (:func:`sweep_name`) is its kind, each swept key with its values, and its
+other settings. At most 60 characters; a name that shows less than its settings ends with a
+labelled fingerprint of them (``(path #3fa2c1)``).
 
 A sweep's jobs and swept keys are read from its overrides and the ``hydra.sweeper.params``
 of its configuration (an ``experiment/`` file may declare the whole study there) with Hydra's
@@ -27,9 +29,11 @@ from raglab.compare.naming import MAX_VALUE, middle, system_kind
 from raglab.errors import ConfigError
 from raglab.secrets import is_secret_key
 
-#: keys that say where or how a run is recorded, not what it measures
-_NOT_NAMING = ("hydra", "tracking", "cache_dir", "progress", "concurrency", "run_name",
-               "plugins")
+#: keys that say where or how a run is recorded, not what it measures: left out of a name
+#: unless a sweep varies them (its jobs would share a name; ``concurrency`` changes latency)
+_NOT_NAMING = ("tracking", "cache_dir", "progress", "concurrency", "plugins")
+#: keys never named: Hydra's own, and the name itself
+_NEVER_NAMING = ("hydra", "run_name")
 REDACTED = "***"
 
 
@@ -51,14 +55,19 @@ def _lookup(cfg: Mapping[str, Any], key: str) -> tuple[bool, Any]:
 MAX_NAME = 60
 
 
+#: the scheme a name leaves implicit, and the one it shows
+_HTTP, _HTTPS = "http://", "https://"
+
+
 def _show(value: Any) -> str:
     return _shown(value)[0]
 
 
 def _shown(value: Any) -> tuple[str, bool]:
-    """The value as a name shows it, and whether that lost anything: a URL without its
-    scheme, credentials and query (``http://127.0.0.1:8000/v1`` -> ``127.0.0.1:8000/v1``),
-    a path as its file name, a long value cut in the middle."""
+    """The value as a name shows it, and whether that lost anything: an http URL without
+    its scheme, credentials and query (``http://127.0.0.1:8000/v1`` -> ``127.0.0.1:8000/v1``),
+    an https one with its scheme (``https://judge:8443/v1``), a path as its file name, a long
+    value cut in the middle (an https URL's scheme not counted)."""
     if isinstance(value, bool):
         return ("true" if value else "false"), False
     if value is None:
@@ -71,8 +80,9 @@ def _shown(value: Any) -> tuple[str, bool]:
         lossy = any(cut for _, cut in items)
     else:
         text, lossy = _shown_text(str(value))
-    if len(text) > MAX_VALUE:  # one long value must not hide the others
-        return middle(text), True
+    scheme = _HTTPS if text.startswith(_HTTPS) else ""
+    if len(text) - len(scheme) > MAX_VALUE:  # one long value must not hide the others
+        return scheme + middle(text[len(scheme):]), True
     return text, lossy
 
 
@@ -86,10 +96,12 @@ def _shown_text(text: str) -> tuple[str, bool]:
         except ValueError:
             host = ""
         if host:
-            shown = host + url.path.rstrip("/")
-            # http and https are one address to a reader: only what else is left out counts
-            return shown, (url.scheme not in ("http", "https") or "@" in url.netloc
-                           or bool(url.query or url.fragment))
+            shown = host + url.path  # a trailing "/" kept: ``h/v1/`` is not ``h/v1``
+            if text.startswith(_HTTPS):
+                shown = _HTTPS + shown
+            # shortened unless the URL reads back whole (``http://`` the one scheme implied):
+            # not for a user:password, a query, a fragment, another scheme or its spelling
+            return shown, (shown if shown.startswith(_HTTPS) else _HTTP + shown) != text
     elif "/" in text:  # a path: its file name
         name = PurePath(text).name or text
         return name, name != text
@@ -98,10 +110,12 @@ def _shown_text(text: str) -> tuple[str, bool]:
 
 def name_parts(public: Mapping[str, Any], keys: Iterable[str],
                choices: Mapping[str, Any] | None = None,
-               defaults: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
+               defaults: Mapping[str, Any] | None = None,
+               swept: Iterable[str] = ()) -> list[tuple[str, str]]:
     """``[(key, shown value)]`` for each naming key, secrets and bookkeeping keys left out
-    (``defaults``: the composed defaults; a key set to its default value is left out)."""
-    return [(k, shown) for k, shown, _, _ in _parts(public, keys, choices, defaults)]
+    (``defaults``: the composed defaults; a key set to its default value is left out;
+    ``swept``: a sweep's keys, named even at their default or when bookkeeping)."""
+    return [(k, shown) for k, shown, _, _ in _parts(public, keys, choices, defaults, swept)]
 
 
 def _parts(public: Mapping[str, Any], keys: Iterable[str],
@@ -111,7 +125,8 @@ def _parts(public: Mapping[str, Any], keys: Iterable[str],
     """``[(key, shown value, full value, shortened)]``: :func:`name_parts` with the values
     unshortened. The files of a dataset (``dataset.cases=...``) are shown as its name,
     once (shortened: the name does not say which files). ``swept``: the keys of a sweep,
-    each named even at its default value (every job shows every swept key)."""
+    each named even at its default value (every job shows every swept key) and even when
+    it only says how the run is recorded (``concurrency``); never a secret's value."""
     choices = choices or {}
     always = {override_key(k) for k in swept}
     out: list[tuple[str, str, str, bool]] = []
@@ -121,7 +136,8 @@ def _parts(public: Mapping[str, Any], keys: Iterable[str],
         named = key in always
         if key.startswith("dataset.") and defaults is not None and not named:
             key = "dataset"  # the dataset's files and settings: its name says which
-        if key in seen or key.split(".")[0].split("/")[0] in _NOT_NAMING:
+        top = key.split(".")[0].split("/")[0]
+        if key in seen or top in _NEVER_NAMING or (top in _NOT_NAMING and not named):
             continue
         seen.add(key)
         if any(is_secret_key(part) for part in key.split(".")):
@@ -261,13 +277,13 @@ def run_name(public: Mapping[str, Any], keys: Iterable[str],
              kind: bool = True) -> str:
     """``langchain size=128 k=5``: the system's kind (:func:`system_kind`; none for the
     reference pipeline), then the settings that differ from the composed ``defaults``,
-    each by the shortest ending of its key no other setting shares, a URL without its
-    scheme, a file as its base name, a long value cut in the middle; at most ``limit``
-    characters. When the name shows less than the settings, it ends with a labelled
-    fingerprint of them all (:func:`_fit`), so two runs that differ in any of them never
-    share a name. ``defaults`` when nothing is set. ``swept``: a sweep's swept keys,
-    each named at its default too, first (``True``: every key of ``keys``). ``kind``:
-    False leaves the system's kind out."""
+    each by the shortest ending of its key no other setting shares, an http URL without its
+    scheme (an https one with it), a file as its base name, a long value cut in the middle;
+    at most ``limit`` characters. When the name shows less than the settings, it ends with
+    a labelled fingerprint of them all (:func:`_fit`), so two runs that differ in any of
+    them never share a name. ``defaults`` when nothing is set. ``swept``: a sweep's swept
+    keys, each named at its default too (and when it only says how the run is recorded),
+    first (``True``: every key of ``keys``). ``kind``: False leaves the system's kind out."""
     keys = [override_key(k) for k in keys]
     swept_keys = keys if swept is True else [override_key(k) for k in (swept or [])]
     ordered = list(dict.fromkeys(swept_keys + keys))
@@ -297,6 +313,8 @@ def job_name(given: str | None, public: Mapping[str, Any], keys: Iterable[str],
     if not swept:
         return given
     values = run_name(public, swept, choices, limit=MAX_NAME - 8, swept=True, kind=False)
+    if values == "defaults":  # no swept value it may show (a secret): not "given defaults"
+        return given
     return f"{middle(given, MAX_NAME - len(values) - 1)} {values}"
 
 

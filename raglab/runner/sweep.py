@@ -139,7 +139,7 @@ def _job_values(run_dir: Path, keys: list[str], overrides: list[str],
     # a config group's choice (never a secret) is read from the job's override itself
     choices = {override_key(o): o.split("=", 1)[1] for o in overrides
                if "=" in o and override_key(o) in groups}
-    return dict(name_parts(cfg, keys, choices))
+    return dict(name_parts(cfg, keys, choices, swept=keys))
 
 
 def jobs_of(sweep_dir: Path, overrides: list[str], groups: set[str],

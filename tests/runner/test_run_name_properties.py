@@ -9,15 +9,16 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from raglab.runner.naming import MAX_NAME, run_name, sweep_name
+from raglab.runner.naming import MAX_NAME, job_name, run_name, sweep_name
 
 _WORD = st.text("abcdefghijklmnopqrstuvwxyz0123456789-_.", min_size=1, max_size=40)
 _PATH = st.builds(lambda parts, ext: "/".join(parts) + ext,
                   st.lists(_WORD.filter(lambda w: w not in (".", "..")), min_size=1,
                            max_size=6),
                   st.sampled_from(["", ".jsonl", ".json", ".txt"]))
-_URL = st.builds(lambda host, port, path: f"http://{host}:{port}/{path}",
-                 _WORD, st.integers(1, 65535), _WORD)
+_URL = st.builds(lambda scheme, host, port, path, slash: f"{scheme}://{host}:{port}/{path}{slash}",
+                 st.sampled_from(["http", "https"]), _WORD, st.integers(1, 65535), _WORD,
+                 st.sampled_from(["", "/"]))
 _KIND = st.sampled_from(["reference", "langchain", "llamaindex", "http", "python", "replay"])
 #: the named settings a configuration may set: key -> values of its type
 _SETTINGS = {"chunker.size": st.integers(1, 100_000), "k": st.integers(1, 500),
@@ -108,3 +109,28 @@ def test_a_sweep_name_is_short_and_tells_sweeps_apart(drawn, keys, values):
     if fixed:  # the same axes and values, one other fixed setting
         changed = {**cfg, "zz": {"fixed": "other"}}
         assert sweep_name(keys, vals, changed, [*fixed, "zz.fixed=other"]) != name
+
+
+@settings(max_examples=60, deadline=None)
+@given(configs(), st.sampled_from(["concurrency", "progress", "cache_dir", "k"]),
+       st.one_of(*(st.lists(v, min_size=2, max_size=2, unique=True)
+                   for v in (st.integers(1, 64), _WORD))),
+       st.sampled_from([None, "base"]))
+def test_the_jobs_of_a_sweep_never_share_a_name(drawn, key, values, given):
+    """Whatever key a sweep varies (one that only says how a run is recorded too), its jobs'
+    names differ, with or without a given run name."""
+    cfg, _ = drawn
+    names = {job_name(given, {**cfg, key: v}, [key], {}, {}, [key]) for v in values}
+    assert len(names) == 2 and all(len(n) <= MAX_NAME for n in names), names
+
+
+@settings(max_examples=60, deadline=None)
+@given(_WORD, st.integers(1, 65535), _WORD,
+       st.lists(st.tuples(st.sampled_from(["http", "https", "HTTP"]),
+                          st.sampled_from(["", "/", "?", "#"])), min_size=2, max_size=2,
+                unique=True))
+def test_two_spellings_of_an_address_never_share_a_name(host, port, path, spellings):
+    """http and https, a trailing "/", an empty query: each its own name."""
+    names = {run_name({"llm": {"base_url": f"{scheme}://{host}:{port}/{path}{end}"}},
+                      ["llm.base_url"]) for scheme, end in spellings}
+    assert len(names) == 2 and all(len(n) <= MAX_NAME for n in names), names

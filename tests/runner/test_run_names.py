@@ -174,3 +174,48 @@ def test_a_sweep_is_named_by_its_kind_swept_values_and_other_settings():
               for o in ("llm.base_url=http\\://a\\:1/v1", "llm.base_url=http://b:2/v1")]
     assert sweep_name(["llm.base_url"], {"llm.base_url": values}) == \
         "sweep base_url=a:1/v1,b:2/v1"
+
+
+def test_http_https_and_a_trailing_slash_give_three_names():
+    """Before: all three were ``http url=h:8000/v1``, with no fingerprint."""
+    names = [_name("system=http", f"system.url={url}")
+             for url in ("http://h:8000/v1", "https://h:8000/v1", "http://h:8000/v1/")]
+    assert names == ["http url=h:8000/v1", "http url=https://h:8000/v1",
+                     "http url=h:8000/v1/"]
+    # an https URL's scheme is not counted in the 24 characters a value may show
+    assert _name("grader=openai", "grader.base_url=https://api.openai.com/v1") == \
+        "grader=openai grader.base_url=https://api.openai.com/v1"
+    # a URL that does not read back whole is fingerprinted: the scheme's spelling, a bare "?"
+    for url in ("HTTP://h:8000/v1", "http://h:8000/v1?"):
+        assert re.fullmatch(r"http url=h:8000/v1 \(url #[0-9a-f]{6}\)",
+                            _name("system=http", f"system.url={url}")), url
+
+
+def test_a_swept_bookkeeping_key_names_each_job():
+    """Before: every job of ``-m concurrency=4,8`` was named ``python`` (or ``base
+    defaults`` with ``run_name=base``), though concurrency changes the latency figures."""
+    defaults = redact(shipped_defaults())
+    jobs = []
+    for value in ("4", "8"):
+        cfg = redact(compose_config(["system=python", "system._target_=m.f",
+                                     f"concurrency={value}"]))
+        args = (cfg, ["concurrency"], {"system": "python"}, defaults, ["concurrency"])
+        jobs.append((job_name(None, *args), job_name("base", *args)))
+    assert jobs == [("python concurrency=4", "base concurrency=4"),
+                    ("python concurrency=8", "base concurrency=8")]
+    # outside a sweep it still says nothing of what the run measures
+    assert _name("concurrency=8") == "defaults"
+    # the sweep's table and tags read the same values
+    from raglab.runner.naming import name_parts
+
+    assert name_parts({"concurrency": 8}, ["concurrency"], swept=["concurrency"]) == \
+        [("concurrency", "8")]
+
+
+def test_a_given_name_is_not_followed_by_defaults():
+    """Before: a sweep over a secret named every job ``base defaults``; the secret's value
+    is never shown, and "defaults" was not true of the job."""
+    cfg = {"llm": {"api_key": "***"}, "run_name": "base"}
+    assert job_name("base", cfg, ["llm.api_key"], {}, {}, ["llm.api_key"]) == "base"
+    # the name itself is never named, swept or not
+    assert job_name(None, cfg, ["run_name"], {}, {}, ["run_name"]) == "defaults"
