@@ -44,6 +44,10 @@ def _stable(line: str) -> dict:
     # record differs between a killed run and an uninterrupted one (test_usage_resume.py
     # checks the sum over a resumed run)
     rec.pop("model_usage", None)
+    # the judge calls that served the case: the same calls, but their latency, cost and
+    # cache split are measured, and a resumed run finds some in raglab's cache
+    rec["grading_calls"] = [(c.get("model"), c.get("family"), c.get("purpose"))
+                            for c in rec.get("grading_calls") or ()]
     return rec
 
 
