@@ -177,9 +177,11 @@ def test_traces_failed_all_assessments_and_none(tmp_path, tiny):
         rec = records[t.info.tags["raglab.case_id"]]
         feedback = {a.name for a in t.info.assessments if a.feedback is not None}
         assert feedback == {feedback_name(m) for m, v in rec["metrics"].items() if v is not None}
-        # ERROR also for a case that failed a pass/fail check (never a green "Success")
+        # ERROR also for a case that failed a pass/fail check that is a harm or a missing
+        # fact (never a green "Success"); a retrieval cutoff's share missed is not one
         failed_check = any(v is not None and spec_of(m).kind == "binary" and
-                           v != (1.0 if spec_of(m).higher_is_better else 0.0)
+                           v != (1.0 if spec_of(m).higher_is_better else 0.0) and
+                           (spec_of(m).family != "retrieval" or not spec_of(m).higher_is_better)
                            for m, v in rec["metrics"].items())
         assert t.info.state.value == ("ERROR" if rec["error"] or failed_check else "OK")
 

@@ -90,7 +90,7 @@ def test_mlflow_shows_the_cases_of_a_run_and_compares_two_runs_case_by_case(tmp_
         # and the runs table with raglab's headline view, as before
         text = _open(b, f"{base}/#/experiments/{exp_id}/runs?workflowType=machine_learning"
                      "&viewStateShareKey=raglab-headline", "raglab: headline metrics",
-                     "candidate.evidence_recall", "k sweep")
+                     "candidate.evidence_recall", "sweep k=1,3")
         b.screenshot(screens / "runs-table.png")
         # raglab's correctness beside a control feedback named "correctness" with the same
         # values: MLflow's UI takes that name for its own pass/fail judge and shows the
