@@ -40,13 +40,12 @@ def sweep_family(jobs: list, directions: dict[str, str], alpha: float,
     has no pairs and no best group."""
     import numpy as np
 
+    from raglab.compare.table import case_weights
     from raglab.stats.family import tukey_hsd
 
     ids = shared_cases(jobs)
     rows = [[j.source.by_id()[cid] for j in jobs] for cid in ids]
-    given = np.array([_value(r[0].get("weight", 1.0)) for r in rows], dtype=np.float64)
-    # unweighted when every weight is 1 (an unusable weight is the comparisons' to report)
-    weights = None if np.isnan(given).any() or (given == 1.0).all() else given
+    weights = case_weights(jobs[0].source, ids)  # (None: every weight 1)
     names = [j.name for j in jobs]
     out: dict[str, Any] = {"method": METHOD, "alpha": alpha, "n_permutations": n_permutations,
                            "seed": seed, "n_shared_cases": len(ids), "n_cases": {},

@@ -142,10 +142,7 @@ def _slice_groups(b: RunSource, ids: list[str]) -> dict[tuple[str, str], list[in
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
     by = b.by_id()
     for i, cid in enumerate(ids):
-        r = by[cid]
-        if "gold" not in r:
-            r = {**r, "gold": {"answerable": True}}
-        for k, v in slice_keys(r).items():
+        for k, v in slice_keys(by[cid]).items():
             groups[(k, v)].append(i)
     return dict(sorted(groups.items()))
 

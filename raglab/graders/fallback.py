@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from raglab.llm.client import LLMCallError, LLMFormatError
+from raglab.llm.client import LLMFormatError
 
 #: re-asks of an unusable answer before its items are asked for one at a time
 ASK_RETRIES = 1
@@ -56,4 +56,4 @@ async def one_by_one(llm: Any, whole: Callable[[], Awaitable[Any]], n: int,
     return join(results)
 
 
-__all__ = ["ASK_RETRIES", "LLMCallError", "LLMFormatError", "note", "one_by_one"]
+__all__ = ["ASK_RETRIES", "LLMFormatError", "note", "one_by_one"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
 from operator import add
 from typing import Any
@@ -32,9 +32,10 @@ DECLARED: tuple[MetricSpec, ...] = tuple(
                _PERCENTILE_MEANINGS[suffix]) for suffix in PERCENTILES)
 
 
-def slice_keys(record: dict[str, Any]) -> dict[str, str]:
+def slice_keys(record: Mapping[str, Any]) -> dict[str, str]:
+    """A record's slices: its tags, and ``answerable`` (yes for a record without gold)."""
     keys = {k: str(v) for k, v in (record.get("tags") or {}).items()}
-    keys["answerable"] = "yes" if record["gold"]["answerable"] else "no"
+    keys["answerable"] = "yes" if (record.get("gold") or {}).get("answerable", True) else "no"
     return keys
 
 

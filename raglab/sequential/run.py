@@ -16,9 +16,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from raglab.compare.gates import Gate, GateSet
 from raglab.compare.settling import conditions_of
 from raglab.errors import UserError
+from raglab.metrics.aggregate import slice_keys
 from raglab.sequential.settle import Settled, all_settled, settle
 from raglab.stats.settle import Condition
 
@@ -29,8 +32,6 @@ ALL_RUN = "every case run"
 def ordered(case_ids: Sequence[str], seed: int) -> list[str]:
     """The cases' ids in the order a sequential run takes them: a permutation drawn from
     ``seed`` (the same ids and seed give the same order)."""
-    import numpy as np
-
     perm = np.random.default_rng(seed).permutation(len(case_ids))
     return [case_ids[int(i)] for i in perm]
 
@@ -43,18 +44,6 @@ class Check:
     gate: Gate
     slice: tuple[str, str] | None
     conditions: tuple[Condition, ...]
-
-    def label(self) -> str:
-        where = "overall" if self.slice is None else "=".join(self.slice)
-        return f"{self.gate.title()} ({where})"
-
-
-def _slice_keys(row: Mapping[str, Any]) -> dict[str, str]:
-    keys = {k: str(v) for k, v in (row.get("tags") or {}).items()}
-    gold = row.get("gold")
-    if isinstance(gold, Mapping) and "answerable" in gold:
-        keys["answerable"] = "yes" if gold["answerable"] else "no"
-    return keys
 
 
 def checks_of(gates: GateSet, rows: Iterable[Mapping[str, Any]]) -> list[Check]:
@@ -74,7 +63,7 @@ def checks_of(gates: GateSet, rows: Iterable[Mapping[str, Any]]) -> list[Check]:
                     targets.append((ref.key, ref.value))
                 else:
                     values = sorted({k[ref.key] for r in rows
-                                     if ref.key in (k := _slice_keys(r))})
+                                     if ref.key in (k := slice_keys(r))})
                     targets += [(ref.key, v) for v in values]
         out += [Check(i, gate, t, conds) for t in dict.fromkeys(targets)]
     return out
@@ -91,7 +80,7 @@ def differences(check: Check, order: Sequence[str], candidate: Mapping[str, Mapp
         c, b = candidate.get(cid), baseline.get(cid)
         if c is None or b is None:
             continue
-        if check.slice is not None and _slice_keys(c).get(check.slice[0]) != check.slice[1]:
+        if check.slice is not None and slice_keys(c).get(check.slice[0]) != check.slice[1]:
             continue
         vc, vb = (c.get("metrics") or {}).get(m), (b.get("metrics") or {}).get(m)
         if vc is None or vb is None:

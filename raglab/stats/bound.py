@@ -43,7 +43,10 @@ def scale_of(m2, m1, pseudo):
     :func:`bound_moments` (of ``N`` cases like these: ``f m2`` and ``f m1`` with ``f = N /
     n``, as raglab.stats.settle projects it)."""
     m2, m1, pseudo = (np.asarray(x, dtype=np.float64) for x in (m2, m1, pseudo))
-    return np.minimum((m2 + pseudo) / (m1 + pseudo), 1.0)
+    den = m1 + pseudo
+    with np.errstate(invalid="ignore", divide="ignore"):  # no weight at all: the scale 1
+        return np.where(den > 0, np.minimum((m2 + pseudo) / np.where(den > 0, den, 1.0), 1.0),
+                        1.0)
 
 
 def bound_scale(U: np.ndarray, W: np.ndarray) -> np.ndarray:

@@ -77,3 +77,12 @@ def test_the_one_sided_test_rejects_exactly_outside_the_interval(gains, losses, 
                                  (-0.9, "greater", True), (-0.9, "less", False)):
         p = one_sided(base, cand, [theta], [side], kinds=["share"], weights=w)[0]
         assert (p <= 0.025) == rejects, (theta, side, p, stat)
+
+
+def test_the_scale_of_no_weight_is_1_not_nan():
+    """Moments of no weight (every pseudo-count 0) give the scale 1, not 0/0."""
+    import numpy as np
+
+    from raglab.stats.bound import scale_of
+
+    assert np.array_equal(scale_of([1.0, 0.0], [2.0, 0.0], [0.5, 0.0]), [0.6, 1.0])
