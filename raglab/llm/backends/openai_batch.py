@@ -32,8 +32,7 @@ import asyncio
 import contextlib
 import json
 import sys
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from raglab.cache import content_key
@@ -56,7 +55,7 @@ class _Pending:
     req: Any
     key: str  # its journal key
     future: asyncio.Future
-    t0: float = field(default_factory=time.perf_counter)
+    body: str = ""  # its request body as JSON, made once when its batch is cut (_parts)
 
 
 def chat_reply(resp: Any) -> Reply:
@@ -214,7 +213,8 @@ class BatchAPI:
         out: list[list[_Pending]] = [[]]
         size = 0
         for p in todo:
-            n = len(json.dumps(self.params(self.batch_request(p.req))).encode("utf-8")) + 100
+            p.body = json.dumps(self.params(self.batch_request(p.req)))
+            n = len(p.body.encode("utf-8")) + 100
             if out[-1] and size + n > MAX_BYTES:
                 out.append([])
                 size = 0
@@ -265,9 +265,8 @@ class BatchAPI:
             st["seq"] += 1
             by_id[f"r{st['seq']}-{p.key[:12]}"] = p
         try:
-            jsonl = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": ENDPOINT,
-                                        "body": self.params(self.batch_request(p.req))})
-                            + "\n"
+            head = '"method": "POST", "url": ' + json.dumps(ENDPOINT)
+            jsonl = "".join(f'{{"custom_id": {json.dumps(cid)}, {head}, "body": {p.body}}}\n'
                             for cid, p in by_id.items())
             upload = None
             try:
