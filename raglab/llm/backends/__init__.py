@@ -42,6 +42,15 @@ class CallFailed(Exception):
     that errored or expired, a closed client)."""
 
 
+def fail_pending(pendings: Any, message: str) -> None:
+    """Fail each batched request still waiting (its future) with ``message`` (one line)."""
+    from raglab.secrets import clip_line
+
+    for p in pendings:
+        if not p.future.done():
+            p.future.set_exception(CallFailed(clip_line(message, 280)))
+
+
 class BatchUnavailable(Exception):
     """``send_batched`` found no batch API on the server: the client sends the request
     online, at the online price."""

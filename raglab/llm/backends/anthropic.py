@@ -14,12 +14,10 @@ arrived for ``BATCH_QUIET_S`` (or ``BATCH_MAX`` are queued).
 from __future__ import annotations
 
 import asyncio
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from raglab.llm.backends import Backend, CallFailed, Reply, register_backend
-from raglab.secrets import clip_line
+from raglab.llm.backends import Backend, CallFailed, Reply, fail_pending, register_backend
 
 BATCH_QUIET_S = 0.2
 BATCH_MAX = 10_000
@@ -31,7 +29,6 @@ USAGE = ("input_tokens", "output_tokens", "cache_creation_input_tokens",
 class _Pending:
     req: Any
     future: asyncio.Future
-    t0: float = field(default_factory=time.perf_counter)
 
 
 def messages_params(req: Any) -> dict[str, Any]:
@@ -151,11 +148,7 @@ class AnthropicBackend(Backend):
             self._fail(by_id.values(), f"batch job failed: {type(e).__name__}: {e}")
         self._fail(by_id.values(), "no result in the batch")
 
-    @staticmethod
-    def _fail(pendings: Any, message: str) -> None:
-        for p in pendings:
-            if not p.future.done():
-                p.future.set_exception(CallFailed(clip_line(message, 280)))
+    _fail = staticmethod(fail_pending)
 
     async def aclose(self) -> None:
         tasks = [t for t in (self._flusher, *self._jobs) if t is not None and not t.done()]

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from raglab.cache import content_key
-from raglab.llm.backends import BatchUnavailable, CallFailed, Reply
+from raglab.llm.backends import BatchUnavailable, CallFailed, Reply, fail_pending
 from raglab.secrets import clip_line
 
 QUIET_S = 0.2
@@ -316,11 +316,7 @@ class BatchAPI:
             if not p.future.done():
                 p.future.set_exception(BatchUnavailable("no Batch API"))
 
-    @staticmethod
-    def _fail(pendings: Any, message: str) -> None:
-        for p in pendings:
-            if not p.future.done():
-                p.future.set_exception(CallFailed(clip_line(message, 280)))
+    _fail = staticmethod(fail_pending)
 
     async def close_batches(self) -> None:
         """Stop waiting for batches (their requests fail; a resume collects them)."""
