@@ -119,6 +119,17 @@ class SequentialCfg(Strict):
     seed: StrictInt = Field(0, ge=0, description="the seed of the order the cases are run in")
 
 
+# ---- conversations ---------------------------------------------------------------------------
+class ConversationCfg(Strict):
+    """``conversation``: what a conversation's turn is given as history
+    (docs/conversations.md)."""
+
+    history: Literal["reference", "own"] = Field("reference", description=(
+        "reference: the earlier turns' questions and reference answers (the frozen prefix: "
+        "every system answers the same conversation, so comparisons stay paired); own: the "
+        "system's own earlier answers in this run (a turn waits for the one before it)"))
+
+
 # ---- metrics -----------------------------------------------------------------------------
 class MetricsCfg(Strict):
     cutoffs: list[StrictInt] = Field(default_factory=lambda: [1, 3, 5, 10, 20, 50, 100])
@@ -151,6 +162,7 @@ class RunCfg(Strict):
     tracking: Any
     diagnosis: DiagnosisCfg = Field(default_factory=DiagnosisCfg)
     sequential: SequentialCfg = Field(default_factory=SequentialCfg)
+    conversation: ConversationCfg = Field(default_factory=ConversationCfg)
     k: StrictInt = Field(5, gt=0, le=10_000, description=(
         "final context size: the chunks that reach the generator (at most 10,000)"))
     candidate_depth: StrictInt = Field(50, gt=0, le=10_000, description=(
@@ -260,7 +272,8 @@ UNLISTED: JsonDict = {"conf": "unlisted"}
 #: the run's sections that are config groups of their own, by their schemas
 SECTIONS: dict[str, type[BaseModel]] = {"dataset": DatasetCfg, "prompt": PromptCfg,
                                      "metrics": MetricsCfg, "diagnosis": DiagnosisCfg,
-                                     "sequential": SequentialCfg}
+                                     "sequential": SequentialCfg,
+                                     "conversation": ConversationCfg}
 #: RunCfg fields that are config groups (each its own node), not top-level keys
 _GROUP_FIELDS = (*COMPONENT_GROUPS, *SECTIONS, "experiment")
 

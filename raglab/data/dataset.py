@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from raglab.data.io import read_models
+from raglab.data.conversation import flatten, is_conversation
+from raglab.data.io import iter_json_lines, parse_model, read_models
 from raglab.data.schema import Case, Document, HumanLabel, matches_filters, may_see
 from raglab.errors import UserError
 from raglab.secrets import clip
@@ -146,14 +147,21 @@ def load_corpus(path: Path) -> dict[str, Document]:
 
 
 def load_cases(path: Path) -> tuple[list[Case], dict[str, int]]:
+    """The cases of a file, a conversation's turns each a case (raglab.data.conversation),
+    and the line each came from."""
     cases: list[Case] = []
     lines: dict[str, int] = {}
-    for lineno, case in read_models(path, Case, "cases file"):
-        if case.id in lines:
-            raise UserError(f"duplicate case id (first on line {lines[case.id]})",
-                            file=str(path), line=lineno, case_id=case.id)
-        lines[case.id] = lineno
-        cases.append(case)
+    for lineno, obj in iter_json_lines(path, "cases file"):
+        if is_conversation(obj):
+            read = flatten(obj, file=str(path), line=lineno)
+        else:
+            read = [parse_model(Case, obj, file=str(path), line=lineno)]
+        for case in read:
+            if case.id in lines:
+                raise UserError(f"duplicate case id (first on line {lines[case.id]})",
+                                file=str(path), line=lineno, case_id=case.id)
+            lines[case.id] = lineno
+            cases.append(case)
     return cases, lines
 
 

@@ -66,13 +66,14 @@ def first_problem(err: ValidationError, model: type[BaseModel] | None = None,
     return Problem(".".join(parts), "value", first["msg"], "")
 
 
-def _describe_validation_error(err: ValidationError, model: type[BaseModel]) -> str:
+def describe_validation_error(err: ValidationError, model: type[BaseModel]) -> str:
     p = first_problem(err, model)
     if p.kind == "unknown":
         return f"unknown field '{p.loc}' (valid fields: {p.valid})"
     if p.kind == "missing":
         return f"missing field '{p.loc}'"
-    return f"field '{p.loc}': {p.msg}" if p.loc else p.msg
+    msg = p.msg.removeprefix("Value error, ")  # (a validator's own message)
+    return f"field '{p.loc}': {msg}" if p.loc else msg
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:
@@ -176,7 +177,7 @@ def parse_model(model: type[M], obj: dict[str, Any], *, file: str, line: int) ->
     try:
         return model.model_validate(obj)
     except ValidationError as e:
-        raise UserError(_describe_validation_error(e, model), file=file, line=line,
+        raise UserError(describe_validation_error(e, model), file=file, line=line,
                         case_id=object_id(obj)) from None
 
 

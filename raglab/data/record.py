@@ -37,6 +37,10 @@ class GoldSummary(BaseModel):
     has_reference: bool = False
     # plain strings or {"text", "kind"} entries, as in the case
     must_not_contain: list[str | Forbidden] = Field(default_factory=list)
+    # a conversation's turn with facts the user stated earlier: each nugget's turn of origin
+    # (None: the answer's own); left out when no nugget has one
+    nuggets_from_turn: list[int | None] | None = Field(
+        default=None, exclude_if=lambda v: v is None)
 
 
 class CaseRecord(BaseModel):

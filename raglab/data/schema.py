@@ -72,6 +72,9 @@ class Evidence(Strict):
 class Nugget(Strict):
     text: str = Field(min_length=1)
     vital: StrictBool = False
+    # in a conversation's turn: the (1-based) earlier turn at which the user stated this
+    # fact, which the answer must use (knowledge retention; docs/conversations.md)
+    from_turn: StrictInt | None = Field(default=None, ge=1, exclude_if=lambda v: v is None)
 
 
 MustNotContainKind = Literal["injection", "outdated", "secret", "distractor"]
@@ -93,6 +96,27 @@ class Forbidden(Strict):
         return v
 
 
+class Message(Strict):
+    """One message of a conversation's history (OpenAI style)."""
+
+    role: Literal["user", "assistant"]
+    content: str
+
+
+class Turn(Strict):
+    """Where a case sits in a conversation (raglab.data.conversation): the turn ``turn`` of
+    ``n_turns``, how it is marked, and the frozen history before it (the earlier turns'
+    questions and reference answers)."""
+
+    id: str = Field(min_length=1)
+    turn: StrictInt = Field(ge=1)
+    n_turns: StrictInt = Field(ge=1)
+    follow_up: StrictBool = False
+    topic_shift: StrictBool = False
+    permission_change: StrictBool = False
+    history: list[Message] = Field(default_factory=list)
+
+
 class Case(Strict):
     id: str = Field(min_length=1)
     question: str = Field(min_length=1)
@@ -107,6 +131,8 @@ class Case(Strict):
     weight: float = Field(1.0, ge=0, le=MAX_WEIGHT, allow_inf_nan=False)
     # plain strings, or {"text": ..., "kind": ...} objects (Forbidden)
     must_not_contain: list[str | Forbidden] = Field(default_factory=list)
+    # set on a conversation's turns only (left out of a single-turn case's dump)
+    conversation: Turn | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @field_validator("question")
     @classmethod
@@ -122,6 +148,19 @@ class Case(Strict):
             if key == "answerable":
                 raise ValueError("tag key 'answerable' is reserved (it is the case's own field)")
         return v
+
+    @model_validator(mode="after")
+    def _retained_facts(self) -> Case:
+        for i, n in enumerate(self.nuggets):
+            if n.from_turn is None:
+                continue
+            if self.conversation is None:
+                raise ValueError(f"nuggets[{i}].from_turn: only a conversation's turn can use "
+                                 "a fact from an earlier turn")
+            if n.from_turn >= self.conversation.turn:
+                raise ValueError(f"nuggets[{i}].from_turn={n.from_turn} is not an earlier turn "
+                                 f"(this is turn {self.conversation.turn})")
+        return self
 
 
 #: the largest latency (ms) or usage figure a system output may report

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic_core import PydanticSerializationError
 
 from raglab.config import RunCfg
+from raglab.data.conversation import own_history, turn_id
 from raglab.data.dataset import Dataset
 from raglab.data.finite import check as check_finite
 from raglab.data.finite import plain_finite
@@ -53,6 +54,34 @@ class CaseRunner:
         self.pool = pool
         self.slots = slots
         self.sections = cfg.system_sections()
+        # conversation.history=own: each turn's answer, for the turns after it (a resumed
+        # run's recorded ones given at the start); a turn waits for the ones before it
+        self.own = cfg.conversation.history == "own"
+        self.answers: dict[str, str | None] = {}
+        self._answered: dict[str, asyncio.Future] = {}
+        self._run_ids = frozenset(c.id for c in ds.cases)
+
+    def answered(self, case_id: str, answer: str | None) -> None:
+        """A turn's answer is known (None: it failed): the turns after it may go on."""
+        self.answers[case_id] = answer
+        fut = self._answered.get(case_id)
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    async def _history(self, case: Any) -> list[dict[str, str]] | None:
+        """The history of a turn under ``conversation.history=own`` (None: the frozen
+        one), once every earlier turn of this run has answered."""
+        conv = case.conversation
+        if not self.own or conv is None or conv.turn == 1:
+            return None
+        for j in range(1, conv.turn):
+            prior = turn_id(conv.id, j)
+            if prior in self._run_ids and prior not in self.answers:
+                fut = self._answered.setdefault(prior, self.loop.create_future())
+                await fut
+        return own_history(case, {k: self.answers[k] for k in
+                                  (turn_id(conv.id, j) for j in range(1, conv.turn))
+                                  if k in self.answers})
 
     async def run(self, case: Any) -> tuple[CaseRecord, CaseRecord, bytes]:
         """``(record, public record, line)``: the case's record as kept in memory, the
@@ -66,7 +95,15 @@ class CaseRunner:
                                   "metrics": {}, "error": None}
         if self.weights is not None:
             record["weight"] = self.weights[case.id]
-        req = SystemRequest.from_case(case, self.sections)
+        conv = case.conversation
+        history = await self._history(case)
+        if conv is not None:
+            record["conversation"] = {"id": conv.id, "turn": conv.turn,
+                                      "n_turns": conv.n_turns,
+                                      "history": "own" if self.own else "reference"}
+            if history is not None:  # what this system was given (its own answers)
+                record["conversation"]["messages"] = history
+        req = SystemRequest.from_case(case, self.sections, history)
 
         def timed():  # measured in the worker: queueing for a slot is not the system's latency
             t0 = time.perf_counter()
@@ -119,8 +156,12 @@ class CaseRunner:
                                                cfg.metrics.fuzzy_threshold)
             if record["judgments"]["leaks"]:
                 record["severity_one"] = record["judgments"]["leaks"]
+            if self.own and conv is not None:
+                self.answered(case.id, output.get("answer"))
             if grading is not None and output.get("answer") is not None:
                 await self._grade(case, output, record)
+        if self.own and conv is not None and case.id not in self.answers:
+            self.answered(case.id, None)  # it failed: the next turn gets an empty answer
         record["metrics"] = case_metrics(record, cfg.metrics.cutoffs, cfg.k, cfg.candidate_depth)
         if grading is not None and grading.requested_repeats > 1 and record["graded"]:
             per = [record["metrics"]] + [

@@ -20,11 +20,14 @@ from raglab.metrics.judging import GoldItem, judge_hits
 
 
 def gold_summary(case: Case) -> dict[str, Any]:
-    return {"answerable": case.answerable, "grades": [e.grade for e in case.evidence],
+    gold = {"answerable": case.answerable, "grades": [e.grade for e in case.evidence],
             "nuggets_vital": [n.vital for n in case.nuggets],
             "has_reference": bool(case.reference_answer),
             "must_not_contain": [m if isinstance(m, str) else m.model_dump(exclude_none=True)
                                  for m in case.must_not_contain]}
+    if any(n.from_turn is not None for n in case.nuggets):
+        gold["nuggets_from_turn"] = [n.from_turn for n in case.nuggets]
+    return gold
 
 
 def gold_items(case: Case, dataset: Dataset) -> list[GoldItem]:

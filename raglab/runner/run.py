@@ -164,8 +164,13 @@ class Run:
         writer = RecordWriter(self.run_dir / "records.jsonl")
         self.usage = usage = UsageLedger(self.llm)
 
+        own = cfg.conversation.history == "own"
+        resumed: dict[str, str | None] = {}  # (own history) the recorded turns' answers
+
         def keep(rec: CaseRecord) -> dict[str, Any]:
             usage.loaded(rec.model_usage)
+            if own and getattr(rec, "conversation", None):
+                resumed[rec.case_id] = (rec.output or {}).get("answer")
             row = slim_record(rec)
             # one copy of each metric name for all the rows (as a run's own rows share them)
             row["metrics"] = {sys.intern(k): v for k, v in rec.metrics.items()}
@@ -177,6 +182,15 @@ class Run:
         seq = self.sequential
         if seq is not None:  # the seeded order, a batch at a time (docs/sequential.md)
             rank = {cid: i for i, cid in enumerate(seq.arrange([c.id for c in ds.cases]))}
+            if own:  # a conversation's turns together and in order (each waits for the last)
+                first: dict[str, int] = {}
+                for c in ds.cases:
+                    if c.conversation is not None:
+                        first[c.conversation.id] = min(first.get(c.conversation.id, rank[c.id]),
+                                                       rank[c.id])
+                rank = {c.id: rank[c.id] if c.conversation is None else
+                        first[c.conversation.id] for c in ds.cases}
+                todo.sort(key=lambda c: c.conversation.turn if c.conversation else 0)
             todo.sort(key=lambda c: rank[c.id])
         size = max(len(todo), 1) if seq is None else seq.cfg.batch
         batches = iter([todo[i:i + size] for i in range(0, len(todo), size)])
@@ -188,6 +202,7 @@ class Run:
         pool = ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="raglab-sut")
         runner = CaseRunner(cfg, ds, system, grading, self.weights, asyncio.get_running_loop(),
                             pool, asyncio.Semaphore(cfg.concurrency))
+        runner.answers.update(resumed)
         progress = Progress(len(ds.cases), len(kept), cfg.progress)
 
         def start(case) -> asyncio.Task:

@@ -28,21 +28,48 @@ from raglab.data.schema import Case, SystemOutput, User
 
 @dataclass(frozen=True)
 class SystemRequest:
-    """What a system under test is asked: one case and the run's configuration."""
+    """What a system under test is asked: one case and the run's configuration. A turn of a
+    conversation also carries the messages before it (``history``, OpenAI style
+    ``{"role": "user"|"assistant", "content"}``: the earlier questions and the reference
+    answers, or the system's own with ``conversation.history=own``), its conversation's id
+    and its 1-based ``turn``; a single-turn case has none."""
 
     case_id: str
     question: str
     filters: dict[str, Any]
     user: User | None
     config: dict[str, Any] = field(default_factory=dict)
+    history: tuple[dict[str, str], ...] = ()
+    conversation_id: str | None = None
+    turn: int | None = None
 
     @classmethod
-    def from_case(cls, case: Case, config: dict[str, Any]) -> SystemRequest:
-        return cls(case.id, case.question, dict(case.filters), case.user, config)
+    def from_case(cls, case: Case, config: dict[str, Any],
+                  history: list[dict[str, str]] | None = None) -> SystemRequest:
+        """``history``: the turn's messages when not its frozen one (own answers)."""
+        conv = case.conversation
+        if conv is None:
+            return cls(case.id, case.question, dict(case.filters), case.user, config)
+        if history is None:
+            history = [m.model_dump() for m in conv.history]
+        return cls(case.id, case.question, dict(case.filters), case.user, config,
+                   tuple(history), conv.id, conv.turn)
+
+    def messages(self) -> list[dict[str, str]]:
+        """The history and then the question, as a chat API takes them."""
+        return [*map(dict, self.history), {"role": "user", "content": self.question}]
 
     def as_json(self) -> dict[str, Any]:
-        return {"case_id": self.case_id, "question": self.question, "filters": self.filters,
-                "user": self.user.model_dump() if self.user else None, "config": self.config}
+        """The request as JSON (what the http system posts). A turn's also has its
+        ``history``, ``messages`` (the history and the question, a chat API's input),
+        ``conversation_id`` and ``turn``; a single-turn request has none of them."""
+        out: dict[str, Any] = {"case_id": self.case_id, "question": self.question,
+               "filters": self.filters,
+               "user": self.user.model_dump() if self.user else None, "config": self.config}
+        if self.conversation_id is not None:
+            out.update(history=[dict(m) for m in self.history], messages=self.messages(),
+                       conversation_id=self.conversation_id, turn=self.turn)
+        return out
 
 
 class ValidatedOutput(dict):

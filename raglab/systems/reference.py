@@ -28,6 +28,20 @@ PIPELINE_GROUPS = ("chunker", "embedder", "reranker", "generator")
 class ReferenceSystemCfg(Strict):
     name: Literal["reference"]
     enforce_acl: bool = True
+    # a conversation's turn (docs/conversations.md): the earlier user messages put before
+    # the question to retrieve and generate with: all of them, the last one, or none (the
+    # history ignored)
+    history: Literal["all", "last", "none"] = "all"
+
+
+def with_history(req: SystemRequest, mode: str) -> str:
+    """The text the pipeline searches and answers with: the question, after the earlier
+    user messages of its conversation that ``mode`` keeps (the plain question for a
+    single-turn case)."""
+    asked = [m["content"] for m in req.history if m.get("role") == "user"]
+    if mode == "none" or not asked:
+        return req.question
+    return " ".join((asked[-1:] if mode == "last" else asked) + [req.question])
 
 
 def context_within_budget(reranked: list[tuple[int, float, str]], k: int,
@@ -70,14 +84,15 @@ class ReferenceSystem(System):
         self.work: WorkCounter = ctx.work
         self.llm = ctx.llm
         self.enforce_acl = cfg.enforce_acl
+        self.history = cfg.history
         self.index = build_or_load_index(dataset.corpus, dataset.corpus_hash, run.chunker,
                                          run.embedder, ctx.cache, ctx.work)
         self.reranker = registry.build("reranker", run.reranker, ctx)
         self.generator = registry.build("generator", run.generator, ctx)
 
-    def _retrieve(self, req: SystemRequest) -> dict[str, Any]:
+    def _retrieve(self, req: SystemRequest, query: str) -> dict[str, Any]:
         groups = sorted(req.user.groups) if req.user else None
-        key = content_key("retrieve", self.index.key, req.question, req.filters,
+        key = content_key("retrieve", self.index.key, query, req.filters,
                           groups if self.enforce_acl else "*", self.enforce_acl,
                           self.cfg.candidate_depth)
         hit = self.cache.get("retrieve", key)
@@ -85,7 +100,7 @@ class ReferenceSystem(System):
             return hit
         t0 = time.perf_counter()
         mask = self.index.allowed_mask(self.docs, req.filters, req.user, self.enforce_acl)
-        ranked = self.index.search(req.question, mask, self.cfg.candidate_depth)
+        ranked = self.index.search(query, mask, self.cfg.candidate_depth)
         value = {"ranked": ranked, "ms": (time.perf_counter() - t0) * 1000}
         self.cache.put("retrieve", key, value)
         self.work.add("retrievals")
@@ -112,12 +127,13 @@ class ReferenceSystem(System):
         stage reports its recorded latency); ``total`` is their sum plus the time spent
         outside them (assembling the context, building the output), so a cached re-run
         reports what the pipeline takes, not the time of its cache lookups."""
-        r = self._retrieve(req)
+        query = with_history(req, self.history)
+        r = self._retrieve(req, query)
         t_retrieved = time.perf_counter()
         chunks = self.index.chunks
         cands = [(i, s, chunks[ci].text) for i, (ci, s) in enumerate(r["ranked"])]
         t0 = time.perf_counter()
-        reranked = self.reranker.rerank(req.question, cands)
+        reranked = self.reranker.rerank(query, cands)
         rerank_ms = (time.perf_counter() - t0) * 1000
         context = []
         for pos, score, _ in context_within_budget(reranked, self.cfg.k,
@@ -126,7 +142,7 @@ class ReferenceSystem(System):
             context.append({"doc_id": ch.doc_id, "text": ch.text, "score": round(score, 6),
                             "start": ch.start, "end": ch.end})
         t_gen = time.perf_counter()
-        gen = self._generate(req.question, [c["text"] for c in context])
+        gen = self._generate(query, [c["text"] for c in context])
         t_generated = time.perf_counter()
         candidates = [{"doc_id": chunks[ci].doc_id, "text": chunks[ci].text,
                        "score": round(s, 6), "start": chunks[ci].start, "end": chunks[ci].end}
