@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from raglab.cases.drafts import question_key
+from raglab.data.conversation import flatten, is_conversation, parse_case
 from raglab.data.dataset import _case_warnings, _locate_case, load_cases, load_corpus
-from raglab.data.io import atomic_write_text, iter_json_lines, parse_model
-from raglab.data.schema import Case
+from raglab.data.io import atomic_write_text, iter_json_lines
 from raglab.errors import UserError
 
 DRAFT_FIELDS = ("draft",)
@@ -30,7 +30,9 @@ def check_new_cases(path: Path, cases_path: Path, corpus_path: Path,
     corpus = load_corpus(corpus_path)
     existing, _ = load_cases(cases_path)
     ids = {c.id: "the set" for c in existing}
-    keys = {question_key(c.question, c.filters): c.id for c in existing}
+    # (a turn's question may repeat another's: only single-turn cases are kept apart by it)
+    keys = {question_key(c.question, c.filters): c.id for c in existing
+            if c.conversation is None}
     good: list[dict[str, Any]] = []
     problems: list[str] = []
     warnings: list[str] = []
@@ -46,32 +48,45 @@ def check_new_cases(path: Path, cases_path: Path, corpus_path: Path,
             problems.append(f"{where}: a drafted case still marked needs_review (review it "
                             "with raglab cases review, which removes the mark)")
             continue
-        try:
-            case = parse_model(Case, obj, file=str(path), line=lineno)
+        try:  # a conversation's turns are checked each as a case; the line is added whole
+            turns = flatten(obj, file=str(path), line=lineno) if is_conversation(obj) \
+                else [parse_case(obj, file=str(path), line=lineno)]
         except UserError as e:
             problems.append(str(e))
             continue
-        if case.id in ids:
-            problems.append(f"{where}: duplicate id (already in {ids[case.id]})")
+        found = [p for case in turns for p in _check_one(case, where, ids, keys, corpus,
+                                                          fuzzy_threshold, warnings)]
+        if found:
+            problems += found
             continue
-        key = question_key(case.question, case.filters)
-        if key in keys:
-            problems.append(f"{where}: duplicate of case {keys[key]} (same normalised question "
-                            "and filters)")
-            continue
-        _, problem = _locate_case(case, corpus, fuzzy_threshold)
-        if problem is not None:
-            problems.append(f"{where}: {getattr(problem, 'reason', problem)}")
-            continue
-        if case.answerable and not case.evidence:
-            problems.append(f"{where}: answerable case without evidence (label its evidence "
-                            "or set answerable: false)")
-            continue
-        warnings += [f"{where}: warning: {w}" for w in _case_warnings(case, corpus)]
-        ids[case.id] = f"{path} line {lineno}"
-        keys[key] = case.id
+        for case in turns:
+            ids[case.id] = f"{path} line {lineno}"
+            if case.conversation is None:
+                keys[question_key(case.question, case.filters)] = case.id
         good.append(obj)  # as written (minus the draft notes)
     return good, problems, warnings
+
+
+def _check_one(case: Any, where: str, ids: dict[str, str], keys: dict[Any, str],
+               corpus: Any, fuzzy_threshold: float, warnings: list[str]) -> list[str]:
+    """The problems of one new case (a conversation's turn) against the set."""
+    if case.conversation is not None:
+        where = f"{where.split(' case ')[0]} case {case.id}"
+    if case.id in ids:
+        return [f"{where}: duplicate id (already in {ids[case.id]})"]
+    key = question_key(case.question, case.filters)
+    if key in keys and case.conversation is None:
+        return [f"{where}: duplicate of case {keys[key]} (same normalised question and "
+                "filters)"]
+    _, problem = _locate_case(case, corpus, fuzzy_threshold)
+    if problem is not None:
+        return [f"{where}: {getattr(problem, 'reason', problem)}"]
+    if case.answerable and not case.evidence and not (
+            case.conversation is not None and any(n.from_turn for n in case.nuggets)):
+        return [f"{where}: answerable case without evidence (label its evidence or set "
+                "answerable: false)"]
+    warnings += [f"{where}: warning: {w}" for w in _case_warnings(case, corpus)]
+    return []
 
 
 def append_cases(cases_path: Path, new: list[dict[str, Any]]) -> int:

@@ -154,11 +154,10 @@ def _cases_of(cases_file: Path | None, wanted: set[str]) -> dict[str, dict[str, 
     """The cases of ``wanted`` ids in the run's cases file ({} when it cannot be read)."""
     if cases_file is None or not wanted:
         return {}
-    from raglab.data.io import iter_json_lines
+    from raglab.data.conversation import case_objects
 
     try:
-        return {o["id"]: o for _, o in iter_json_lines(cases_file, "cases file")
-                if o.get("id") in wanted}
+        return case_objects(cases_file, wanted)
     except (OSError, TypeError, UserError):
         return {}
 

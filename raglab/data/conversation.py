@@ -141,6 +141,38 @@ def flatten(obj: dict[str, Any], *, file: str, line: int) -> list[Case]:
     return cases
 
 
+def parse_case(obj: dict[str, Any], *, file: str, line: int) -> Case:
+    """A single-turn case line (``conversation`` is raglab's, for a conversation's turns)."""
+    from raglab.data.io import parse_model
+
+    if "conversation" in obj:
+        raise UserError("field 'conversation' is set by raglab on a conversation's turns: "
+                        "write the conversation as one line with 'turns'", file=file,
+                        line=line, case_id=obj.get("id") if isinstance(obj.get("id"), str)
+                        else None)
+    return parse_model(Case, obj, file=file, line=line)
+
+
+def case_objects(path: Any, wanted: set[str]) -> dict[str, dict[str, Any]]:
+    """The cases of ``wanted`` ids in a cases file as JSON objects: a single-turn case's as
+    written, a conversation's turn as its case (without its place in the conversation,
+    which its tags keep)."""
+    from raglab.data.io import iter_json_lines
+
+    out: dict[str, dict[str, Any]] = {}
+    for lineno, obj in iter_json_lines(path, "cases file"):
+        if is_conversation(obj):
+            n = len(obj["turns"]) if isinstance(obj.get("turns"), list) else 0
+            if isinstance(obj.get("id"), str) and \
+                    any(turn_id(obj["id"], k) in wanted for k in range(1, n + 1)):
+                for case in flatten(obj, file=str(path), line=lineno):
+                    if case.id in wanted:
+                        out[case.id] = case.model_dump(mode="json", exclude={"conversation"})
+        elif obj.get("id") in wanted:
+            out[obj["id"]] = obj
+    return out
+
+
 def _check_tag(key: str, file: str, line: int, case_id: str) -> None:
     if key in TURN_TAGS:
         raise UserError(f"tag key {key!r} is reserved in a conversation (raglab sets it "

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from raglab.data.conversation import flatten, is_conversation
-from raglab.data.io import iter_json_lines, parse_model, read_models
+from raglab.data.conversation import flatten, is_conversation, parse_case
+from raglab.data.io import iter_json_lines, read_models
 from raglab.data.schema import Case, Document, HumanLabel, matches_filters, may_see
 from raglab.errors import UserError
 from raglab.secrets import clip
@@ -155,7 +155,7 @@ def load_cases(path: Path) -> tuple[list[Case], dict[str, int]]:
         if is_conversation(obj):
             read = flatten(obj, file=str(path), line=lineno)
         else:
-            read = [parse_model(Case, obj, file=str(path), line=lineno)]
+            read = [parse_case(obj, file=str(path), line=lineno)]
         for case in read:
             if case.id in lines:
                 raise UserError(f"duplicate case id (first on line {lines[case.id]})",

@@ -67,13 +67,13 @@ SCALE = {"share": "yes / partial / no (1 / 0.5 / 0), or a number in [0, 1]",
 
 def _case_texts(run_dir: Path, ids: set[str]) -> dict[str, dict[str, Any]]:
     """The sampled cases as the run's cases file has them ({} when it cannot be read)."""
+    from raglab.data.conversation import case_objects
     from raglab.data.dataset import resolve_path
 
     try:
         cfg = read_run_config(run_dir)
         path = resolve_path((cfg.get("dataset") or {})["cases"])
-        return {o["id"]: o for _, o in iter_json_lines(path, "cases file")
-                if o.get("id") in ids}
+        return case_objects(path, ids)
     except (OSError, KeyError, TypeError, AttributeError, UserError):
         return {}
 

@@ -99,3 +99,31 @@ def test_from_turn_outside_a_conversation_is_refused(tmp_path):
     corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS)
     with pytest.raises(UserError, match="only a conversation's turn"):
         load_dataset(corpus, write_jsonl(tmp_path / "c.jsonl", [case]))
+
+
+def test_cases_add_appends_a_conversation_and_refuses_a_bad_turn(tmp_path, convs):
+    from tests.conftest import run_cli
+
+    corpus, cases = convs
+    new = copy.deepcopy(CONVERSATIONS[1])
+    new["id"] = "conv-9"
+    bad = copy.deepcopy(CONVERSATIONS[1])
+    bad["id"] = "conv-8"
+    bad["turns"][1]["evidence"][0]["quote"] = "kept in the vault for ninety days"
+    err = {}
+    for name, rows, code in (("bad", [bad], 2), ("new", [new], 0)):
+        f = write_jsonl(tmp_path / "new.jsonl", rows)
+        r = run_cli("cases", "add", str(f), f"dataset.corpus={corpus}",
+                    f"dataset.cases={cases}", "dataset.labels=null", cwd=tmp_path)
+        assert r.returncode == code, r.stderr
+        err[name] = r.stderr
+    assert "new.jsonl:1 case conv-8.t2: evidence 0: quote not found" in err["bad"]
+    ds = load_dataset(corpus, cases)
+    assert [c.id for c in ds.cases][-2:] == ["conv-9.t1", "conv-9.t2"]
+
+
+def test_a_single_turn_line_cannot_set_conversation(tmp_path):
+    case = {"id": "s-1", "question": "q?", "conversation": {"id": "x", "turn": 1, "n_turns": 1}}
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS)
+    with pytest.raises(UserError, match="c.jsonl:1 case s-1: field 'conversation' is set by"):
+        load_dataset(corpus, write_jsonl(tmp_path / "c.jsonl", [case]))

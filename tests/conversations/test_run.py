@@ -95,3 +95,16 @@ def test_own_history_gives_the_systems_own_earlier_answers(tmp_path, convs):
     assert [m["role"] for m in seen["conv-1.t3"]["history"]] == ["user", "assistant"] * 2
     assert recs["conv-1.t2"]["conversation"]["history"] == "own"
     assert recs["conv-1.t2"]["conversation"]["messages"] == seen["conv-1.t2"]["history"]
+
+
+def test_a_resumed_own_history_run_gives_the_recorded_answers(tmp_path, convs):
+    recs, _ = _run(tmp_path, convs, "own", "conversation.history=own")
+    path = tmp_path / "own" / "records.jsonl"
+    first = json.loads(path.read_text().splitlines()[0])
+    assert first["case_id"] == "conv-1.t1"
+    first["output"]["answer"] = "Refunds: five business days, I recorded."
+    path.write_text(json.dumps(first) + "\n")  # every later turn is to run again
+    (tmp_path / "own.log").unlink()
+    recs, seen = _run(tmp_path, convs, "own", "conversation.history=own")
+    assert "conv-1.t1" not in seen  # kept, not asked again
+    assert seen["conv-1.t2"]["history"][1]["content"] == "Refunds: five business days, I recorded."
