@@ -6,7 +6,9 @@ through the one LLM client (cached, priced, retried, at most ``concurrency`` at 
 draft whose evidence cannot be placed, that does not meet its kind, or that duplicates a
 case or another draft is dropped and counted; a kind the corpus cannot give is counted as
 missing, never made up. Every draft is a case plus ``needs_review: true`` and ``draft``
-(where it came from; ignored by ``raglab cases add``).
+(where it came from; ignored by ``raglab cases add``). With ``--follow-ups N`` each
+answerable draft is also asked for N follow-up turns and written as a conversation
+(:mod:`.draft_follow`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pydantic import Field, ValidationError
 
 from raglab.cache import content_key
 from raglab.cases import draft_corpus as dc
+from raglab.cases import draft_follow as df
 from raglab.cases import draft_prompts as dp
 from raglab.data.schema import Case, Document, Strict
 from raglab.llm.backends.openai import OpenAIOptions, endpoint_of, options_of
@@ -147,9 +150,10 @@ def plan(corpus: list[Document], cfg: DrafterCfg, n: int, seed: int) -> Plan:
     return Plan(planned, wanted, missing, seed)
 
 
-def estimate(p: Plan, cfg: DrafterCfg, cache: Any) -> dict[str, Any]:
+def estimate(p: Plan, cfg: DrafterCfg, cache: Any, follow_ups: int = 0) -> dict[str, Any]:
     """What the plan would send: requests, how many the cache already answers, tokens
-    (input counted as words; output at most ``max_tokens``) and the most it can cost."""
+    (input counted as words; output at most ``max_tokens``) and the most it can cost; the
+    paraphrase and follow-up requests that may follow (one per draft at most each)."""
     todo = [x for x in p.planned
             if cache is None or cache.get("llm", x.request.cache_key()) is None]
     tokens_in = sum(count_tokens(x.request.system) + count_tokens(x.request.user)
@@ -160,7 +164,10 @@ def estimate(p: Plan, cfg: DrafterCfg, cache: Any) -> dict[str, Any]:
         cost = (tokens_in * cfg.prices["input"] + tokens_out * cfg.prices["output"]) / 1e6
     return {"requests": len(p.planned), "cached": len(p.planned) - len(todo),
             "input_tokens": tokens_in, "max_output_tokens": tokens_out, "max_cost_usd": cost,
-            "paraphrase_at_most": len(p.planned) if cfg.paraphrase_above is not None else 0}
+            "paraphrase_at_most": len(p.planned) if cfg.paraphrase_above is not None else 0,
+            "follow_ups_at_most": len(p.planned) if follow_ups else 0,
+            # each asks for follow_ups turns, with max_tokens for each
+            "follow_ups_max_output_tokens": len(p.planned) * follow_ups * cfg.max_tokens}
 
 
 @dataclass
@@ -169,6 +176,8 @@ class Outcome:
     dropped: Counter = field(default_factory=Counter)
     first_drop: dict[str, str] = field(default_factory=dict)
     paraphrased: int = 0  # drafts written with a paraphrased question
+    conversations: int = 0  # drafts written as conversations (--follow-ups)
+    follow_ups: int = 0  # their follow-up turns
 
     def drop(self, reason: str, detail: str) -> None:
         self.dropped[reason] += 1
@@ -290,8 +299,10 @@ async def _paraphrase(llm: Any, cfg: DrafterCfg, case: dict[str, Any],
 
 async def run_plan(p: Plan, cfg: DrafterCfg, corpus: list[Document], llm: Any,
                    existing: list[Case], corpus_path: str,
-                   cases_path: str | None = None) -> Outcome:
-    """Send the plan, read every answer back, paraphrase, drop duplicates (in plan order)."""
+                   cases_path: str | None = None, follow_ups: int = 0) -> Outcome:
+    """Send the plan, read every answer back, paraphrase, drop duplicates (in plan order);
+    with ``follow_ups``, ask that many follow-up turns of each answerable draft
+    (:mod:`.draft_follow`)."""
     from rapidfuzz import fuzz
 
     out = Outcome()
@@ -360,6 +371,12 @@ async def run_plan(p: Plan, cfg: DrafterCfg, corpus: list[Document], llm: Any,
             case["draft"]["cases"] = cases_path
         out.drafts.append(case)
         out.paraphrased += "question_before" in note
+    if follow_ups and out.drafts:
+        out.drafts, drops, out.follow_ups = await df.add_follow_ups(
+            out.drafts, corpus, cfg, routing(cfg), llm, follow_ups, p.seed)
+        for reason, detail in drops:
+            out.drop(reason, detail)
+        out.conversations = sum(1 for d in out.drafts if "turns" in d)
     return out
 
 

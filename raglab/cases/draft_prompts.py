@@ -2,7 +2,9 @@
 
 One request per draft: the system prompt says how users ask and what a case is; the user
 message holds the kind's instructions and the numbered sentences of its documents. The
-model answers with sentence numbers only; raglab copies the quotes."""
+model answers with sentence numbers only; raglab copies the quotes. With ``--follow-ups N``
+one more request per answerable draft shows the question and answer drafted and asks for
+N follow-up turns (:data:`FOLLOW_UP_TASK`)."""
 
 from __future__ import annotations
 
@@ -56,6 +58,22 @@ answering from general knowledge would wrongly say). If there is no such fact, f
 false.""",
 }
 
+FOLLOW_UP_TASK = """Follow-ups.
+A user asked the question below and was given the reference answer below. Write {n}
+follow-up questions the same user types next in the chat, in order, each one answered by
+one or two sentences of the documents shown (Document A is the one the first answer came
+from; the others are linked to it). Each follow-up must depend on the conversation so far:
+use a pronoun or leave words out ("and in the UK?", "how much is it?", "can I change
+that?") and never name the product or feature it is about, so that nobody could answer it
+without the earlier turns. For each follow-up: question, reference_answer (one or two
+sentences), evidence (the sentence numbers holding its answer), nuggets (the facts a
+correct answer must contain, the indispensable ones vital). When the documents do not
+allow a follow-up, give fewer.
+
+The conversation so far:
+User: {question}
+Assistant: {answer}"""
+
 USER = """{task}
 
 Metadata of the documents: {metadata}
@@ -85,6 +103,12 @@ DRAFT_SCHEMA = _obj({
     "wrong_value": {"type": "string"},
 })
 PARAPHRASE_SCHEMA = _obj({"question": {"type": "string"}})
+FOLLOW_UP_SCHEMA = _obj({"follow_ups": {"type": "array", "items": _obj({
+    "question": {"type": "string"},
+    "reference_answer": {"type": "string"},
+    "evidence": {"type": "array", "items": {"type": "integer"}},
+    "nuggets": DRAFT_SCHEMA["properties"]["nuggets"],
+})}})
 
 
 def check_draft(parsed: dict) -> None:
@@ -108,3 +132,12 @@ def check_draft(parsed: dict) -> None:
 def check_paraphrase(parsed: dict) -> None:
     if not isinstance(parsed.get("question"), str) or not parsed["question"].strip():
         raise ValueError("question must be a non-empty string")
+
+
+def check_follow_ups(parsed: dict) -> None:
+    """A structured output of :data:`FOLLOW_UP_SCHEMA` (ValueError: ask again)."""
+    items = parsed.get("follow_ups")
+    if not isinstance(items, list) or not all(isinstance(f, dict) for f in items):
+        raise ValueError("follow_ups must be a list of objects")
+    for f in items:
+        check_draft({"found": True, "wrong_value": "", **f})

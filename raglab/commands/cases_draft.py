@@ -10,8 +10,8 @@ from typing import Any
 from raglab.commands.common import fail
 from raglab.secrets import clip_line
 
-HELP = """usage: raglab cases draft [n=N] [out=FILE] [seed=S] [--dry-run] [drafter=claude|openai]
-                         [drafter.FIELD=VALUE ...] [dataset overrides]
+HELP = """usage: raglab cases draft [n=N] [out=FILE] [seed=S] [--dry-run] [--follow-ups N]
+                         [drafter=claude|openai] [drafter.FIELD=VALUE ...] [dataset overrides]
        raglab cases review DRAFTS [--accepted FILE] [--corpus FILE]
 
 draft   samples documents of dataset.corpus (stratified by drafter.stratify) for each kind
@@ -21,7 +21,12 @@ draft   samples documents of dataset.corpus (stratified by drafter.stratify) for
         and copied from the document. Drafts whose evidence cannot be placed, that miss
         their kind or duplicate a case are dropped and counted. Writes out (default
         drafts.jsonl), each draft marked needs_review. --dry-run prints the requests and
-        their estimated cost and sends nothing. Defaults: n=20 seed=0 drafter=claude.
+        their estimated cost and sends nothing. --follow-ups N (1-19) asks, for each
+        answerable draft, for N follow-up turns answered in its document or a linked one
+        (one more request per draft) and writes the draft and the follow-ups that could
+        be placed as a conversation (follow_up: true on turns 2..); a follow-up whose
+        evidence cannot be placed is dropped and counted, with the ones after it.
+        Defaults: n=20 seed=0 drafter=claude.
 review  one draft at a time: a accept, e edit (in $EDITOR), r reject (with a reason),
         l later, q quit. Progress is saved in DRAFTS after every decision; accepted
         drafts (needs_review removed) go to --accepted (default DRAFTS.accepted.jsonl),
@@ -53,10 +58,16 @@ def _split(argv: list[str]) -> tuple[dict[str, str], list[str], bool]:
     own: dict[str, str] = {}
     rest: list[str] = []
     dry = False
-    for a in argv:
+    args = iter(argv)
+    for a in args:
         key = a.split("=", 1)[0]
         if a == "--dry-run":
             dry = True
+        elif key == "--follow-ups":
+            value = a.split("=", 1)[1] if "=" in a else next(args, None)
+            if value is None or value.startswith("-"):
+                fail("cases draft: --follow-ups needs a number (--follow-ups 2)", 2)
+            own["--follow-ups"] = value
         elif "=" in a and key in OWN:
             own[key] = a.split("=", 1)[1]
         elif key in ("drafter", "+drafter"):
@@ -96,6 +107,7 @@ def _draft(argv: list[str]) -> None:
     import asyncio
 
     from raglab.cases.draft import estimate, existing_share, parse_drafter, plan
+    from raglab.cases.draft_follow import MAX_FOLLOW_UPS
     from raglab.commands.compose import compose_config
     from raglab.config import DatasetCfg, parse_section
     from raglab.data.dataset import load_cases, load_corpus, resolve_path
@@ -108,6 +120,10 @@ def _draft(argv: list[str]) -> None:
     register(override_secrets(overrides))
     scrub_output_streams()
     n, seed = _int(own, "n", 20, 1), _int(own, "seed", 0, 0)
+    follow_ups = _int(own, "--follow-ups", 0, 1) if "--follow-ups" in own else 0
+    if follow_ups > MAX_FOLLOW_UPS:
+        fail(f"--follow-ups {follow_ups}: at most {MAX_FOLLOW_UPS} (a conversation has at "
+             "most 20 turns)", 2)
     out = Path(own.get("out") or "drafts.jsonl")
     data = compose_config(overrides)
     register(secret_values(data))
@@ -123,7 +139,7 @@ def _draft(argv: list[str]) -> None:
     docs = list(corpus.values())
     the_plan = plan(docs, cfg, n, seed)
     cache = _cache(data)
-    est = estimate(the_plan, cfg, cache)
+    est = estimate(the_plan, cfg, cache, follow_ups)
     cost = (f"cost n/a (no price known for {cfg.model}: llm.prices)"
             if est["max_cost_usd"] is None
             else f"at most ${est['max_cost_usd']:.4f}")
@@ -131,7 +147,10 @@ def _draft(argv: list[str]) -> None:
           f"{cfg.name}), {est['cached']} answered by the cache; about {est['input_tokens']} "
           f"input and at most {est['max_output_tokens']} output tokens: {cost}"
           + (f"; up to {est['paraphrase_at_most']} more to paraphrase (paraphrase_above "
-             f"{cfg.paraphrase_above:g})" if est["paraphrase_at_most"] else ""))
+             f"{cfg.paraphrase_above:g})" if est["paraphrase_at_most"] else "")
+          + (f"; up to {est['follow_ups_at_most']} more for {follow_ups} follow-up(s) each "
+             f"(at most {est['follow_ups_max_output_tokens']} more output tokens)"
+             if est["follow_ups_at_most"] else ""))
     for kind, (k, why) in the_plan.missing.items():
         print(f"corpus lacks {kind}: {k} of {the_plan.wanted[kind]} planned not drafted "
               f"({why})")
@@ -142,7 +161,7 @@ def _draft(argv: list[str]) -> None:
         fail("nothing to draft (see the lines above)", 1)
     _preflight(cfg)
     outcome, summary = asyncio.run(_send(the_plan, cfg, docs, cache, existing,
-                                         str(corpus_path), str(cases_path)))
+                                         str(corpus_path), str(cases_path), follow_ups))
     from raglab.data.io import write_jsonl
 
     write_jsonl(out, outcome.drafts)
@@ -153,6 +172,10 @@ def _draft(argv: list[str]) -> None:
           f"{out}, each marked needs_review (raglab cases review {out})")
     print("  by kind (written of planned): " + ", ".join(
         f"{k} {v} of {the_plan.wanted[k]}" for k, v in kinds.items()))
+    if follow_ups:
+        print(f"  follow-ups: {outcome.conversations} draft(s) written as conversations with "
+              f"{outcome.follow_ups} follow-up turn(s) ({follow_ups} asked of each answerable "
+              "draft)")
     if outcome.dropped:
         from raglab.text.escape import term
 
@@ -194,7 +217,8 @@ def _preflight(cfg: Any) -> None:
 
 
 async def _send(the_plan: Any, cfg: Any, docs: list, cache: Any, existing: list,
-                corpus_path: str, cases_path: str) -> tuple[Any, dict[str, Any]]:
+                corpus_path: str, cases_path: str,
+                follow_ups: int = 0) -> tuple[Any, dict[str, Any]]:
     from raglab.cases.draft import run_plan
     from raglab.llm.client import LLMClient
 
@@ -202,7 +226,8 @@ async def _send(the_plan: Any, cfg: Any, docs: list, cache: Any, existing: list,
     llm = LLMClient(timeout_s=cfg.timeout_s, max_retries=cfg.max_retries,
                     concurrency=cfg.concurrency, prices=prices, cache=cache)
     try:
-        outcome = await run_plan(the_plan, cfg, docs, llm, existing, corpus_path, cases_path)
+        outcome = await run_plan(the_plan, cfg, docs, llm, existing, corpus_path, cases_path,
+                                 follow_ups)
     finally:
         await llm.aclose()
     return outcome, llm.summary()
