@@ -32,6 +32,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from raglab.cases.lock import ReviewLock
+from raglab.data.conversation import flatten, is_conversation
 from raglab.data.dataset import _locate_case, load_corpus
 from raglab.data.io import (
     atomic_write_text,
@@ -131,22 +132,14 @@ class Review:
                    f"{counts['later']} later)")
         wrap = lambda label, text: textwrap.wrap(  # noqa: E731
             f"{label}{term(text)}", width, subsequent_indent=" " * len(label))
-        out += wrap("question: ", d.get("question"))
-        if d.get("filters"):
-            out.append(f"filters:  {term(json.dumps(d['filters']))}")
-        if d.get("user"):
-            out.append(f"user:     {term(json.dumps(d['user']))}")
-        out.append(f"answerable: {'yes' if d.get('answerable', True) else 'no'}")
-        out += wrap("answer:   ", d.get("reference_answer") or "(none)")
-        for n in d.get("nuggets") or []:
-            out += wrap("  nugget " + ("(vital) " if n.get("vital") else "(extra) "),
-                        n.get("text"))
-        for m in d.get("must_not_contain") or []:
-            text, kind = (m.get("text"), m.get("kind")) if isinstance(m, dict) else (m, None)
-            out.append(f"  must not contain ({term(kind or 'any')}): {term(repr(text))}")
-        out.append(f"evidence ({len(d.get('evidence') or [])}):")
-        for ev in d.get("evidence") or []:
-            out += self._in_document(ev, width)
+        turns = d.get("turns") if isinstance(d.get("turns"), list) else None
+        for k, t in enumerate(turns or [d], start=1):
+            if turns is not None:  # a conversation: each turn, with what it inherits
+                marks = [m for m in ("follow_up", "topic_shift") if t.get(m)]
+                out.append(f"-- turn {k} of {len(turns)}"
+                           + (f" ({', '.join(marks)})" if marks else "") + " --")
+                t = {"filters": d.get("filters"), "user": d.get("user"), **t}
+            out += self._case_lines(t, width, wrap)
         others = [x for x in note.get("documents") or []
                   if x not in {e.get("doc_id") for e in d.get("evidence") or []}]
         for m in d.get("must_not_contain") or []:
@@ -168,19 +161,69 @@ class Review:
             out.append("(edited)")
         print("\n".join(out), flush=True)
 
+    def _case_lines(self, d: dict[str, Any], width: int, wrap: Any) -> list[str]:
+        """A case's (or a turn's) question, labels and evidence in its documents."""
+        out: list[str] = []
+        out += wrap("question: ", d.get("question"))
+        if d.get("filters"):
+            out.append(f"filters:  {term(json.dumps(d['filters']))}")
+        if d.get("user"):
+            out.append(f"user:     {term(json.dumps(d['user']))}")
+        out.append(f"answerable: {'yes' if d.get('answerable', True) else 'no'}")
+        out += wrap("answer:   ", d.get("reference_answer") or "(none)")
+        for n in d.get("nuggets") or []:
+            out += wrap("  nugget " + ("(vital) " if n.get("vital") else "(extra) ")
+                        + (f"(from turn {n['from_turn']}) " if n.get("from_turn") else ""),
+                        n.get("text"))
+        for m in d.get("must_not_contain") or []:
+            text, kind = (m.get("text"), m.get("kind")) if isinstance(m, dict) else (m, None)
+            out.append(f"  must not contain ({term(kind or 'any')}): {term(repr(text))}")
+        out.append(f"evidence ({len(d.get('evidence') or [])}):")
+        for ev in d.get("evidence") or []:
+            out += self._in_document(ev, width)
+        return out
+
     # -- editing -------------------------------------------------------------------------
     def check(self, obj: Any) -> str | None:
         """The one-line problem of an edited case (None: it passes); offsets of an edited
         quote are found again in its document."""
         if not isinstance(obj, dict):
             return "not a JSON object"
-        try:
-            case = Case.model_validate({k: v for k, v in obj.items() if k not in NOTES})
-        except ValidationError as e:
-            p = first_problem(e, Case, data=obj)
-            return f"{p.loc}: {p.msg}" if p.loc else p.msg
+        plain = {k: v for k, v in obj.items() if k not in NOTES}
+        if is_conversation(plain):  # each turn as a case
+            for k, t in enumerate(plain["turns"] if isinstance(plain["turns"], list) else [],
+                                  start=1):
+                problem = self._place_quotes(t) if isinstance(t, dict) else None
+                if problem:
+                    return f"{plain.get('id')}.t{k}: {problem}"
+            try:
+                cases = flatten(plain, file="draft", line=1)
+            except UserError as e:
+                return f"{e.case_id}: {e.message}" if e.case_id else e.message
+        else:
+            try:
+                Case.model_validate(plain)
+            except ValidationError as e:
+                p = first_problem(e, Case, data=obj)
+                return f"{p.loc}: {p.msg}" if p.loc else p.msg
+            problem = self._place_quotes(obj)
+            if problem:
+                return problem
+            cases = [Case.model_validate({k: v for k, v in obj.items() if k not in NOTES})]
+        for case in cases:
+            _, found = _locate_case(case, self.corpus, 90.0)
+            where = f"{case.id}: " if case.conversation is not None else ""
+            if found is not None:
+                return where + str(getattr(found, "reason", found))
+            if case.answerable and not case.evidence and not any(
+                    n.from_turn for n in case.nuggets):
+                return where + "an answerable case needs evidence"
+        return None
+
+    def _place_quotes(self, obj: dict[str, Any]) -> str | None:
+        """Offsets of each edited quote found again in its document (a problem: None)."""
         for i, ev in enumerate(obj.get("evidence") or []):
-            doc = self.corpus.get(ev.get("doc_id"))
+            doc = self.corpus.get(str(ev.get("doc_id"))) if isinstance(ev, dict) else None
             if doc is None or not ev.get("quote"):
                 continue
             if doc.text[ev.get("start") or 0:ev.get("end") or 0] != ev["quote"]:
@@ -188,12 +231,6 @@ class Review:
                 if loc is None:
                     return f"evidence {i}: quote not found in document '{doc.doc_id}'"
                 ev["start"], ev["end"] = loc.start, loc.end
-        case = Case.model_validate({k: v for k, v in obj.items() if k not in NOTES})
-        _, problem = _locate_case(case, self.corpus, 90.0)
-        if problem is not None:
-            return str(getattr(problem, "reason", problem))
-        if case.answerable and not case.evidence:
-            return "an answerable case needs evidence"
         return None
 
     def edit(self, d: dict[str, Any]) -> bool:

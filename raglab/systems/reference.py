@@ -29,9 +29,9 @@ class ReferenceSystemCfg(Strict):
     name: Literal["reference"]
     enforce_acl: bool = True
     # a conversation's turn (docs/conversations.md): the earlier user messages put before
-    # the question to retrieve and generate with: all of them, the last one, or none (the
+    # the question to retrieve and generate with: the last one, all of them, or none (the
     # history ignored)
-    history: Literal["all", "last", "none"] = "all"
+    history: Literal["last", "all", "none"] = "last"
 
 
 def with_history(req: SystemRequest, mode: str) -> str:
