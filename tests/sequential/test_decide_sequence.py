@@ -41,13 +41,40 @@ def test_interval_checks_read_the_sequence_and_the_record_says_settled_after():
     assert results[0]["ci_low"] < -0.05 + 0.03
 
 
-def test_failures_that_do_not_rest_on_the_interval_stay():
+def test_a_bound_on_the_mean_reads_its_own_sequence_and_not_comparable_stays():
     base, cand = _run(300, 1.0, 0.6), _run(100, 1.0, 0.6, SUMMARY)
     results = [_result(0, "fail", "not comparable (metric versions differ)", 1.0),
                _result(1, "fail", "candidate 0.6 > 0.5", 0.6)]
     on_sequence(results, GATES, base, cand)
     assert [r["status"] for r in results] == ["fail", "fail"]
-    assert results[1]["reason"] == "candidate 0.6 > 0.5"
+    assert results[0]["reason"] == "not comparable (metric versions differ)"
+    # the rise by interval passes, the mean's sequence lies wholly above max 0.5
+    reason = results[1]["reason"]
+    assert "confidence sequence of the candidate's mean" in reason
+    assert "fail settled after" in reason and "pass settled after 96" in reason
+
+
+NOT_WORSE = GateSet.model_validate({"gates": [
+    {"metric": "faithfulness", "rule": "not_worse"},
+    {"metric": "faithfulness", "rule": "not_worse", "margin": 0.05}]})
+
+
+def test_not_worse_fails_on_the_sequence_and_an_open_one_is_not_shown_worse():
+    base = _run(300, 1.0, 0.0)
+    # identical: margin 0 is never settled (the sequence keeps 0): not shown worse; margin
+    # 0.05 passes once the sequence lies above -0.05, at Bonferroni alpha / 2: K+ reaches
+    # 2 / (alpha / 2) = 80 after ceil(log 80 / log(1 + 0.75 * 0.025 / 0.475)) = 114 cases
+    cand = _run(150, 1.0, 0.0, SUMMARY)
+    results = [_result(0, "pass", "", 1.0), _result(1, "pass", "", 1.0)]
+    on_sequence(results, NOT_WORSE, base, cand)
+    assert [r["status"] for r in results] == ["pass", "pass"]
+    assert "does not show it worse" in results[0]["reason"]
+    assert "pass settled after 114 of 150" in results[1]["reason"]
+    # every case lost: shown worse
+    lost = _run(100, 0.0, 0.0, SUMMARY)
+    results = [_result(0, "pass", "", 0.0), _result(1, "pass", "", 0.0)]
+    on_sequence(results, NOT_WORSE, base, lost)
+    assert [r["status"] for r in results] == ["fail", "fail"]
 
 
 def test_words_of_a_run_that_was_not_settled():
