@@ -45,8 +45,8 @@ def rows(section: Mapping[str, Any]) -> list[list[str]]:
 
 NOTE = ("The run took its cases in a seeded order, a batch at a time, and stopped when "
         "every check was settled or every case was run; each check reads an anytime-valid "
-        "confidence sequence (valid however the number of cases was chosen). `raglab "
-        "decide` on this run reads the same sequences.")
+        "confidence sequence (valid however the number of cases was chosen). raglab "
+        "decide on this run reads the same sequences.")
 
 
 def markdown(section: Mapping[str, Any] | None, table: Any, escape: Any) -> list[str]:
