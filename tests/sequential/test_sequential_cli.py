@@ -1,5 +1,5 @@
 """A sequential run through the CLI on replayed pairs: it takes its cases in a seeded
-order, in batches, stops once every interval check is settled (records only for the cases
+order, in batches, stops once every check is settled (records only for the cases
 run; metrics.json says so), and ``raglab decide`` reads the confidence sequence."""
 
 from __future__ import annotations
