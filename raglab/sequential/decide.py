@@ -8,10 +8,11 @@ its confidence sequence, in the order the cases were run (``records.jsonl`` orde
 the gate set's alpha (``not_worse`` checks sharing it), its bets tuned as the run tuned
 them (the run's ``checks``' ``bet_target``), the cases weighed as the run weighed them. A
 gate with several checks (a bound on the mean and on the change by interval) fails when
-one fails and passes when all pass. A check still open when every case was run is what
-the fixed-n rule says (``not_worse``: not shown worse; a bound on the mean: the fact of
-the full run). A check that is n/a or not comparable (metric versions differ) keeps its
-fixed-n result, as do ``estimator: ppi`` gates.
+one fails and passes when all pass. A ``not_worse`` check still open passes (not shown
+worse, as under the fixed-n rule); a bound on the mean still open when every case was run
+is the fact of the full run (the candidate's mean), else inconclusive. A check that is
+n/a or not comparable (metric versions differ) keeps its fixed-n result, as do
+``estimator: ppi`` gates.
 """
 
 from __future__ import annotations
@@ -73,12 +74,13 @@ def _part(check: Check, st: Settled, result: Mapping[str, Any], every_case: bool
 
 
 def _targets(checks: Sequence[Check], summary: Mapping[str, Any]) -> list[float | None]:
-    """Each check's bet target as the run recorded it (None: not recorded, or a check the
-    run's gate set did not have: the untuned bets, valid all the same)."""
+    """Each check's bet target as the run recorded it, by gate index, kind and slice
+    (None: not recorded, as by a run of another gate set: the untuned bets, valid all the
+    same)."""
     recorded = {}
     for c in summary.get("checks") or []:
         where = c.get("slice")
-        key = (c.get("gate"), c.get("on", "delta"),
+        key = (c.get("index"), c.get("on", "delta"),
                None if where is None else (where.get("key"), where.get("value")))
         recorded[key] = c.get("bet_target")
     return [recorded.get(ch.key()) for ch in checks]

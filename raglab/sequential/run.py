@@ -72,8 +72,8 @@ class Check:
     share: float = 1.0
     open_as: str = "inconclusive"
 
-    def key(self) -> tuple[str, str, Any]:
-        return self.gate.title(), self.kind, self.slice
+    def key(self) -> tuple[int, str, Any]:
+        return self.index, self.kind, self.slice
 
 
 def _refusal(gate: Gate, i: int, name: str) -> str | None:
@@ -262,7 +262,8 @@ class Sequential:
             "gates": self.gates_name, "alpha": self.gates.alpha,
             "weighted": any(float(r.get("weight", 1.0)) != 1.0
                             for r in self.baseline.values()),
-            "checks": [{"gate": ch.gate.title(), "metric": ch.gate.metric, "on": ch.kind,
+            "checks": [{"gate": ch.gate.title(), "index": ch.index, "metric": ch.gate.metric,
+                        "on": ch.kind,
                         "slice": None if ch.slice is None else
                         {"key": ch.slice[0], "value": ch.slice[1]},
                         "status": r.status, "settled_at": r.at, "n": r.n,

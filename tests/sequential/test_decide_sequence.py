@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
+
 from raglab.compare.gates import GateSet
 from raglab.sequential.decide import on_sequence, words
 
@@ -80,3 +82,27 @@ def test_not_worse_fails_on_the_sequence_and_an_open_one_is_not_shown_worse():
 def test_words_of_a_run_that_was_not_settled():
     assert words({"cases_run": 300, "cases_total": 300, "stopped_because": "every case run"}
                  ) == "not settled before every case was run (300 of 300 cases)"
+
+
+def test_decide_tunes_the_bets_as_the_run_recorded_them():
+    # 30 of 300 cases lost: the bets tuned to 150 (as the run recorded) show the breach
+    # at case 218; the untuned bets (a summary without bet_target) never do
+    lost = np.random.default_rng(0).permutation(np.r_[np.ones(30), np.zeros(270)])
+    base = _run(300, 1.0, 0.0)
+    rows = [{**r, "metrics": {"faithfulness": 1.0 - lost[i], "false_answer_rate": 0.0}}
+            for i, r in enumerate(base.records)]
+    by = {x["case_id"]: x for x in rows}
+    summary = {**SUMMARY, "cases_run": 300, "stopped_because": "every case run"}
+    tuned = {**summary, "checks": [{"index": 0, "on": "delta", "slice": None,
+                                    "bet_target": 150.0}]}
+    gates = GateSet.model_validate({"gates": [GATES.gates[0].model_dump()]})
+    out = {}
+    for name, s in (("tuned", tuned), ("untuned", summary)):
+        cand = SimpleNamespace(records=rows, by_id=lambda: by, run_dir="cand",
+                               metrics={"sequential": s})
+        results = [_result(0, "fail", "CI ...", 0.9, n=300)]
+        on_sequence(results, gates, base, cand)
+        out[name] = results[0]
+    assert out["tuned"]["status"] == "fail"
+    assert "fail settled after 218 of 300 paired cases" in out["tuned"]["reason"]
+    assert out["untuned"]["status"] == "inconclusive"
