@@ -106,3 +106,25 @@ def test_decide_tunes_the_bets_as_the_run_recorded_them():
     assert out["tuned"]["status"] == "fail"
     assert "fail settled after 218 of 300 paired cases" in out["tuned"]["reason"]
     assert out["untuned"]["status"] == "inconclusive"
+
+
+def test_decide_weighs_the_cases_as_the_baseline_does():
+    # 60 of 300 cases lost, each weighing 0 in the baseline (the rest weigh 2): the
+    # weighted mean difference is 0 and the check passes; unweighted, the loss is shown
+    lost = np.random.default_rng(1).permutation(np.r_[np.ones(60), np.zeros(240)])
+    base = _run(300, 1.0, 0.0)
+    out = {}
+    for name, weighted in (("weighted", True), ("unweighted", False)):
+        brows = [{**r, "weight": 0.0 if lost[i] else 2.0} if weighted else r
+                 for i, r in enumerate(base.records)]
+        bby = {x["case_id"]: x for x in brows}
+        b = SimpleNamespace(records=brows, by_id=lambda bby=bby: bby, run_dir="base")
+        rows = [{**r, "metrics": {"faithfulness": 1.0 - lost[i], "false_answer_rate": 0.0}}
+                for i, r in enumerate(base.records)]
+        by = {x["case_id"]: x for x in rows}
+        cand = SimpleNamespace(records=rows, by_id=lambda by=by: by, run_dir="cand",
+                               metrics={"sequential": SUMMARY})
+        results = [_result(0, "inconclusive", "CI ...", 0.8, n=300)]
+        on_sequence(results, GATES, b, cand)
+        out[name] = results[0]["status"]
+    assert out == {"weighted": "pass", "unweighted": "fail"}
