@@ -87,11 +87,12 @@ def _targets(checks: Sequence[Check], summary: Mapping[str, Any]) -> list[float 
 
 
 def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, base: Any,
-                cand: Any) -> str:
+                cand: Any, name: str = "gates") -> str:
     """Decide ``results``' checks (evaluate_gates' results, changed in place) on their
-    confidence sequences; returns the record's line on the sequential run."""
+    confidence sequences; returns the record's line on the sequential run. A gate that
+    cannot be read on a sequence is a UserError naming it (``name``: ``gates=NAME``)."""
     summary = cand.metrics["sequential"]
-    checks = seq.checks_of(gates, base.records)
+    checks = seq.checks_of(gates, base.records, name)
     order = [r["case_id"] for r in cand.records]
     settled = seq.settle_checks(checks, order, cand.by_id(), base.by_id(), gates.alpha,
                             str(base.run_dir), interval=True,

@@ -82,8 +82,8 @@ def _refusal(gate: Gate, i: int, name: str) -> str | None:
     what = f"{name}: gate {i + 1} ({gate.title()})"
     if kind not in BOUNDED:
         return (f"{what} reads {gate.metric}, whose values are not in [0, 1] ({kind}): a "
-                "betting confidence sequence needs bounded values; leave it out of the "
-                "sequential gate set")
+                "betting confidence sequence needs bounded values, so a sequential run "
+                "cannot settle it; leave it out of the gate set")
     if gate.rule == "bound" and gate.by == "estimate" and (
             gate.max_increase is not None or gate.max_decrease is not None):
         return (f"{what} bounds a change by its estimate, which has no anytime-valid form "

@@ -6,8 +6,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from raglab.compare.gates import GateSet
+from raglab.errors import UserError
 from raglab.sequential.decide import on_sequence, words
 
 GATES = GateSet.model_validate({"gates": [
@@ -128,3 +130,13 @@ def test_decide_weighs_the_cases_as_the_baseline_does():
         on_sequence(results, GATES, b, cand)
         out[name] = results[0]["status"]
     assert out == {"weighted": "pass", "unweighted": "fail"}
+
+
+def test_a_gate_a_sequence_cannot_read_is_refused_naming_it():
+    gates = GateSet.model_validate({"gates": [
+        {"metric": "faithfulness", "rule": "non_inferior", "margin": 0.05},
+        {"metric": "latency_ms.total", "rule": "bound", "max": 2000}]})
+    with pytest.raises(UserError, match=r"^gates=mine: gate 2 \(latency_ms.total bound\) "
+                                        r"reads latency_ms.total, whose values are not in"):
+        on_sequence([], gates, _run(10, 1.0, 0.0), _run(10, 1.0, 0.0, SUMMARY),
+                    "gates=mine")
