@@ -110,10 +110,11 @@ class SequentialCfg(Strict):
 
     against: str | None = Field(None, description=(
         "a baseline run (directory or MLflow run id) graded on the same cases: the run takes "
-        "its cases in a seeded order, in batches, and stops once every interval check of "
-        "`gates` is settled on a confidence sequence (null: off, every case is run)"))
+        "its cases in a seeded order, in batches, and stops once every check of `gates` is "
+        "settled on a confidence sequence (null: off, every case is run)"))
     gates: str = Field("default", min_length=1, description=(
-        "the gate set whose interval checks (non_inferior; bound by interval) settle the run"))
+        "the gate set whose checks settle the run (gates on metrics in [0, 1]; the shipped "
+        "default set's latency and cost budgets are refused)"))
     batch: StrictInt = Field(20, ge=1, le=100_000, description=(
         "cases generated and graded between two looks at the confidence sequences"))
     seed: StrictInt = Field(0, ge=0, description="the seed of the order the cases are run in")

@@ -153,7 +153,7 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     if sequential:
         from raglab.sequential.decide import on_sequence
 
-        seq_line = on_sequence(results, gates, base, cand)
+        seq_line = on_sequence(results, gates, base, cand, f"gates={name_of_set}")
     results += calibration_checks(gates, results, comp.calibration,
                                   comp.versions.get("candidate"))
     date = datetime.date.today().isoformat()

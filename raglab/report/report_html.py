@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from raglab.data.io import atomic_write_text
-from raglab.report import human_scale
+from raglab.report import human_scale, sequential_run
 from raglab.report.summary import (
     FALLBACK_TITLE,
     arrow,
@@ -82,6 +82,8 @@ def run_report_html(title: str, metrics: Mapping[str, Any], cfg: Mapping[str, An
             *([f"<p>weighted: every mean weighs the cases (effective sample size "
                f"{metrics.get('n_eff', 0):.1f} of {fmt(metrics.get('n_cases'))})</p>"]
               if metrics.get("weighted") else []),
+            *([f"<p>{escape(sequential_run.headline(metrics['sequential']))}</p>"]
+              if metrics.get("sequential") else []),
             "<h2>Configuration</h2>"]
     outline = config_outline(cfg)
     if outline:
@@ -102,6 +104,7 @@ def run_report_html(title: str, metrics: Mapping[str, Any], cfg: Mapping[str, An
         body.append("<p>(no headline metric in this run)</p>")
     body += _diagnosis(metrics.get("diagnoses"))
     body += human_scale.html(metrics.get("ppi"), table)
+    body += sequential_run.html(metrics.get("sequential"), table)
     for p in plots:
         body.append(f"<h2>{'Evidence recall by cutoff' if 'recall' in p.stem else 'Slices'}"
                     "</h2>")

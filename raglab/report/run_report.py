@@ -24,7 +24,7 @@ from raglab.data.io import (
 )
 from raglab.errors import UserError
 from raglab.metrics.catalog import STAGES, spec_of
-from raglab.report import human_scale
+from raglab.report import human_scale, sequential_run
 from raglab.report.format import fmt, num
 from raglab.report.summary import (
     FALLBACK_TITLE,
@@ -121,6 +121,8 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
     if m.get("weighted"):
         lines.append(f"- weighted: every mean weighs the cases (effective sample size "
                      f"{m.get('n_eff', 0):.1f} of {fmt(m.get('n_cases'))})")
+    if m.get("sequential"):
+        lines.append(f"- {_md_escape(sequential_run.headline(m['sequential']))}")
     lines.append("")
     head = _headline_names(overall, cfg)
     lines += ["## Headline metrics", ""]
@@ -130,6 +132,7 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
     lines += [""]
     lines += _diagnosis_lines(m.get("diagnoses"))
     lines += human_scale.markdown(m.get("ppi"), _table, _md_escape)
+    lines += sequential_run.markdown(m.get("sequential"), _table, _md_escape)
     if plots:
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots] + [""]
     versions = m.get("metric_versions") or {}

@@ -1,13 +1,18 @@
-"""``raglab decide`` on a sequential run: its interval checks read the confidence sequence.
+"""``raglab decide`` on a sequential run: its checks read the confidence sequences.
 
 A run that stopped once its checks were settled (``metrics.json`` ``sequential``) chose
-its number of cases by looking at the data; a fixed-n interval on those cases would not
-hold its level. Each interval check (raglab.sequential.run.checks_of) is decided instead
-on the confidence sequence of its paired differences, in the order the cases were run
-(``records.jsonl`` order), at the gate set's alpha; its interval in the record is the
-sequence's. The other checks keep their fixed-n rules on the cases run, and so does an
-interval check that fails on something other than its interval (metric versions that
-differ; a ``bound``'s absolute ``max``/``min`` on the candidate's mean).
+its number of cases by looking at the data; a fixed-n interval or test on those cases
+would not hold its level. Each check of raglab.sequential.run.checks_of (interval checks,
+``not_worse``, a ``bound``'s ``max``/``min`` on the candidate's mean) is decided instead on
+its confidence sequence, in the order the cases were run (``records.jsonl`` order), at
+the gate set's alpha (``not_worse`` checks sharing it), its bets tuned as the run tuned
+them (the run's ``checks``' ``bet_target``), the cases weighed as the run weighed them. A
+gate with several checks (a bound on the mean and on the change by interval) fails when
+one fails and passes when all pass. A ``not_worse`` check still open passes (not shown
+worse, as under the fixed-n rule); a bound on the mean still open when every case was run
+is the fact of the full run (the candidate's mean), else inconclusive. A check that is
+n/a or not comparable (metric versions differ) keeps its fixed-n result, as do
+``estimator: ppi`` gates.
 """
 
 from __future__ import annotations
@@ -15,56 +20,101 @@ from __future__ import annotations
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
-from raglab.compare.gates import GateSet
-from raglab.sequential.run import SETTLED, Check, checks_of, settle_checks
+from raglab.compare.gates import FAIL, INCONCLUSIVE, PASS, GateSet
+from raglab.sequential import run as seq
+from raglab.sequential.run import Check
+from raglab.sequential.settle import Settled
 
 
-def _on_data(result: Mapping[str, Any], check: Check) -> bool:
-    """Whether a check's fixed-n outcome rests on its interval, and so is replaced: not
-    when it is n/a, has no paired case, is not comparable (metric versions differ), or
-    fails a ``bound``'s absolute ``max``/``min`` on the candidate's mean."""
-    if result["status"] == "n/a" or not result.get("n"):
+def _on_data(result: Mapping[str, Any], checks: Sequence[Check]) -> bool:
+    """Whether a result is replaced by its sequences: not when it is n/a, not comparable
+    (metric versions differ), or has no paired case for a check on the change."""
+    if result["status"] == "n/a":
         return False
     if str(result.get("reason", "")).startswith("not comparable"):
         return False
-    gate, cand = check.gate, result.get("candidate")
-    if gate.rule == "bound" and cand is not None and (
-            (gate.max is not None and not cand <= gate.max)
-            or (gate.min is not None and not cand >= gate.min)):
-        return False
-    return True
+    return bool(result.get("n")) or all(c.kind == "mean" for c in checks)
 
 
 def words(summary: Mapping[str, Any]) -> str:
     """"settled after N of M cases" (or "not settled: every case run")."""
     n, m = summary.get("cases_run"), summary.get("cases_total")
-    if summary.get("stopped_because") == SETTLED:
+    if summary.get("stopped_because") == seq.SETTLED:
         return f"settled after {n} of {m} cases"
     return f"not settled before every case was run ({n} of {m} cases)"
 
 
+def _fact(check: Check, result: Mapping[str, Any]) -> str:
+    """A bound on the mean left open after every case: the candidate's mean itself."""
+    cand, gate = result.get("candidate"), check.gate
+    if cand is None:
+        return FAIL
+    ok = (gate.max is None or cand <= gate.max) and (gate.min is None or cand >= gate.min)
+    return PASS if ok else FAIL
+
+
+def _part(check: Check, st: Settled, result: Mapping[str, Any], every_case: bool
+          ) -> tuple[str, str]:
+    """One check's status and words."""
+    low, high = seq.on_scale(check, st.low), seq.on_scale(check, st.high)
+    what = "the candidate's mean" if check.kind == "mean" else "delta"
+    fmt = "+.3g" if check.kind == "delta" else ".3g"
+    words_ = f"confidence sequence of {what} ({low:{fmt}}, {high:{fmt}})"
+    if st.status != INCONCLUSIVE:
+        unit = "paired cases" if check.kind == "delta" else "cases"
+        return st.status, f"{words_}: {st.status} settled after {st.at} of {st.n} {unit}"
+    if check.open_as == "pass":
+        return PASS, f"{words_} after {st.n} paired cases does not show it worse"
+    if check.open_as == "fact" and every_case:
+        status = _fact(check, result)
+        return status, (f"{words_} left it open; every case was run, and the candidate's "
+                        f"mean {result.get('candidate')} is a {status} on its own")
+    return INCONCLUSIVE, f"{words_} after {st.n} cases neither shows the requirement nor " \
+                         "its breach"
+
+
+def _targets(checks: Sequence[Check], summary: Mapping[str, Any]) -> list[float | None]:
+    """Each check's bet target as the run recorded it, by gate index, kind and slice
+    (None: not recorded, as by a run of another gate set: the untuned bets, valid all the
+    same)."""
+    recorded = {}
+    for c in summary.get("checks") or []:
+        where = c.get("slice")
+        key = (c.get("index"), c.get("on", "delta"),
+               None if where is None else (where.get("key"), where.get("value")))
+        recorded[key] = c.get("bet_target")
+    return [recorded.get(ch.key()) for ch in checks]
+
+
 def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, base: Any,
-                cand: Any) -> str:
-    """Decide ``results``' interval checks (evaluate_gates' results, changed in place) on
-    the confidence sequence; returns the record's line on the sequential run."""
+                cand: Any, name: str = "gates") -> str:
+    """Decide ``results``' checks (evaluate_gates' results, changed in place) on their
+    confidence sequences; returns the record's line on the sequential run. A gate that
+    cannot be read on a sequence is a UserError naming it (``name``: ``gates=NAME``)."""
     summary = cand.metrics["sequential"]
-    checks = checks_of(gates, base.records)
+    checks = seq.checks_of(gates, base.records, name)
     order = [r["case_id"] for r in cand.records]
-    settled = settle_checks(checks, order, cand.by_id(), base.by_id(), gates.alpha,
-                            str(base.run_dir), interval=True)
-    for ch, st in zip(checks, settled):
-        where = None if ch.slice is None else {"key": ch.slice[0], "value": ch.slice[1]}
-        for r in results:
-            if r.get("index") != ch.index or r.get("slice") != where or not _on_data(r, ch):
-                continue
-            # open: its ends are the nearest values it excludes (raglab.sequential.cs)
-            seq = f"confidence sequence ({st.low:+.3g}, {st.high:+.3g})"
-            if st.status == "inconclusive":
-                why = f"{seq} after {st.n} paired cases neither shows the requirement nor " \
-                      "its breach"
-            else:
-                why = f"{seq}: {st.status} settled after {st.at} of {st.n} paired cases"
-            r.update(status=st.status, ci_low=st.low, ci_high=st.high, cases_needed=None,
-                     settles_as=None, reason=f"{why} (anytime-valid, sequential run)")
+    settled = seq.settle_checks(checks, order, cand.by_id(), base.by_id(), gates.alpha,
+                            str(base.run_dir), interval=True,
+                            targets=_targets(checks, summary),
+                            scale=seq.weight_scale(base.records))
+    every_case = summary.get("stopped_because") == seq.ALL_RUN
+    for r in results:
+        mine = [(ch, st) for ch, st in zip(checks, settled) if ch.index == r.get("index")
+                and r.get("slice") == (None if ch.slice is None else
+                                       {"key": ch.slice[0], "value": ch.slice[1]})]
+        if not mine or not _on_data(r, [ch for ch, _ in mine]):
+            continue
+        parts = [_part(ch, st, r, every_case) for ch, st in mine]
+        statuses = [s for s, _ in parts]
+        status = FAIL if FAIL in statuses else PASS if all(s == PASS for s in statuses) \
+            else INCONCLUSIVE
+        update: dict[str, Any] = {"status": status, "cases_needed": None, "settles_as": None,
+                                  "reason": "; ".join(w for _, w in parts)
+                                  + " (anytime-valid, sequential run)"}
+        delta = [(ch, st) for ch, st in mine if ch.kind == "delta"]
+        if delta and delta[0][0].gate.rule != "not_worse":
+            update.update(ci_low=delta[0][1].low, ci_high=delta[0][1].high)
+        r.update(update)
     return f"sequential run ({summary.get('gates')}, seed {summary.get('seed')}): " \
-           f"{words(summary)}; interval checks read its confidence sequences"
+           f"{words(summary)}; its checks read their confidence sequences"

@@ -1,13 +1,31 @@
 """The run side of sequential decisions: the seeded order of the cases, the checks a run
 settles as it goes, and the ``sequential`` section of its ``metrics.json``.
 
-The checks are the interval checks of a gate set (raglab.compare.settling.conditions_of:
-``non_inferior``; a ``bound`` on a change ``by: interval``), overall and on each critical
-slice, read on the paired differences ``candidate - baseline`` of the cases run so far, in
-the order they were run, against the baseline run's records (cases where the metric
-applies in both runs). Their metrics must lie in ``[0, 1]`` (pass/fail and share metrics).
-Other checks (``not_worse``; bounds on a mean) do not hold a run back: ``raglab decide``
-reads them on the cases run.
+The checks of a gate set (:func:`checks_of`), overall and on each critical slice:
+
+- interval checks (raglab.compare.settling.conditions_of: ``non_inferior``; a ``bound`` on
+  a change ``by: interval``) on the paired differences ``candidate - baseline``;
+- ``not_worse``: its one-sided test of harm beyond the margin made anytime-valid: it fails
+  once the sequence of the paired differences lies wholly beyond the margin, and can no
+  longer fail (pass) once it lies wholly on the good side (the sequence only narrows); the
+  checks share the gate set's ``alpha`` equally (Bonferroni, where the fixed-n rule uses
+  Holm); one that never settles passes (not shown worse), as the fixed-n rule does;
+- a ``bound``'s ``max``/``min`` on the candidate's mean: the one-sample sequence of the
+  candidate's values (``2 v - 1`` fed to the paired one, so a value ``v`` in ``[0, 1]``
+  and a mean ``m`` map to ``2 v - 1`` and ``2 m - 1``): pass once it lies within the
+  bound, fail once wholly beyond; one left open when every case was run is the fact of the
+  full run, as the fixed-n rule reads it.
+
+All read the cases run so far in the order they were run (the baseline's records for the
+differences: cases where the metric applies in both runs). Their metrics must lie in
+``[0, 1]`` (pass/fail and share metrics): a gate on another kind (latency, cost, counts,
+ranks) has no bounded values to bet on, and a change bounded ``by: estimate`` has no
+interval; either is refused in a sequential gate set (one line naming the gate).
+
+The bets are tuned to each check's size (raglab.sequential.cs ``target``): half the
+baseline's cases of the run where the check's metric applies (in its slice), fixed before
+the first case. Cases weigh what their baseline records weigh, divided by the largest
+weight of the baseline run (also fixed before the first case).
 """
 
 from __future__ import annotations
@@ -22,11 +40,14 @@ from raglab.compare.gates import Gate, GateSet
 from raglab.compare.settling import conditions_of
 from raglab.errors import UserError
 from raglab.metrics.aggregate import slice_keys
+from raglab.metrics.catalog import spec_of
 from raglab.sequential.settle import Settled, all_settled, settle
 from raglab.stats.settle import Condition
 
 SETTLED = "every check settled"
 ALL_RUN = "every case run"
+#: the kinds of metric whose per-case values lie in [0, 1]
+BOUNDED = ("share", "binary")
 
 
 def ordered(case_ids: Sequence[str], seed: int) -> list[str]:
@@ -38,24 +59,53 @@ def ordered(case_ids: Sequence[str], seed: int) -> list[str]:
 
 @dataclass(frozen=True)
 class Check:
-    """One interval check: gate ``index`` of the set, its ``metric``, ``slice`` (None:
-    overall) and conditions."""
+    """One check: gate ``index`` of the set, its ``slice`` (None: overall) and conditions
+    on ``delta`` (``kind`` ``delta``) or on ``2 m - 1`` of the candidate's mean ``m``
+    (``mean``); ``share``: its part of the gate set's alpha; ``open_as``: what a check
+    still open at the end is (``inconclusive``; ``pass`` for not_worse; ``fact`` for a
+    bound on the mean: the fixed-n rule on the cases run)."""
     index: int
     gate: Gate
     slice: tuple[str, str] | None
     conditions: tuple[Condition, ...]
+    kind: str = "delta"
+    share: float = 1.0
+    open_as: str = "inconclusive"
+
+    def key(self) -> tuple[int, str, Any]:
+        return self.index, self.kind, self.slice
 
 
-def checks_of(gates: GateSet, rows: Iterable[Mapping[str, Any]]) -> list[Check]:
-    """The interval checks of ``gates``: each overall, and (``slices: critical``) on each
-    critical slice, ``{key}`` alone expanded to the values the ``rows`` (baseline records)
-    have."""
+def _refusal(gate: Gate, i: int, name: str) -> str | None:
+    spec = spec_of(gate.metric)
+    kind = spec.kind if spec is not None else "?"
+    what = f"{name}: gate {i + 1} ({gate.title()})"
+    if kind not in BOUNDED:
+        return (f"{what} reads {gate.metric}, whose values are not in [0, 1] ({kind}): a "
+                "betting confidence sequence needs bounded values, so a sequential run "
+                "cannot settle it; leave it out of the gate set")
+    if gate.rule == "bound" and gate.by == "estimate" and (
+            gate.max_increase is not None or gate.max_decrease is not None):
+        return (f"{what} bounds a change by its estimate, which has no anytime-valid form "
+                "after a stop chosen by the data; use by: interval")
+    return None
+
+
+def checks_of(gates: GateSet, rows: Iterable[Mapping[str, Any]], name: str = "gates"
+              ) -> list[Check]:
+    """The checks of ``gates`` (module docstring): each overall, and (``slices:
+    critical``) on each critical slice, ``{key}`` alone expanded to the values the
+    ``rows`` (baseline records) have. A gate that cannot be made sequential is a UserError
+    naming it (``name``: the gate set's setting). ``estimator: ppi`` gates are left to the
+    fixed-n rule."""
     rows = list(rows)
-    out = []
+    out: list[Check] = []
     for i, gate in enumerate(gates.gates):
-        conds = tuple(conditions_of(gate))
-        if not conds or gate.estimator == "ppi":
+        if gate.estimator == "ppi":
             continue
+        refused = _refusal(gate, i, name)
+        if refused:
+            raise UserError(refused)
         targets: list[tuple[str, str] | None] = [None]
         if gate.slices == "critical":
             for ref in gates.critical_slices:
@@ -65,16 +115,41 @@ def checks_of(gates: GateSet, rows: Iterable[Mapping[str, Any]]) -> list[Check]:
                     values = sorted({k[ref.key] for r in rows
                                      if ref.key in (k := slice_keys(r))})
                     targets += [(ref.key, v) for v in values]
-        out += [Check(i, gate, t, conds) for t in dict.fromkeys(targets)]
-    return out
+        kinds: list[tuple[str, tuple[Condition, ...], str]] = []
+        if conds := tuple(conditions_of(gate)):
+            kinds.append(("delta", conds, "inconclusive"))
+        if gate.rule == "not_worse":
+            margin = gate.margin or 0.0
+            kinds.append(("delta", (Condition("above", -margin) if gate.direction == "higher"
+                                    else Condition("below", margin),), "pass"))
+        mean = [Condition("below", 2 * gate.max - 1, strict=False)] if gate.max is not None \
+            else []
+        if gate.min is not None:
+            mean.append(Condition("above", 2 * gate.min - 1, strict=False))
+        if mean:
+            kinds.append(("mean", tuple(mean), "fact"))
+        out += [Check(i, gate, t, c, k, 1.0, o) for t in dict.fromkeys(targets)
+                for k, c, o in kinds]
+    harm = sum(1 for c in out if c.gate.rule == "not_worse")
+    return [Check(c.index, c.gate, c.slice, c.conditions, c.kind, 1.0 / harm, c.open_as)
+            if c.gate.rule == "not_worse" else c for c in out]
+
+
+def weight_scale(rows: Iterable[Mapping[str, Any]]) -> float:
+    """The largest weight of the baseline's records (1 where absent): the constant each
+    case's weight is divided by."""
+    return max((float(r.get("weight", 1.0)) for r in rows), default=1.0) or 1.0
 
 
 def differences(check: Check, order: Sequence[str], candidate: Mapping[str, Mapping],
-                baseline: Mapping[str, Mapping], source: str) -> list[float]:
-    """``candidate - baseline`` of the check's metric on the cases of ``order`` that both
-    runs have, in its slice, where the metric applies in both; a value outside ``[0, 1]``
-    is a UserError (``source``: the baseline run)."""
-    out = []
+                baseline: Mapping[str, Mapping], source: str, scale: float = 1.0
+                ) -> tuple[list[float], list[float] | None]:
+    """The check's values on the cases of ``order`` that the runs have, in its slice,
+    where its metric applies (``delta``: ``candidate - baseline``, in both runs; ``mean``:
+    ``2 v - 1`` of the candidate's value ``v``), and their weights (the baseline's
+    divided by ``scale``; None when all are 1); a value outside ``[0, 1]`` is a UserError
+    (``source``: the baseline run)."""
+    out, weights = [], []
     m = check.gate.metric
     for cid in order:
         c, b = candidate.get(cid), baseline.get(cid)
@@ -83,26 +158,59 @@ def differences(check: Check, order: Sequence[str], candidate: Mapping[str, Mapp
         if check.slice is not None and slice_keys(c).get(check.slice[0]) != check.slice[1]:
             continue
         vc, vb = (c.get("metrics") or {}).get(m), (b.get("metrics") or {}).get(m)
-        if vc is None or vb is None:
+        if vc is None or (vb is None and check.kind == "delta"):
             continue
-        if not (0.0 <= vc <= 1.0 and 0.0 <= vb <= 1.0):
+        bad = next((v for v in (vc, vb) if v is not None and not 0.0 <= v <= 1.0), None)
+        if bad is not None:
             raise UserError(f"sequential decisions need metrics in [0, 1]; {m} of case {cid} "
-                            f"is {vc if not 0.0 <= vc <= 1.0 else vb}", file=source)
-        out.append(float(vc) - float(vb))
-    return out
+                            f"is {bad}", file=source)
+        out.append(2.0 * float(vc) - 1.0 if vb is None or check.kind == "mean"
+                   else float(vc) - float(vb))
+        weights.append(float(b.get("weight", 1.0)) / scale)
+    return out, None if all(w == 1.0 for w in weights) else weights
+
+
+def bet_target(check: Check, order: Sequence[str], baseline: Mapping[str, Mapping]
+               ) -> float:
+    """Half the baseline's cases of ``order`` in the check's slice where its metric
+    applies (at least 1): the size the check's bets are tuned to, known before the run."""
+    n = 0
+    for cid in order:
+        b = baseline.get(cid)
+        if b is None or (b.get("metrics") or {}).get(check.gate.metric) is None:
+            continue
+        if check.slice is None or slice_keys(b).get(check.slice[0]) == check.slice[1]:
+            n += 1
+    return max(n / 2.0, 1.0)
 
 
 def settle_checks(checks: Sequence[Check], order: Sequence[str],
                   candidate: Mapping[str, Mapping], baseline: Mapping[str, Mapping],
-                  alpha: float, source: str, interval: bool = False) -> list[Settled]:
-    """Each check settled (raglab.sequential.settle) on the cases run so far."""
-    return [settle(differences(ch, order, candidate, baseline, source), ch.conditions, alpha,
-                   interval=interval) for ch in checks]
+                  alpha: float, source: str, interval: bool = False,
+                  targets: Sequence[float | None] | None = None, scale: float = 1.0
+                  ) -> list[Settled]:
+    """Each check settled (raglab.sequential.settle) on the cases run so far, at its share
+    of ``alpha``, its bets tuned to its ``targets`` entry (None: not tuned)."""
+    out = []
+    for j, ch in enumerate(checks):
+        d, w = differences(ch, order, candidate, baseline, source, scale)
+        out.append(settle(d, ch.conditions, alpha * ch.share, interval=interval,
+                          target=None if targets is None else targets[j], weights=w))
+    return out
+
+
+def on_scale(check: Check, value: float | None) -> float | None:
+    """An end of a check's sequence on its own scale: ``delta``, or the candidate's mean
+    (``mean`` checks run on ``2 m - 1``)."""
+    if value is None or check.kind == "delta":
+        return value
+    return round((value + 1.0) / 2.0, 12)
 
 
 class Sequential:
-    """What a sequential run needs: the baseline's rows by case id, the gate set's interval
-    checks, the seeded order and the batch size (``cfg``: raglab.config.SequentialCfg)."""
+    """What a sequential run needs: the baseline's rows by case id, the gate set's checks,
+    the seeded order, each check's bet target and the batch size (``cfg``:
+    raglab.config.SequentialCfg)."""
 
     def __init__(self, cfg: Any, gates: GateSet, gates_name: str, baseline: Any):
         self.cfg = cfg
@@ -110,45 +218,56 @@ class Sequential:
         self.gates_name = gates_name
         self.baseline = baseline.by_id()
         self.source = str(baseline.run_dir)
-        self.checks = checks_of(gates, baseline.records)
+        self.checks = checks_of(gates, baseline.records, f"sequential.gates={gates_name}")
         if not self.checks:
-            raise UserError(f"sequential.gates={gates_name}: the gate set has no interval "
-                            "check (non_inferior, or a bound by interval) to settle a run on")
+            raise UserError(f"sequential.gates={gates_name}: the gate set has no check to "
+                            "settle a run on (its gates all read human labels)")
+        self.scale = weight_scale(baseline.records)
         self.order: list[str] = []
+        self.targets: list[float | None] = [None] * len(self.checks)
         self.total = 0
         self.stopped_because = ALL_RUN
 
     def arrange(self, case_ids: Sequence[str]) -> list[str]:
-        """The seeded order of all the run's cases (kept for :meth:`settled`)."""
+        """The seeded order of all the run's cases (kept for :meth:`settled`) and the
+        checks' bet targets."""
         missing = [c for c in case_ids if c not in self.baseline]
         if missing:
             raise UserError(f"sequential.against: the baseline run has no record of case "
                             f"{missing[0]} ({len(missing)} case(s) missing)", file=self.source)
         self.order = ordered(list(case_ids), self.cfg.seed)
         self.total = len(case_ids)
+        self.targets = [bet_target(ch, self.order, self.baseline) for ch in self.checks]
         return self.order
+
+    def _settle(self, kept: Mapping[str, Mapping], interval: bool) -> list[Settled]:
+        return settle_checks(self.checks, self.order, kept, self.baseline, self.gates.alpha,
+                             self.source, interval=interval, targets=self.targets,
+                             scale=self.scale)
 
     def settled(self, kept: Mapping[str, Mapping]) -> bool:
         """After a batch: whether every check is settled on the cases recorded so far."""
-        done = all_settled(settle_checks(self.checks, self.order, kept, self.baseline,
-                                         self.gates.alpha, self.source))
+        done = all_settled(self._settle(kept, interval=False))
         if done:
             self.stopped_because = SETTLED
         return done
 
     def summary(self, kept: Mapping[str, Mapping]) -> dict[str, Any]:
         """The ``sequential`` section of ``metrics.json``."""
-        results = settle_checks(self.checks, self.order, kept, self.baseline,
-                                self.gates.alpha, self.source, interval=True)
+        results = self._settle(kept, interval=True)
         return {
             "cases_run": sum(1 for c in self.order if c in kept), "cases_total": self.total,
             "seed": self.cfg.seed, "batch": self.cfg.batch,
             "stopped_because": self.stopped_because, "against": self.cfg.against,
             "gates": self.gates_name, "alpha": self.gates.alpha,
-            "checks": [{"gate": ch.gate.title(), "metric": ch.gate.metric,
+            "weighted": any(float(r.get("weight", 1.0)) != 1.0
+                            for r in self.baseline.values()),
+            "checks": [{"gate": ch.gate.title(), "index": ch.index, "metric": ch.gate.metric,
+                        "on": ch.kind,
                         "slice": None if ch.slice is None else
                         {"key": ch.slice[0], "value": ch.slice[1]},
                         "status": r.status, "settled_at": r.at, "n": r.n,
-                        "cs_low": r.low, "cs_high": r.high}
-                       for ch, r in zip(self.checks, results)],
+                        "cs_low": on_scale(ch, r.low), "cs_high": on_scale(ch, r.high),
+                        "bet_target": t}
+                       for ch, r, t in zip(self.checks, results, self.targets)],
         }

@@ -50,22 +50,25 @@ def _condition_at(c: Condition, above: int | None, below: int | None
 
 
 def settle(diffs: Sequence[float] | np.ndarray, conditions: Sequence[Condition],
-           alpha: float, interval: bool = True) -> Settled:
+           alpha: float, interval: bool = True, target: float | None = None,
+           weights: Sequence[float] | np.ndarray | None = None) -> Settled:
     """A check's outcome on the paired differences ``diffs`` (in ``[-1, 1]``, in the order
     the cases were run; cases where the metric does not apply in both runs left out):
     ``fail`` as soon as one condition is breached, ``pass`` once all are met (``at``: the
     case after which the last one was), else ``inconclusive``; with ``interval`` the
-    sequence's interval now (raglab.sequential.cs.confidence_sequence)."""
+    sequence's interval now (raglab.sequential.cs.confidence_sequence); ``target`` (the
+    bets' tuning) and ``weights`` (in ``[0, 1]``, one per difference) as
+    raglab.sequential.cs.bets."""
     if not conditions:
         raise ValueError("a check needs at least one condition")
     d = np.asarray(diffs, dtype=np.float64).reshape(-1)
     if d.size == 0:
         return Settled("inconclusive", None, 0, -1.0, 1.0)
-    cross = crossings(d, [c.threshold for c in conditions], alpha)
+    cross = crossings(d, [c.threshold for c in conditions], alpha, target, weights)
     outcomes = [_condition_at(c, a, b) for c, (a, b) in zip(conditions, cross)]
     lo = hi = None
     if interval:
-        low, high = confidence_sequence(d, alpha)
+        low, high = confidence_sequence(d, alpha, target=target, weights=weights)
         lo, hi = float(low[-1]), float(high[-1])
     fails = [at for s, at in outcomes if s == "fail"]
     if fails:

@@ -115,3 +115,33 @@ def test_ensure_reuses_a_current_report_and_rewrites_a_stale_one(tmp_path):
     again = ensure_run_report(run_dir)
     assert (run_dir / "report.md").stat().st_mtime_ns > stamps[run_dir / "report.md"]
     assert again[0] == run_dir / "report.md"
+
+
+def test_a_sequential_run_says_cases_run_why_it_stopped_and_each_check(tmp_path):
+    run_dir = make_run_dir(tmp_path)
+    _edit_metrics(run_dir, lambda m: m.update(sequential={
+        "cases_run": 100, "cases_total": 300, "seed": 3, "batch": 20,
+        "stopped_because": "every check settled", "gates": "mine", "alpha": 0.05,
+        "checks": [
+            {"gate": "faithfulness non_inferior", "metric": "faithfulness", "on": "delta",
+             "slice": None, "status": "pass", "settled_at": 96, "n": 100,
+             "cs_low": -0.048, "cs_high": 0.048, "bet_target": 150.0},
+            {"gate": "false_answer_rate bound", "metric": "false_answer_rate", "on": "mean",
+             "slice": {"key": "answerable", "value": "no"}, "status": "inconclusive",
+             "settled_at": None, "n": 21, "cs_low": 0.0, "cs_high": 0.61,
+             "bet_target": 10.5}]}))
+    write_run_report(run_dir)
+    md = (run_dir / "report.md").read_text(encoding="utf-8")
+    head = "sequential: 100 of 300 cases run (every check settled; gate set mine, seed 3"
+    assert head in md and "## Sequential run" in md
+    assert "| faithfulness non_inferior | change | all | pass | after 96 of 100 paired " \
+           "cases |" in md
+    assert "| false_answer_rate bound | candidate's mean | answerable=no | inconclusive | " \
+           "open after 21 cases |" in md
+    html = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert head in html and "<h2>Sequential run</h2>" in html
+    assert "after 96 of 100 paired cases" in html and "open after 21 cases" in html
+    # a run that is not sequential says nothing of it
+    plain = make_run_dir(tmp_path / "plain")
+    write_run_report(plain)
+    assert "Sequential run" not in (plain / "report.md").read_text(encoding="utf-8")

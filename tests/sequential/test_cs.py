@@ -162,3 +162,117 @@ def test_the_vectorised_capitals_are_the_definitions():
     for j, delta in enumerate(deltas):
         assert (up[-1, j], down[-1, j]) == pytest.approx(_by_the_definition(list(d), delta,
                                                                           ALPHA))
+
+
+# ---- bets tuned to the run's size -------------------------------------------------------
+
+def test_tuned_bets_by_hand():
+    # target N = 2: lam_t = sqrt(2 log 40 / (s2_{t-1} min(t log(1 + t), 2))); t log(1 + t)
+    # is log 2 = 0.69 at t = 1 (below N) and 2 log 3 = 2.20 at t = 2 (above N)
+    lam = bets(np.array([0.5, 1.0, 0.0]), ALPHA, target=2.0)
+    assert lam[0] == pytest.approx(math.sqrt(2 * math.log(40) / (0.25 * math.log(2))))
+    assert lam[1] == pytest.approx(math.sqrt(2 * math.log(40) / (0.125 * 2)))
+    # a target beyond t log(1 + t) changes nothing
+    x = np.random.default_rng(2).random(50)
+    assert np.array_equal(bets(x, ALPHA, target=1e9), bets(x, ALPHA))
+    with pytest.raises(ValueError, match="target"):
+        bets(x, ALPHA, target=0.0)
+
+
+def test_tuned_bets_settle_a_clear_loss_sooner_and_identical_outputs_as_before():
+    d = np.random.default_rng(0).permutation(np.r_[-np.ones(30), np.zeros(270)])
+    (_, untuned), = crossings(d, [-0.05], ALPHA)
+    (_, tuned), = crossings(d, [-0.05], ALPHA, target=150)
+    assert tuned is not None and (untuned is None or tuned < untuned)
+    # identical outputs: the capped bets were already the largest allowed
+    assert crossings(np.zeros(200), [-0.05], ALPHA, target=150)[0] == (96, None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [20, 100, 300])
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_time_uniform_coverage_with_tuned_bets(name, n):
+    """The bets tuned to half the cases (as a sequential run tunes them): 4000 runs, the
+    share that EVER misses the mean, each side, at most alpha / 2 plus three simulation
+    errors."""
+    draw, mean = SCENARIOS[name]
+    rng = np.random.default_rng(n + 100)
+    above = below = 0
+    for _ in range(4000):
+        (a, b), = crossings(draw(rng, n), [mean], ALPHA, target=n / 2)
+        above += a is not None
+        below += b is not None
+    limit = 0.025 + 3 * math.sqrt(0.025 * 0.975 / 4000)
+    assert above / 4000 <= limit and below / 4000 <= limit
+
+
+# ---- weights ------------------------------------------------------------------------------
+
+def test_weights_of_one_are_the_unweighted_sequence_exactly():
+    d = np.clip(np.random.default_rng(8).normal(0.0, 0.4, 80), -1, 1)
+    for target in (None, 40.0):
+        up, down = log_capitals(d, [-0.1, 0.0, 0.1], ALPHA, target)
+        wu, wd = log_capitals(d, [-0.1, 0.0, 0.1], ALPHA, target, np.ones(80))
+        assert np.array_equal(up, wu) and np.array_equal(down, wd)
+
+
+def test_weighted_capital_by_hand():
+    # d = [1, -1], w = [1, 0.5] -> x = [1, 0]; against delta = 0 (m = 1/2) the first bet is
+    # capped at c / m = 1.5: K+_1 = 1 + 1.5 * 1 * 0.5 = 1.75. Then mu_1 = (1/2 + 1) / 2 =
+    # 3/4, s2_1 = (1/4 + (1 - 3/4)^2) / 2 = 5/32, lam_2 = sqrt(2 log 40 / (5/32 * 2 log 3))
+    # = 7.33 capped at 1.5: K+_2 = 1.75 (1 + 1.5 * 0.5 * (0 - 1/2)) = 1.75 * 0.625
+    up, down = log_capitals([1.0, -1.0], [0.0], ALPHA, weights=[1.0, 0.5])
+    assert np.exp(up[:, 0]) == pytest.approx([1.75, 1.75 * 0.625])
+    assert np.exp(down[:, 0]) == pytest.approx([0.25, 0.25 * 1.375])
+    lam = bets(np.array([1.0, 0.0]), ALPHA, weights=np.array([1.0, 0.5]))
+    assert lam[1] == pytest.approx(math.sqrt(2 * math.log(40) / (5 / 32 * 2 * math.log(3))))
+    with pytest.raises(ValueError, match=r"weights must lie in \[0, 1\]"):
+        log_capitals([0.0], [0.0], ALPHA, weights=[2.0])
+    with pytest.raises(ValueError, match="2 weights for 1"):
+        log_capitals([0.0], [0.0], ALPHA, weights=[1.0, 1.0])
+
+
+def _weighted_draw(rng, n):
+    """Heavy cases (weight 1, a quarter of them) lose 20% of the time; light ones (weight
+    0.2) gain 10% of the time: the weighted mean is far from the unweighted one."""
+    heavy = rng.random(n) < 0.25
+    w = np.where(heavy, 1.0, 0.2)
+    u = rng.random(n)
+    d = np.where(heavy, np.where(u < 0.2, -1.0, 0.0), np.where(u < 0.1, 1.0, 0.0))
+    return d, w
+
+
+#: E[w d] / E[w] of :func:`_weighted_draw`: (0.25 * 1 * -0.2 + 0.75 * 0.2 * 0.1) / 0.4
+WEIGHTED_MEAN = (0.25 * -0.2 + 0.75 * 0.2 * 0.1) / (0.25 + 0.75 * 0.2)
+
+
+def _weighted_miss(n: int, runs: int, seed: int, target=None) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    above = below = 0
+    for _ in range(runs):
+        d, w = _weighted_draw(rng, n)
+        (a, b), = crossings(d, [WEIGHTED_MEAN], ALPHA, target, w)
+        above += a is not None
+        below += b is not None
+    return above / runs, below / runs
+
+
+def test_weighted_coverage_quick_and_the_unweighted_mean_is_excluded():
+    assert WEIGHTED_MEAN == pytest.approx(-0.0875)
+    up, down = _weighted_miss(300, 300, seed=21, target=150)
+    assert up <= 0.05 and down <= 0.05
+    # the unweighted mean (-0.05 + 0.075 = +0.025) is not what it estimates
+    d, w = _weighted_draw(np.random.default_rng(5), 600)
+    low, high = confidence_sequence(d, ALPHA, weights=w)
+    assert high[-1] < 0.025 < float(np.mean(d)) + 0.05
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("n", [20, 100, 300])
+def test_weighted_time_uniform_coverage(n):
+    """Unequal weights, 4000 runs: the weighted mean is ever excluded, each side, at most
+    alpha / 2 plus three simulation errors (anytime and tuned bets)."""
+    limit = 0.025 + 3 * math.sqrt(0.025 * 0.975 / 4000)
+    for target in (None, n / 2):
+        up, down = _weighted_miss(n, 4000, seed=n + 7, target=target)
+        assert up <= limit and down <= limit

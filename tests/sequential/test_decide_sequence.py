@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import numpy as np
+import pytest
+
 from raglab.compare.gates import GateSet
+from raglab.errors import UserError
 from raglab.sequential.decide import on_sequence, words
 
 GATES = GateSet.model_validate({"gates": [
@@ -41,15 +45,98 @@ def test_interval_checks_read_the_sequence_and_the_record_says_settled_after():
     assert results[0]["ci_low"] < -0.05 + 0.03
 
 
-def test_failures_that_do_not_rest_on_the_interval_stay():
+def test_a_bound_on_the_mean_reads_its_own_sequence_and_not_comparable_stays():
     base, cand = _run(300, 1.0, 0.6), _run(100, 1.0, 0.6, SUMMARY)
     results = [_result(0, "fail", "not comparable (metric versions differ)", 1.0),
                _result(1, "fail", "candidate 0.6 > 0.5", 0.6)]
     on_sequence(results, GATES, base, cand)
     assert [r["status"] for r in results] == ["fail", "fail"]
-    assert results[1]["reason"] == "candidate 0.6 > 0.5"
+    assert results[0]["reason"] == "not comparable (metric versions differ)"
+    # the rise by interval passes, the mean's sequence lies wholly above max 0.5
+    reason = results[1]["reason"]
+    assert "confidence sequence of the candidate's mean" in reason
+    assert "fail settled after" in reason and "pass settled after 96" in reason
+
+
+NOT_WORSE = GateSet.model_validate({"gates": [
+    {"metric": "faithfulness", "rule": "not_worse"},
+    {"metric": "faithfulness", "rule": "not_worse", "margin": 0.05}]})
+
+
+def test_not_worse_fails_on_the_sequence_and_an_open_one_is_not_shown_worse():
+    base = _run(300, 1.0, 0.0)
+    # identical: margin 0 is never settled (the sequence keeps 0): not shown worse; margin
+    # 0.05 passes once the sequence lies above -0.05, at Bonferroni alpha / 2: K+ reaches
+    # 2 / (alpha / 2) = 80 after ceil(log 80 / log(1 + 0.75 * 0.025 / 0.475)) = 114 cases
+    cand = _run(150, 1.0, 0.0, SUMMARY)
+    results = [_result(0, "pass", "", 1.0), _result(1, "pass", "", 1.0)]
+    on_sequence(results, NOT_WORSE, base, cand)
+    assert [r["status"] for r in results] == ["pass", "pass"]
+    assert "does not show it worse" in results[0]["reason"]
+    assert "pass settled after 114 of 150" in results[1]["reason"]
+    # every case lost: shown worse
+    lost = _run(100, 0.0, 0.0, SUMMARY)
+    results = [_result(0, "pass", "", 0.0), _result(1, "pass", "", 0.0)]
+    on_sequence(results, NOT_WORSE, base, lost)
+    assert [r["status"] for r in results] == ["fail", "fail"]
 
 
 def test_words_of_a_run_that_was_not_settled():
     assert words({"cases_run": 300, "cases_total": 300, "stopped_because": "every case run"}
                  ) == "not settled before every case was run (300 of 300 cases)"
+
+
+def test_decide_tunes_the_bets_as_the_run_recorded_them():
+    # 30 of 300 cases lost: the bets tuned to 150 (as the run recorded) show the breach
+    # at case 218; the untuned bets (a summary without bet_target) never do
+    lost = np.random.default_rng(0).permutation(np.r_[np.ones(30), np.zeros(270)])
+    base = _run(300, 1.0, 0.0)
+    rows = [{**r, "metrics": {"faithfulness": 1.0 - lost[i], "false_answer_rate": 0.0}}
+            for i, r in enumerate(base.records)]
+    by = {x["case_id"]: x for x in rows}
+    summary = {**SUMMARY, "cases_run": 300, "stopped_because": "every case run"}
+    tuned = {**summary, "checks": [{"index": 0, "on": "delta", "slice": None,
+                                    "bet_target": 150.0}]}
+    gates = GateSet.model_validate({"gates": [GATES.gates[0].model_dump()]})
+    out = {}
+    for name, s in (("tuned", tuned), ("untuned", summary)):
+        cand = SimpleNamespace(records=rows, by_id=lambda: by, run_dir="cand",
+                               metrics={"sequential": s})
+        results = [_result(0, "fail", "CI ...", 0.9, n=300)]
+        on_sequence(results, gates, base, cand)
+        out[name] = results[0]
+    assert out["tuned"]["status"] == "fail"
+    assert "fail settled after 218 of 300 paired cases" in out["tuned"]["reason"]
+    assert out["untuned"]["status"] == "inconclusive"
+
+
+def test_decide_weighs_the_cases_as_the_baseline_does():
+    # 60 of 300 cases lost, each weighing 0 in the baseline (the rest weigh 2): the
+    # weighted mean difference is 0 and the check passes; unweighted, the loss is shown
+    lost = np.random.default_rng(1).permutation(np.r_[np.ones(60), np.zeros(240)])
+    base = _run(300, 1.0, 0.0)
+    out = {}
+    for name, weighted in (("weighted", True), ("unweighted", False)):
+        brows = [{**r, "weight": 0.0 if lost[i] else 2.0} if weighted else r
+                 for i, r in enumerate(base.records)]
+        bby = {x["case_id"]: x for x in brows}
+        b = SimpleNamespace(records=brows, by_id=lambda bby=bby: bby, run_dir="base")
+        rows = [{**r, "metrics": {"faithfulness": 1.0 - lost[i], "false_answer_rate": 0.0}}
+                for i, r in enumerate(base.records)]
+        by = {x["case_id"]: x for x in rows}
+        cand = SimpleNamespace(records=rows, by_id=lambda by=by: by, run_dir="cand",
+                               metrics={"sequential": SUMMARY})
+        results = [_result(0, "inconclusive", "CI ...", 0.8, n=300)]
+        on_sequence(results, GATES, b, cand)
+        out[name] = results[0]["status"]
+    assert out == {"weighted": "pass", "unweighted": "fail"}
+
+
+def test_a_gate_a_sequence_cannot_read_is_refused_naming_it():
+    gates = GateSet.model_validate({"gates": [
+        {"metric": "faithfulness", "rule": "non_inferior", "margin": 0.05},
+        {"metric": "latency_ms.total", "rule": "bound", "max": 2000}]})
+    with pytest.raises(UserError, match=r"^gates=mine: gate 2 \(latency_ms.total bound\) "
+                                        r"reads latency_ms.total, whose values are not in"):
+        on_sequence([], gates, _run(10, 1.0, 0.0), _run(10, 1.0, 0.0, SUMMARY),
+                    "gates=mine")

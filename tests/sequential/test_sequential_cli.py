@@ -1,5 +1,5 @@
 """A sequential run through the CLI on replayed pairs: it takes its cases in a seeded
-order, in batches, stops once every interval check is settled (records only for the cases
+order, in batches, stops once every check is settled (records only for the cases
 run; metrics.json says so), and ``raglab decide`` reads the confidence sequence."""
 
 from __future__ import annotations
@@ -112,9 +112,23 @@ def test_a_clear_loss_stops_early_as_no_go_and_the_seed_is_kept(pairs):
     assert f"settled after {seq['cases_run']} of 300 cases" in proc.stdout
 
 
-def test_a_gate_set_without_an_interval_check_is_one_line(pairs):
-    bad = pairs["root"] / "bound.yaml"
-    bad.write_text("gates:\n  - {metric: final.hit_rate@5, rule: bound, min: 0.5}\n")
+def test_a_bound_on_the_mean_settles_on_its_own_sequence(pairs):
+    # every candidate case hits: the one-sample sequence of the mean clears min 0.5
+    gates = pairs["root"] / "bound.yaml"
+    gates.write_text("gates:\n  - {metric: final.hit_rate@5, rule: bound, min: 0.5}\n")
+    cand = _run(pairs, "bound", pairs["outputs"], f"sequential.against={pairs['base']}",
+                f"sequential.gates={gates}")
+    seq = json.loads((cand / "metrics.json").read_text())["sequential"]
+    assert seq["stopped_because"] == "every check settled" and seq["cases_run"] < N
+    (check,) = seq["checks"]
+    assert (check["on"], check["status"]) == ("mean", "pass")
+    assert check["cs_low"] > 0.5 and check["bet_target"] == N / 2
+
+
+def test_a_gate_that_cannot_be_sequential_is_one_line(pairs):
+    bad = pairs["root"] / "latency.yaml"
+    bad.write_text("gates:\n  - {metric: final.hit_rate@5, rule: non_inferior, margin: 0.05}\n"
+                   "  - {metric: latency_ms.total, rule: bound, max: 2000}\n")
     proc = run_cli("run", "system=replay", f"system.path={pairs['outputs']}",
                    f"dataset.corpus={pairs['corpus']}", f"dataset.cases={pairs['cases']}",
                    "dataset.labels=null", "grader=none", "tracking=none",
@@ -123,7 +137,8 @@ def test_a_gate_set_without_an_interval_check_is_one_line(pairs):
                    cwd=pairs["root"])
     assert proc.returncode == 2
     err = proc.stderr.strip().splitlines()
-    assert len(err) == 1 and "no interval check" in err[0] and "Traceback" not in proc.stderr
+    assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "gate 2 (latency_ms.total bound)" in err[0] and "not in [0, 1]" in err[0]
 
 
 @pytest.mark.slow

@@ -70,33 +70,36 @@ def test_nothing_yet_is_inconclusive_and_no_condition_is_refused():
                             settle([0.0], NON_INFERIOR, ALPHA)])
 
 
-def _rates(p_loss: float, p_gain: float, n: int, runs: int, seed: int
-           ) -> tuple[float, float]:
+def _rates(p_loss: float, p_gain: float, n: int, runs: int, seed: int,
+           target: float | None = None) -> tuple[float, float]:
     """Shares of runs that settle as pass / fail on a non_inferior margin 0.05."""
     rng = np.random.default_rng(seed)
     out = {"pass": 0, "fail": 0, "inconclusive": 0}
     for _ in range(runs):
         d = rng.choice([-1.0, 0.0, 1.0], size=n, p=[p_loss, 1 - p_loss - p_gain, p_gain])
-        out[settle(d, NON_INFERIOR, ALPHA, interval=False).status] += 1
+        out[settle(d, NON_INFERIOR, ALPHA, interval=False, target=target).status] += 1
     return out["pass"] / runs, out["fail"] / runs
 
 
 def test_error_rates_at_the_margin_and_unchanged_quick():
     # true change -margin (10% lost, 5% gained): a pass would be a wrong GO
-    go, _ = _rates(0.10, 0.05, 300, 200, seed=1)
+    go, _ = _rates(0.10, 0.05, 300, 200, seed=1, target=150)
     # nothing changed (5% each way): a fail would be a wrong NO-GO
-    _, no_go = _rates(0.05, 0.05, 300, 200, seed=2)
+    _, no_go = _rates(0.05, 0.05, 300, 200, seed=2, target=150)
     assert go <= 0.05 and no_go <= 0.05
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n", [20, 100, 300])
-def test_error_rates_at_the_margin_and_unchanged(n):
+@pytest.mark.parametrize("tuned", [False, True])
+@pytest.mark.parametrize("n", [20, 100, 300, 600])
+def test_error_rates_at_the_margin_and_unchanged(n, tuned):
     """4000 runs each, stopping whenever settled: GO at true change = -margin and NO-GO
-    with nothing changed are each at most alpha / 2 (plus three simulation errors)."""
+    with nothing changed are each at most alpha / 2 (plus three simulation errors), with
+    the anytime bets and with the bets tuned to half the cases (a sequential run's)."""
     limit = 0.025 + 3 * math.sqrt(0.025 * 0.975 / 4000)
-    go, _ = _rates(0.10, 0.05, n, 4000, seed=n)
-    _, no_go = _rates(0.05, 0.05, n, 4000, seed=n + 1)
+    target = n / 2 if tuned else None
+    go, _ = _rates(0.10, 0.05, n, 4000, seed=n, target=target)
+    _, no_go = _rates(0.05, 0.05, n, 4000, seed=n + 1, target=target)
     assert go <= limit and no_go <= limit
 
 
@@ -104,7 +107,8 @@ def test_error_rates_at_the_margin_and_unchanged(n):
 def test_peeking_at_a_fixed_n_interval_is_what_the_sequence_avoids():
     """At a true change of minus the margin, stopping at the first batch of 20 whose 95%
     score interval clears the margin gives a wrong GO well above 2.5% (about 7% in 300
-    cases); the confidence sequence, looked at after every case, stays below it."""
+    cases); the confidence sequence (its bets tuned to 150 cases, as a run of 300 tunes
+    them), looked at after every case, stays below it."""
     from raglab.stats.score import paired_interval
 
     rng = np.random.default_rng(3)
@@ -117,6 +121,25 @@ def test_peeking_at_a_fixed_n_interval_is_what_the_sequence_avoids():
         losses = np.array([(d[:k] == -1).sum() for k in looks], dtype=float)
         low, _ = paired_interval(gains, losses, looks.astype(float), 0.95)
         peeked += bool(np.any(low > -0.05))
-        sequence += settle(d, NON_INFERIOR, ALPHA, interval=False).status == "pass"
+        sequence += settle(d, NON_INFERIOR, ALPHA, interval=False,
+                           target=150).status == "pass"     # tuned as a run tunes it
     assert peeked / runs > 0.05
     assert sequence / runs <= 0.025 + 3 * math.sqrt(0.025 * 0.975 / runs)
+
+
+def test_the_limit_at_half_of_300_cases():
+    """docs/sequential.md: at 150 of 300 cases with 10% of cases lost (margin 0.05), the
+    gates' fixed-n check fails in 64.7% of runs and the most powerful level-2.5% test of
+    a change of -0.05 in 67.8%: no valid procedure settles that NO-GO by half-way in more."""
+    from scipy.stats import binom
+
+    from tests.benchmarks.bench_sequential import half_way_power
+
+    score, best = half_way_power(150)
+    assert (round(score, 3), round(best, 3)) == (0.647, 0.678)
+    # by hand: the most powerful test rejects from 14 losses of 150 (P = 1.87% at a 5%
+    # loss rate), and at 13 with the probability that brings its level to 2.5%
+    assert binom.sf(13, 150, 0.05) <= 0.025 < binom.sf(12, 150, 0.05)
+    edge = (0.025 - binom.sf(13, 150, 0.05)) / binom.pmf(13, 150, 0.05)
+    assert best == pytest.approx(binom.sf(13, 150, 0.1) + edge * binom.pmf(13, 150, 0.1))
+    assert half_way_power(300)[0] == pytest.approx(0.898, abs=5e-4)   # the full run's
