@@ -12,7 +12,8 @@ one fails and passes when all pass. A ``not_worse`` check still open passes (not
 worse, as under the fixed-n rule); a bound on the mean still open when every case was run
 is the fact of the full run (the candidate's mean), else inconclusive. A check that is
 n/a or not comparable (metric versions differ) keeps its fixed-n result, as do
-``estimator: ppi`` gates.
+``estimator: ppi`` gates and budgets (a ``max``/``min`` on latency or cost: the mean of
+the cases run, which the record says).
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ def words(summary: Mapping[str, Any]) -> str:
     return f"not settled before every case was run ({n} of {m} cases)"
 
 
+def _num(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
 def _fact(check: Check, result: Mapping[str, Any]) -> str:
     """A bound on the mean left open after every case: the candidate's mean itself."""
     cand, gate = result.get("candidate"), check.gate
@@ -68,7 +73,7 @@ def _part(check: Check, st: Settled, result: Mapping[str, Any], every_case: bool
     if check.open_as == "fact" and every_case:
         status = _fact(check, result)
         return status, (f"{words_} left it open; every case was run, and the candidate's "
-                        f"mean {result.get('candidate')} is a {status} on its own")
+                        f"mean {_num(result.get('candidate'))} is a {status} on its own")
     return INCONCLUSIVE, f"{words_} after {st.n} cases neither shows the requirement nor " \
                          "its breach"
 
@@ -99,7 +104,13 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
                             targets=_targets(checks, summary),
                             scale=seq.weight_scale(base.records))
     every_case = summary.get("stopped_because") == seq.ALL_RUN
+    budgets = {i for i, g in enumerate(gates.gates) if seq.is_budget(g)}
     for r in results:
+        if r.get("index") in budgets and r.get("status") in (PASS, FAIL) \
+                and not r.get("slice"):
+            r["reason"] = f"{r.get('reason') or ''} (a budget: the mean of the " \
+                f"{len(cand.records)} cases run; it holds no sequential run back)".lstrip()
+            continue
         mine = [(ch, st) for ch, st in zip(checks, settled) if ch.index == r.get("index")
                 and r.get("slice") == (None if ch.slice is None else
                                        {"key": ch.slice[0], "value": ch.slice[1]})]

@@ -76,6 +76,15 @@ class Check:
         return self.index, self.kind, self.slice
 
 
+def is_budget(gate: Gate) -> bool:
+    """A ``bound`` with only ``max``/``min`` on a metric whose values are not in [0, 1]
+    (latency, cost): a budget, read as the mean of the cases run (as the fixed-n rule reads
+    it, a fact of the run), which holds no sequential run back."""
+    spec = spec_of(gate.metric)
+    return gate.rule == "bound" and (spec is None or spec.kind not in BOUNDED) and \
+        gate.max_increase is None and gate.max_decrease is None
+
+
 def _refusal(gate: Gate, i: int, name: str) -> str | None:
     spec = spec_of(gate.metric)
     kind = spec.kind if spec is not None else "?"
@@ -97,11 +106,11 @@ def checks_of(gates: GateSet, rows: Iterable[Mapping[str, Any]], name: str = "ga
     critical``) on each critical slice, ``{key}`` alone expanded to the values the
     ``rows`` (baseline records) have. A gate that cannot be made sequential is a UserError
     naming it (``name``: the gate set's setting). ``estimator: ppi`` gates are left to the
-    fixed-n rule."""
+    fixed-n rule, and so are budgets (:func:`is_budget`)."""
     rows = list(rows)
     out: list[Check] = []
     for i, gate in enumerate(gates.gates):
-        if gate.estimator == "ppi":
+        if gate.estimator == "ppi" or is_budget(gate):
             continue
         refused = _refusal(gate, i, name)
         if refused:

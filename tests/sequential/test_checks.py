@@ -55,9 +55,11 @@ def test_which_gates_give_which_checks():
 
 
 @pytest.mark.parametrize("gate,words", [
-    ({"metric": "latency_ms.total", "rule": "bound", "max": 2000}, "not in [0, 1] (latency)"),
-    ({"metric": "cost_usd_per_query", "rule": "bound", "max": 0.01}, "not in [0, 1] (cost)"),
-    ({"metric": "final.first_gold_rank", "rule": "bound", "max": 3}, "not in [0, 1] (rank)"),
+    ({"metric": "latency_ms.total", "rule": "bound", "max_increase": 100, "by": "interval"},
+     "not in [0, 1] (latency)"),
+    ({"metric": "cost_usd_per_query", "rule": "non_inferior", "margin": 0.01},
+     "not in [0, 1] (cost)"),
+    ({"metric": "final.first_gold_rank", "rule": "not_worse"}, "not in [0, 1] (rank)"),
     ({"metric": "false_answer_rate", "rule": "bound", "max_increase": 0.05},
      "by its estimate"),
 ])
@@ -153,3 +155,13 @@ def test_error_rates_of_mean_bounds_and_not_worse(n):
     assert go <= limit and no_go <= limit
     _, no_go = _rates(_harm_at_margin, NOT_WORSE_005, n, 4000, seed=n + 1)
     assert no_go <= limit
+
+
+@pytest.mark.parametrize("gate", [
+    {"metric": "latency_ms.total", "rule": "bound", "max": 2000},
+    {"metric": "cost_usd_per_query", "rule": "bound", "max": 0.01},
+    {"metric": "final.first_gold_rank", "rule": "bound", "max": 3, "min": 1},
+])
+def test_budgets_are_read_on_the_cases_run_and_hold_no_run(gate):
+    gates = _gates({"metric": "faithfulness", "rule": "non_inferior", "margin": 0.05}, gate)
+    assert [c.index for c in checks_of(gates, [], "sequential.gates=mine")] == [0]

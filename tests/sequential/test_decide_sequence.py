@@ -135,8 +135,22 @@ def test_decide_weighs_the_cases_as_the_baseline_does():
 def test_a_gate_a_sequence_cannot_read_is_refused_naming_it():
     gates = GateSet.model_validate({"gates": [
         {"metric": "faithfulness", "rule": "non_inferior", "margin": 0.05},
-        {"metric": "latency_ms.total", "rule": "bound", "max": 2000}]})
+        {"metric": "latency_ms.total", "rule": "bound", "max_increase": 50,
+         "by": "interval"}]})
     with pytest.raises(UserError, match=r"^gates=mine: gate 2 \(latency_ms.total bound\) "
                                         r"reads latency_ms.total, whose values are not in"):
         on_sequence([], gates, _run(10, 1.0, 0.0), _run(10, 1.0, 0.0, SUMMARY),
                     "gates=mine")
+
+
+def test_a_budget_keeps_its_reading_on_the_cases_run_and_says_so():
+    gates = GateSet.model_validate({"gates": [
+        {"metric": "faithfulness", "rule": "non_inferior", "margin": 0.05},
+        {"metric": "latency_ms.total", "rule": "bound", "max": 2000}]})
+    base, cand = _run(300, 1.0, 0.0), _run(100, 1.0, 0.0, SUMMARY)
+    results = [_result(0, "inconclusive", "CI ...", 1.0),
+               _result(1, "fail", "candidate 2400 > 2000", 2400.0)]
+    on_sequence(results, gates, base, cand)
+    assert [r["status"] for r in results] == ["pass", "fail"]
+    assert results[1]["reason"] == ("candidate 2400 > 2000 (a budget: the mean of the 100 "
+                                    "cases run; it holds no sequential run back)")

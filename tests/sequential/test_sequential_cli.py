@@ -128,7 +128,8 @@ def test_a_bound_on_the_mean_settles_on_its_own_sequence(pairs):
 def test_a_gate_that_cannot_be_sequential_is_one_line(pairs):
     bad = pairs["root"] / "latency.yaml"
     bad.write_text("gates:\n  - {metric: final.hit_rate@5, rule: non_inferior, margin: 0.05}\n"
-                   "  - {metric: latency_ms.total, rule: bound, max: 2000}\n")
+                   "  - {metric: latency_ms.total, rule: bound, max_increase: 100, "
+                   "by: interval}\n")
     proc = run_cli("run", "system=replay", f"system.path={pairs['outputs']}",
                    f"dataset.corpus={pairs['corpus']}", f"dataset.cases={pairs['cases']}",
                    "dataset.labels=null", "grader=none", "tracking=none",
