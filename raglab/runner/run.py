@@ -182,15 +182,6 @@ class Run:
         seq = self.sequential
         if seq is not None:  # the seeded order, a batch at a time (docs/sequential.md)
             rank = {cid: i for i, cid in enumerate(seq.arrange([c.id for c in ds.cases]))}
-            if own:  # a conversation's turns together and in order (each waits for the last)
-                first: dict[str, int] = {}
-                for c in ds.cases:
-                    if c.conversation is not None:
-                        first[c.conversation.id] = min(first.get(c.conversation.id, rank[c.id]),
-                                                       rank[c.id])
-                rank = {c.id: rank[c.id] if c.conversation is None else
-                        first[c.conversation.id] for c in ds.cases}
-                todo.sort(key=lambda c: c.conversation.turn if c.conversation else 0)
             todo.sort(key=lambda c: rank[c.id])
         size = max(len(todo), 1) if seq is None else seq.cfg.batch
         batches = iter([todo[i:i + size] for i in range(0, len(todo), size)])

@@ -244,6 +244,13 @@ class Sequential:
         if missing:
             raise UserError(f"sequential.against: the baseline run has no record of case "
                             f"{missing[0]} ({len(missing)} case(s) missing)", file=self.source)
+        turn = next((c for c in case_ids
+                     if (self.baseline[c].get("tags") or {}).get("conversation")), None)
+        if turn is not None:
+            raise UserError(f"sequential.against: case {turn} is a conversation's turn; a "
+                            "sequential run bets on cases as independent draws, and the "
+                            "turns of a conversation are not (compare and decide cluster "
+                            "them by conversation): run every case and decide on that run")
         self.order = ordered(list(case_ids), self.cfg.seed)
         self.total = len(case_ids)
         self.targets = [bet_target(ch, self.order, self.baseline) for ch in self.checks]

@@ -108,3 +108,14 @@ def test_a_resumed_own_history_run_gives_the_recorded_answers(tmp_path, convs):
     recs, seen = _run(tmp_path, convs, "own", "conversation.history=own")
     assert "conv-1.t1" not in seen  # kept, not asked again
     assert seen["conv-1.t2"]["history"][1]["content"] == "Refunds: five business days, I recorded."
+
+
+def test_a_sequential_run_of_conversations_is_refused_in_one_line(tmp_path, convs):
+    _run(tmp_path, convs, "base")
+    corpus, cases = convs
+    r = run_cli("run", f"dataset.corpus={corpus}", f"dataset.cases={cases}",
+                "dataset.labels=null", "tracking=none", f"hydra.run.dir={tmp_path / 'seq'}",
+                f"sequential.against={tmp_path / 'base'}", cwd=tmp_path)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "is a conversation's turn" in lines[0], r.stderr
