@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from raglab.data.io import atomic_write_text
-from raglab.report import human_scale
+from raglab.report import conversations, human_scale
 from raglab.report.summary import (
     FALLBACK_TITLE,
     arrow,
@@ -101,6 +101,7 @@ def run_report_html(title: str, metrics: Mapping[str, Any], cfg: Mapping[str, An
     else:
         body.append("<p>(no headline metric in this run)</p>")
     body += _diagnosis(metrics.get("diagnoses"))
+    body += conversations.html(metrics.get("conversations"), table)
     body += human_scale.html(metrics.get("ppi"), table)
     for p in plots:
         body.append(f"<h2>{'Evidence recall by cutoff' if 'recall' in p.stem else 'Slices'}"
