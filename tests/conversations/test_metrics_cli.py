@@ -90,6 +90,21 @@ def test_the_comparison_of_the_two_runs_clusters_by_conversation(runs):
             assert s["clustering"] == "clustered by conversation (3 conversations)"
 
 
+def test_a_sweep_of_conversation_runs_says_its_comparisons_are_clustered(runs):
+    from raglab.compare.comparison import load_run
+    from raglab.compare.config import CompareCfg
+    from raglab.compare.sweep import Job, compare_sweep
+    from raglab.compare.sweep_render import render_sweep_md
+
+    jobs = [Job(name, str(i), {"history": name}, load_run(str(runs / name)))
+            for i, name in enumerate(("deaf", "chat"))]
+    sc = compare_sweep(str(runs), jobs, ["history"], jobs[0],
+                       CompareCfg(n_bootstrap=200, family_permutations=200))
+    assert sc.settings["clustering"] == "clustered by conversation (3 conversations)"
+    assert ("comparison with the baseline is clustered by conversation (3 conversations); "
+            "the sweep-wide family is not clustered") in render_sweep_md(sc)
+
+
 @pytest.mark.slow
 def test_compare_clusters_by_conversation_by_default(runs, tmp_path):
     r = run_cli("compare", str(runs / "deaf"), str(runs / "chat"), "--out",
