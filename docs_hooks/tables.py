@@ -6,7 +6,8 @@ A page marks where a table goes with an HTML comment on a line of its own:
   (``raglab.config.COMPONENT_GROUPS``, ``raglab.registry.entries(group)``) with its settings
   and their defaults, read from the choice's pydantic schema (``Entry.config.model_fields``);
 - ``<!-- raglab:metrics SECTION -->``: the metrics of one section (``retrieval``,
-  ``generation``, ``abstention``, ``operations``) from ``raglab.metrics.catalog.METRICS``.
+  ``generation``, ``abstention``, ``operations``, ``conversation``) from
+  ``raglab.metrics.catalog.METRICS``.
   Every metric falls in exactly one section (see :func:`section_of`).
 
 The functions are importable so the tests can call them too:
@@ -18,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-SECTIONS = ("retrieval", "generation", "abstention", "operations")
+SECTIONS = ("retrieval", "generation", "abstention", "operations", "conversation")
 _MARKER = re.compile(r"^<!-- raglab:(?P<what>config-choices|metrics)(?: (?P<arg>[\w-]+))? -->$",
                      re.M)
 _ARROW = {"higher": "↑ higher", "lower": "↓ lower", "none": "–"}
@@ -82,6 +83,8 @@ def section_of(spec: Any) -> str:
         return "retrieval"
     if spec.family is None:
         return "operations"
+    if spec.family == "conversation":
+        return "conversation"
     if spec.family == "abstention":
         return "abstention"
     return "generation"

@@ -18,7 +18,7 @@ from typing import Any
 from raglab.compare.config import CompareCfg
 from raglab.compare.flips import NOT_RECORDED, PASSED, diagnosis_counts, flipped_cases, passes
 from raglab.compare.load import RunSource, load_run
-from raglab.compare.table import PairedTable, VersionMismatch, pair_runs
+from raglab.compare.table import PairedTable, VersionMismatch, clustering, pair_runs
 from raglab.compare.trust import self_graded
 from raglab.metrics.catalog import HEADLINE
 
@@ -209,12 +209,14 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
                 "alpha": cfg.alpha, "min_slice_n": cfg.min_slice_n, "n_cases": len(ids),
                 "family_size": sizes[CONFIRMATORY], "exploratory_size": sizes[EXPLORATORY],
                 "aliased_rows": sum(len(g) - 1 for g in same.values()),
-                "cluster": cfg.cluster,
+                "cluster": t.cfg.cluster,
                 "n_clusters": None if clusters is None else len(set(clusters.tolist())),
                 "weighted": weights is not None,
                 "n_eff": None if weights is None else
                 float(weights.sum() ** 2 / max((weights ** 2).sum(), 1e-300)),
                 "flip_thresholds": dict(cfg.flip_thresholds), "unpaired_metrics": t.unpaired}
+    if clusters is not None:  # compare.json and the decision record say it in words
+        settings["clustering"] = clustering(t.cfg.cluster, len(set(clusters.tolist())))
     comp = Comparison(baseline, candidate, rows, {}, {}, t.versions, t.warnings, settings,
                       info, slices, metrics, table=t)
     comp.flipped = flipped_cases(baseline, candidate, ids, cfg)

@@ -45,7 +45,8 @@ class CompareCfg(BaseModel):
     cluster: str | None = Field(None, description=(
         "a tag key whose cases are resampled and permuted together (cases that share a "
         "document, an article or a question template); cases without the tag are their own "
-        "cluster"))
+        "cluster. Unset: `conversation` when any case is a conversation's turn, else none; "
+        "`none`: no clusters"))
     min_slice_n: int = Field(20, ge=1, description=(
         "slices with fewer paired cases are shown and marked small, never hidden"))
     # metrics whose per-case pass/fail flips are listed, and what "pass" means for each: a

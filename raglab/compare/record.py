@@ -416,8 +416,10 @@ def render_record(rec: Mapping[str, Any], max_cases: int = 10) -> str:
     from raglab.compare.render import interval_words
 
     interval_text = interval_words(s) if "confidence" in s else "n/a"
+    clustered = f" ({s['clustering']})" if s.get("clustering") else ""
     lines += ["## Method", "",
-              f"Paired on {s.get('n_cases', 'n/a')} case ids. Intervals: {interval_text} "
+              f"Paired on {s.get('n_cases', 'n/a')} case ids{clustered}. Intervals: "
+              f"{interval_text} "
               f"({s.get('n_bootstrap', 'n/a')} resamples, seed {s.get('seed', 'n/a')}). "
               "non_inferior checks read the interval (a one-sided test at half the level each "
               "way: pass when it excludes the margin, fail when it lies wholly beyond it, "

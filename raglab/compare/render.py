@@ -4,6 +4,7 @@ terminal's headline table. matplotlib is imported lazily (Agg canvas, no pyplot)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from raglab.metrics.catalog import HEADLINE
@@ -132,12 +133,22 @@ def method_lines(comp) -> list[str]:
         lines.append(f"Weighted: every mean and statistic weighs the cases (effective sample "
                      f"size {s['n_eff']:.1f} of {s['n_cases']} cases).")
     if s.get("cluster"):
-        lines.append(f"Clusters: cases sharing tag {s['cluster']} ({s['n_clusters']} clusters) "
-                     "are resampled and permuted together.")
+        lines.append(cluster_words(s) + ".")
     if s.get("unpaired_metrics"):
         lines.append("Not compared (reported by one run only, e.g. a cutoff beyond the other "
                      f"run's k): {', '.join(s['unpaired_metrics'])}.")
     return lines
+
+
+def cluster_words(s: Mapping[str, Any]) -> str:
+    """The method sentence on clusters of a comparison's ``settings`` ("" without)."""
+    key, n = s.get("cluster"), s.get("n_clusters")
+    if not key:
+        return ""
+    if key == "conversation":
+        return (f"Clustered by conversation ({n} conversations): the turns of one "
+                "conversation are resampled and permuted together")
+    return f"Clusters: cases sharing tag {key} ({n} clusters) are resampled and permuted together"
 
 
 def _sections(comp) -> list[tuple[str, list[str], list[list[Any]]]]:
@@ -307,6 +318,8 @@ def render_terminal(comp) -> str:
     lines.append(f"  {s['n_cases']} paired cases; {s['confidence']:.0%} "
                  f"{INTERVAL_SHORT.get(s.get('interval', 'auto'), 'bootstrap')} intervals; p "
                  f"adjusted ({s['adjust_name']}) over the {s['family_size']} headline tests")
+    if s.get("clustering"):
+        lines.append(f"  {s['clustering']}")
     for m in headline_names(comp):
         x = (getattr(comp, "grader_noise", None) or {}).get(m)
         if x and x["noise_share"] is not None:

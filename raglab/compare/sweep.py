@@ -196,6 +196,10 @@ def compare_sweep(ref: str, jobs: list[Job], params: list[str], baseline: Job,
                    "interval": cfg.interval,
                    "family_size": len(keys), "n_bootstrap": cfg.n_bootstrap, "seed": cfg.seed,
                    "family_permutations": cfg.family_permutations}
+    said = sorted({str(c.settings["clustering"]) for c in sc.comparisons.values()
+                   if c.settings.get("clustering")})
+    if said:  # conversations (clustered by default) or compare.cluster
+        sc.settings["clustering"] = said[0] if len(said) == 1 else said
     return sc
 
 

@@ -84,7 +84,13 @@ def intro(sc) -> list[str]:
             f"{s['confidence']:.0%} {_interval_name(s)} interval; {MARK} marks a difference "
             f"significant at {s['alpha']:g} after {ADJUST_NAMES[s['adjust']]} "
             f"adjustment across every cell of these tables ({s['family_size']} tests).",
+            *([f"Each job's comparison with the baseline is {_clustering(s['clustering'])}; "
+               "the sweep-wide family is not clustered."] if s.get("clustering") else []),
             "Per-slice rows of every job are in compare.json (comparisons)."]
+
+
+def _clustering(said: str | list[str]) -> str:
+    return said if isinstance(said, str) else ", ".join(said)
 
 
 def render_sweep_md(sc) -> str:

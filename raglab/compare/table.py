@@ -157,6 +157,35 @@ def case_weights(src: RunSource, ids: list[str]):
     return None if w.size == 0 or bool((w == 1.0).all()) else w
 
 
+#: the tag a conversation's turns carry (raglab.data.conversation): compare clusters by it
+#: unless ``compare.cluster`` says otherwise
+CONVERSATION_TAG = "conversation"
+#: ``compare.cluster=none``: no clusters, even on conversations
+NO_CLUSTER = "none"
+
+
+def cluster_key(src: RunSource, ids: list[str], given: str | None) -> str | None:
+    """The tag key the comparison clusters by: ``compare.cluster`` when set (``none``:
+    no clusters); unset, ``conversation`` when any case is a conversation's turn (its turns
+    are not independent), else None."""
+    if given is not None:
+        return None if given == NO_CLUSTER else given
+    by = src.by_id()
+    if any(CONVERSATION_TAG in (by[cid].get("tags") or {}) for cid in ids):
+        return CONVERSATION_TAG
+    return None
+
+
+def clustering(key: str | None, n: int | None) -> str | None:
+    """What a comparison clustered by, in a few words ("clustered by conversation (N
+    conversations)"); None when it did not."""
+    if not key:
+        return None
+    if key == "conversation":
+        return f"clustered by conversation ({n} conversations)"
+    return f"clustered by tag {key} ({n} clusters)"
+
+
 def cluster_labels(src: RunSource, ids: list[str], key: str):
     """The cluster of each case: its tag ``key``'s value; a case without the tag is its own
     cluster. UserError when no case has the tag (a mistyped key)."""
@@ -246,7 +275,9 @@ def pair_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
               allow_case_mismatch: bool = False, allow_version_mismatch: bool = False,
               allow_incomplete: bool = False) -> PairedTable:
     """Read both runs once into a :class:`PairedTable`. UserError on an incomplete run or
-    different case sets, VersionMismatch on different metric versions (unless allowed)."""
+    different case sets, VersionMismatch on different metric versions (unless allowed).
+    Clusters: :func:`cluster_key` (conversations by default); the table's ``cfg`` holds
+    the key used."""
     import numpy as np
 
     from raglab.compare.trust import self_graded_warnings
@@ -273,7 +304,10 @@ def pair_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
             weights is not None and other is not None and not np.array_equal(weights, other)):
         warnings.append("the runs weigh the cases differently (dataset.weights or case "
                         "weights changed): the baseline's weights are used")
-    clusters = None if cfg.cluster is None else cluster_labels(baseline, ids, cfg.cluster)
+    by = cluster_key(baseline, ids, cfg.cluster)
+    if by != cfg.cluster:  # the table's cfg (and so the settings) says what it clustered by
+        cfg = cfg.model_copy(update={"cluster": by})
+    clusters = None if by is None else cluster_labels(baseline, ids, by)
     groups: list[tuple[tuple[str, str] | None, Any]] = [(None, np.arange(len(ids)))]
     groups += [(key, np.asarray(idx)) for key, idx in _slice_groups(baseline, ids).items()]
     return PairedTable(baseline, candidate, cfg, ids, names, unpaired, metrics, B, C, weights,

@@ -1,8 +1,8 @@
 """Every metric raglab reports, collected from the declarations next to the code that
-computes it (``DECLARED`` of raglab.metrics.retrieval, generation, operational and
-aggregate; :class:`MetricSpec` says what a declaration holds), and every list of metric
-names derived from them: the headline set, the families and their order, the flip
-metrics, the metrics the monitor judges. The run summary, the run report, the MLflow
+computes it (``DECLARED`` of raglab.metrics.retrieval, generation, operational,
+aggregate and conversation; :class:`MetricSpec` says what a declaration holds), and every
+list of metric names derived from them: the headline set, the families and their order,
+the flip metrics, the metrics the monitor judges. The run summary, the run report, the MLflow
 headline set, the manual's metric tables (generated from it), compare/decide, calibration
 and the monitor all read these.
 """
@@ -12,16 +12,17 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from raglab.metrics import aggregate, generation, operational, retrieval
+from raglab.metrics import aggregate, conversation, generation, operational, retrieval
 from raglab.metrics.declaration import STAGES, Direction, Kind, MetricSpec
 
-__all__ = ["CALIBRATED_BY", "FAMILIES", "FLIP_THRESHOLDS", "GRADED_FAMILIES", "HEADLINE",
-           "METRICS", "MONITORED", "PERCENTILES", "STAGES", "SWEEP_TERMINAL", "Direction",
-           "Kind", "MetricSpec", "family_of", "run_metrics", "spec_of", "split_cutoff",
-           "stage_metric_names"]
+__all__ = ["CALIBRATED_BY", "CONVERSATION_METRICS", "FAMILIES", "FLIP_THRESHOLDS",
+           "GRADED_FAMILIES", "HEADLINE", "METRICS", "MONITORED", "PERCENTILES", "STAGES",
+           "SWEEP_TERMINAL", "Direction", "Kind", "MetricSpec", "family_of", "run_metrics",
+           "spec_of", "split_cutoff", "stage_metric_names"]
 
 _DECLARED: tuple[MetricSpec, ...] = (*retrieval.DECLARED, *generation.DECLARED,
-                                     *operational.DECLARED, *aggregate.DECLARED)
+                                     *operational.DECLARED, *aggregate.DECLARED,
+                                     *conversation.DECLARED)
 
 METRICS: dict[str, MetricSpec] = {m.name: m for m in _DECLARED}
 assert len(METRICS) == len(_DECLARED), "a metric is declared twice"
@@ -53,9 +54,15 @@ SWEEP_TERMINAL: tuple[str, ...] = tuple(n for n in HEADLINE if n in FLIP_THRESHO
 #: the judged metrics of each ``raglab monitor`` window, in declaration order
 MONITORED: tuple[str, ...] = tuple(m.name for m in _DECLARED if "monitor" in m.reported_by)
 
-#: metric families in the order of ``metric_versions`` (first declaration first)
-FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(m.family for m in _DECLARED
-                                                if m.family is not None))
+#: metric families in the order of ``metric_versions`` (first declaration first): the
+#: families of per-case (and per-window) metrics; the conversation family's version is in
+#: metrics.json's ``conversations`` section, which only runs with conversations have
+FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(
+    m.family for m in _DECLARED if m.family is not None and m.reported_by != ("conversations",)))
+
+#: the metrics one run with conversations reports once (raglab.metrics.conversation)
+CONVERSATION_METRICS: tuple[str, ...] = tuple(m.name for m in _DECLARED
+                                              if "conversations" in m.reported_by)
 
 #: families whose values come from grader verdicts (retrieval and operational ones do not)
 GRADED_FAMILIES: tuple[str, ...] = tuple(
@@ -68,7 +75,7 @@ def _calibrated_by() -> dict[str, str]:
     labels file holds."""
     out: dict[str, str] = {}
     for m in _DECLARED:
-        if m.family is not None and m.judged in ("claim", "nugget"):
+        if m.family in FAMILIES and m.judged in ("claim", "nugget"):
             out.setdefault(m.family, m.judged + "s")
     return out
 

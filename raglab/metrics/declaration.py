@@ -16,7 +16,13 @@ Kinds (the value of one case):
 - ``rank``: a 1-based rank;
 - ``count``: a count (tokens);
 - ``latency``: milliseconds;
-- ``cost``: US dollars.
+- ``cost``: US dollars;
+- ``ratio``: a ratio of two means, one value per run (1: no difference).
+
+Reporters: ``run`` (per case: records.jsonl, metrics.json), ``monitor`` (per window of
+``raglab monitor``), ``conversations`` (one value per run with conversations, from its
+turn records: metrics.json's ``conversations`` section and ``overall``;
+raglab.metrics.conversation).
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 Direction = Literal["higher", "lower", "none"]
-Kind = Literal["share", "binary", "rank", "count", "latency", "cost"]
-Reporter = Literal["run", "monitor"]
+Kind = Literal["share", "binary", "rank", "count", "latency", "cost", "ratio"]
+Reporter = Literal["run", "monitor", "conversations"]
 STAGES = ("candidate", "final")
 
 
@@ -45,7 +51,8 @@ class MetricSpec:
     #: the kind of grader verdict its value is computed from ("claim", "nugget", "rubric",
     #: "decomposition"); None: computed by rules from the labels and the output alone
     judged: str | None = None
-    #: what reports it: "run" (records.jsonl, metrics.json) and/or "monitor" (per window)
+    #: what reports it: "run" (records.jsonl, metrics.json) and/or "monitor" (per window),
+    #: or "conversations" (once per run with conversations)
     reported_by: tuple[Reporter, ...] = ("run",)
 
     def __post_init__(self) -> None:

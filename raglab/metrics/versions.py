@@ -1,12 +1,16 @@
 """Metric families and raglab's own metric code versions (bumped when a definition changes).
 
 The families come from the metric declarations (raglab.metrics.catalog), in the order of
-``metric_versions``; ``diagnosis`` follows them.
+``metric_versions``; ``diagnosis`` follows them. ``conversation`` (raglab.metrics.conversation)
+is not in ``metric_versions``: its version is in metrics.json's ``conversations`` section
+(:func:`conversation_version`), which only runs with conversations have.
 """
+
+from collections.abc import Mapping
 
 from raglab.metrics.catalog import FAMILIES, GRADED_FAMILIES
 
-__all__ = ["CODE_VERSIONS", "FAMILIES", "GRADED_FAMILIES"]
+__all__ = ["CODE_VERSIONS", "FAMILIES", "GRADED_FAMILIES", "conversation_version"]
 
 # Bump a family's number whenever its metric code changes what it reports.
 CODE_VERSIONS = {
@@ -22,5 +26,18 @@ CODE_VERSIONS = {
     "abstention": 2,  # 2: an abstention asserts nothing; must_not_contain kinds and rates
     "diagnosis": 3,  # failure attribution (raglab.metrics.diagnosis); 2: incomplete_answer;
                      # 3: a wrong answer missing any nugget (vital or not) is incomplete
+    "conversation": 1,  # conversation-level metrics (raglab.metrics.conversation)
 }
-assert tuple(CODE_VERSIONS) == (*FAMILIES, "diagnosis"), "a family without a code version"
+assert tuple(CODE_VERSIONS) == (*FAMILIES, "diagnosis", "conversation"), \
+    "a family without a code version"
+
+
+def conversation_version(metric_versions: Mapping[str, str]) -> str:
+    """The ``conversation`` family's version: its code version and the versions of what it
+    reads (a turn passes by its diagnosis; retention reads nugget verdicts; follow-up
+    resolution the retrieval metrics)."""
+    from raglab.cache import content_key
+
+    return content_key("conversation", CODE_VERSIONS["conversation"],
+                       *(metric_versions.get(f) for f in ("diagnosis", "nuggets", "retrieval")),
+                       length=12)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from raglab.data.io import atomic_write_text
-from raglab.report import human_scale, sequential_run
+from raglab.report import conversations, human_scale, sequential_run
 from raglab.report.summary import (
     FALLBACK_TITLE,
     arrow,
@@ -103,6 +103,7 @@ def run_report_html(title: str, metrics: Mapping[str, Any], cfg: Mapping[str, An
     else:
         body.append("<p>(no headline metric in this run)</p>")
     body += _diagnosis(metrics.get("diagnoses"))
+    body += conversations.html(metrics.get("conversations"), table)
     body += human_scale.html(metrics.get("ppi"), table)
     body += sequential_run.html(metrics.get("sequential"), table)
     for p in plots:

@@ -24,7 +24,7 @@ from raglab.data.io import (
 )
 from raglab.errors import UserError
 from raglab.metrics.catalog import STAGES, spec_of
-from raglab.report import human_scale, sequential_run
+from raglab.report import conversations, human_scale, sequential_run
 from raglab.report.format import fmt, num
 from raglab.report.summary import (
     FALLBACK_TITLE,
@@ -131,6 +131,7 @@ def _markdown(run_dir: Path, m: Mapping[str, Any], cfg: Mapping[str, Any],
         if head else ["(no headline metric in this run)"]
     lines += [""]
     lines += _diagnosis_lines(m.get("diagnoses"))
+    lines += conversations.markdown(m.get("conversations"), _table, _md_escape)
     lines += human_scale.markdown(m.get("ppi"), _table, _md_escape)
     lines += sequential_run.markdown(m.get("sequential"), _table, _md_escape)
     if plots:

@@ -25,6 +25,8 @@ from raglab.graders.orchestrate import Grading
 from raglab.graders.spec import diagnosis_version, family_versions
 from raglab.metrics.aggregate import aggregate, diagnosis_counts, weight_summary
 from raglab.metrics.case import metric_names
+from raglab.metrics.conversation import conversation_summary, flat_metrics, nugget_presence
+from raglab.metrics.versions import conversation_version
 from raglab.runner.case import CaseRunner
 from raglab.runner.components import (
     build_grader,
@@ -300,6 +302,10 @@ class Run:
             "warnings": list(self.warnings),
             "self_graded": self_graded,
         }
+        convs = conversation_summary(records)
+        if convs is not None:  # a run without conversations: metrics.json as before
+            metrics["conversations"] = {**convs, "version": conversation_version(versions)}
+            metrics["overall"].update(flat_metrics(convs))
         if self.sequential is not None:
             metrics["sequential"] = self.sequential.summary(kept)
         if self.llm is not None:
@@ -325,6 +331,11 @@ def slim_record(rec: CaseRecord) -> dict[str, Any]:
            "diagnosis": rec.diagnosis, "model": (rec.output or {}).get("model")}
     if rec.weight is not None:
         out["weight"] = rec.weight
+    conv = getattr(rec, "conversation", None)
+    if conv:  # a conversation's turn: what the conversation metrics read
+        out["conversation"] = {k: conv.get(k) for k in ("id", "turn", "n_turns", "history")}
+        if rec.gold.nuggets_from_turn is not None:
+            out["nugget_presence"] = nugget_presence(rec.to_json())
     return out
 
 

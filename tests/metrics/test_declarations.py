@@ -8,9 +8,10 @@ import json
 
 import pytest
 
-from raglab.metrics import aggregate, catalog, generation, operational, retrieval
+from raglab.metrics import aggregate, catalog, conversation, generation, operational, retrieval
 from raglab.metrics.catalog import (
     CALIBRATED_BY,
+    CONVERSATION_METRICS,
     FAMILIES,
     FLIP_THRESHOLDS,
     GRADED_FAMILIES,
@@ -49,8 +50,8 @@ def test_every_name_a_run_writes_has_one_declaration(demo):
     assert names and all(spec_of(n) is not None for n in names), \
         sorted(n for n in names if spec_of(n) is None)
     # one declaration per name: no two modules declare the same metric
-    declared = [m.name for mod in (retrieval, generation, operational, aggregate)
-                for m in mod.DECLARED]
+    declared = [m.name for mod in (retrieval, generation, operational, aggregate,
+                                   conversation) for m in mod.DECLARED]
     assert len(declared) == len(set(declared)) == len(METRICS)
     # a latency's percentile is its own declaration, not the latency's
     assert spec_of("latency_ms.total.p95").name == "latency_ms.*.p95"
@@ -60,12 +61,15 @@ def test_every_name_a_run_writes_has_one_declaration(demo):
 def test_every_declaration_is_computed(demo):
     """Each declaration a run reports shows up in the demo run's metrics.json overall (the
     latencies through the stages the reference system reports); the others are the
-    monitor's, computed per window by ``raglab monitor`` (tests/monitor)."""
+    monitor's, computed per window by ``raglab monitor`` (tests/monitor), or a run's with
+    conversations, once per run (tests/conversations/test_metrics*.py)."""
     _, metrics = demo
     seen = {spec_of(n).name for n in metrics["overall"]}
     for name, spec in METRICS.items():
         if "run" in spec.reported_by:
             assert name in seen, f"{name} is declared but the demo run does not report it"
+        elif spec.reported_by == ("conversations",):
+            assert name in CONVERSATION_METRICS, name
         else:
             assert spec.reported_by == ("monitor",) and name in MONITORED, name
 

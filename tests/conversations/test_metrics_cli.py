@@ -1,0 +1,141 @@
+"""Conversation metrics and clustered comparisons through the CLI: two runs of the tiny
+conversation set, one system that ignores the history ("deaf") and one that reads it
+("chat"); their metrics.json and reports, then ``raglab compare`` and ``raglab decide``
+(clustered by conversation by default)."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+import pytest
+
+from tests.conftest import run_cli, write_jsonl
+from tests.conversations.conftest import CONVERSATIONS, CORPUS
+from tests.conversations.test_run import SYSTEM
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("convruns")
+    corpus = write_jsonl(root / "corpus.jsonl", CORPUS)
+    cases = write_jsonl(root / "conversations.jsonl", CONVERSATIONS)
+    (root / "chat_sut.py").write_text(SYSTEM)
+    for name, extra in (("deaf", ["+system.options.history=false"]), ("chat", [])):
+        r = run_cli("run", f"dataset.corpus={corpus}", f"dataset.cases={cases}",
+                    "dataset.labels=null", "system=python", "system._target_=chat_sut.make",
+                    f"+system.options.corpus={corpus}", f"+system.options.log={root / name}.log",
+                    "tracking=none", "grader=heuristic", "progress=off",
+                    f"hydra.run.dir={root / name}", f"cache_dir={root / 'cache'}", *extra,
+                    cwd=root)
+        assert r.returncode in (0, 1), r.stderr
+    return root
+
+
+def _metrics(root, name):
+    return json.loads((root / name / "metrics.json").read_text())
+
+
+def test_metrics_json_has_the_conversations_section_and_flat_figures(runs):
+    deaf, chat = _metrics(runs, "deaf"), _metrics(runs, "chat")
+    for m in (deaf, chat):
+        c = m["conversations"]
+        assert list(c) == ["n", "history", "all_turns_correct", "first_failing_turn",
+                           "knowledge_retention", "follow_up_resolution", "version"]
+        assert c["n"] == 3 and c["history"] == "reference"
+        assert list(c["first_failing_turn"]) == ["1", "2", "3", "none"]
+        assert sum(c["first_failing_turn"].values()) == pytest.approx(1.0)
+        # conv-3.t2's non-vital fact from turn 1 ("refunded on Monday") is not in either
+        # answer (the first sentence of the escalation document)
+        assert c["knowledge_retention"] == 0.0
+        assert "conversation" not in m["metric_versions"]
+        assert {k: v for k, v in m["overall"].items() if k.startswith("conversation.")} == {
+            "conversation.all_turns_correct": c["all_turns_correct"],
+            "conversation.knowledge_retention": c["knowledge_retention"],
+            "conversation.follow_up_resolution": c["follow_up_resolution"]["ratio"]}
+    # ignoring the history: the follow-ups find nothing; reading it: as well as first turns
+    assert deaf["conversations"]["follow_up_resolution"] == {
+        "follow_up_recall": 0.0, "first_recall": 1.0, "ratio": 0.0}
+    assert chat["conversations"]["follow_up_resolution"] == {
+        "follow_up_recall": 1.0, "first_recall": 1.0, "ratio": 1.0}
+    # conv-1 and conv-2 fail at their follow-up turn in both runs (deaf: retrieval; chat:
+    # its one-sentence answers miss the follow-up's vital nugget); conv-3 passes
+    for m in (deaf, chat):
+        assert m["conversations"]["all_turns_correct"] == pytest.approx(1 / 3)
+        assert m["conversations"]["first_failing_turn"] == pytest.approx(
+            {"1": 0.0, "2": 2 / 3, "3": 0.0, "none": 1 / 3})
+    # MLflow logs the flat figures that apply (a null one is not logged)
+    from raglab.tracking.keys import metrics_from_summary
+
+    logged = metrics_from_summary(deaf)
+    assert logged["conversation.all_turns_correct"] == pytest.approx(1 / 3)
+    assert logged["conversation.follow_up_resolution"] == 0.0
+    assert not any(k.startswith("conversations") for k in logged)
+    md = (runs / "deaf" / "report.md").read_text()
+    assert "## Conversations" in md and "| follow-up resolution" in md
+    assert "<h2>Conversations</h2>" in (runs / "deaf" / "report.html").read_text()
+
+
+def test_the_comparison_of_the_two_runs_clusters_by_conversation(runs):
+    """In process (fast): unset clusters by conversation; an explicit setting wins."""
+    from raglab.compare.comparison import compare_runs, load_run
+    from raglab.compare.config import CompareCfg
+
+    base, cand = load_run(str(runs / "deaf")), load_run(str(runs / "chat"))
+    for given, key, n in ((None, "conversation", 3), ("none", None, None),
+                          ("intent", "intent", 4)):  # conv-3 has no intent: its own cluster
+        s = compare_runs(base, cand, CompareCfg(cluster=given, n_bootstrap=200)).settings
+        assert (s["cluster"], s["n_clusters"]) == (key, n), given
+        if given is None:
+            assert s["clustering"] == "clustered by conversation (3 conversations)"
+
+
+def test_a_sweep_of_conversation_runs_says_its_comparisons_are_clustered(runs):
+    from raglab.compare.comparison import load_run
+    from raglab.compare.config import CompareCfg
+    from raglab.compare.sweep import Job, compare_sweep
+    from raglab.compare.sweep_render import render_sweep_md
+
+    jobs = [Job(name, str(i), {"history": name}, load_run(str(runs / name)))
+            for i, name in enumerate(("deaf", "chat"))]
+    sc = compare_sweep(str(runs), jobs, ["history"], jobs[0],
+                       CompareCfg(n_bootstrap=200, family_permutations=200))
+    assert sc.settings["clustering"] == "clustered by conversation (3 conversations)"
+    assert ("comparison with the baseline is clustered by conversation (3 conversations); "
+            "the sweep-wide family is not clustered") in render_sweep_md(sc)
+
+
+@pytest.mark.slow
+def test_compare_clusters_by_conversation_by_default(runs, tmp_path):
+    r = run_cli("compare", str(runs / "deaf"), str(runs / "chat"), "--out",
+                str(tmp_path / "c"), "--set", "n_bootstrap=200", cwd=runs)
+    assert r.returncode == 0, r.stderr
+    assert "clustered by conversation (3 conversations)" in r.stdout
+    s = json.loads((tmp_path / "c" / "compare.json").read_text())["settings"]
+    assert (s["cluster"], s["n_clusters"], s["clustering"]) == (
+        "conversation", 3, "clustered by conversation (3 conversations)")
+    assert "Clustered by conversation (3 conversations)" in \
+        (tmp_path / "c" / "compare.md").read_text()
+    assert "Clustered by conversation (3 conversations)" in \
+        (tmp_path / "c" / "compare.html").read_text()
+    # turned off, or another tag: the setting wins
+    r = run_cli("compare", str(runs / "deaf"), str(runs / "chat"), "--out",
+                str(tmp_path / "off"), "--set", "cluster=none", "--set", "n_bootstrap=200",
+                cwd=runs)
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "off" / "compare.json").read_text())["settings"]
+    assert s["cluster"] is None and s["n_clusters"] is None and "clustering" not in s
+    assert "clustered by" not in r.stdout
+
+
+@pytest.mark.slow
+def test_decide_clusters_by_conversation_and_says_so(runs):
+    study = runs / "study"
+    r = run_cli("decide", str(runs / "deaf"), str(runs / "chat"), "gates=default",
+                "--study", str(study), "--set", "n_bootstrap=200", cwd=runs)
+    assert r.returncode in (0, 1, 4), r.stderr
+    stem = study / f"decision-{date.today().isoformat()}-default"
+    rec = json.loads(stem.with_suffix(".json").read_text())
+    assert rec["settings"]["cluster"] == "conversation"
+    assert rec["settings"]["clustering"] == "clustered by conversation (3 conversations)"
+    assert "(clustered by conversation (3 conversations))" in stem.with_suffix(".md").read_text()
