@@ -29,13 +29,13 @@ class ReferenceSystemCfg(Strict):
     name: Literal["reference"]
     enforce_acl: bool = True
     # a conversation's turn (docs/conversations.md): the earlier user messages put before
-    # the question to retrieve and generate with: the last one, all of them, or none (the
-    # history ignored)
+    # the question to retrieve and rerank with (the answer is to the question): the last
+    # one, all of them, or none (the history ignored)
     history: Literal["last", "all", "none"] = "last"
 
 
 def with_history(req: SystemRequest, mode: str) -> str:
-    """The text the pipeline searches and answers with: the question, after the earlier
+    """The text the pipeline searches and reranks with: the question, after the earlier
     user messages of its conversation that ``mode`` keeps (the plain question for a
     single-turn case)."""
     asked = [m["content"] for m in req.history if m.get("role") == "user"]
@@ -142,7 +142,7 @@ class ReferenceSystem(System):
             context.append({"doc_id": ch.doc_id, "text": ch.text, "score": round(score, 6),
                             "start": ch.start, "end": ch.end})
         t_gen = time.perf_counter()
-        gen = self._generate(query, [c["text"] for c in context])
+        gen = self._generate(req.question, [c["text"] for c in context])
         t_generated = time.perf_counter()
         candidates = [{"doc_id": chunks[ci].doc_id, "text": chunks[ci].text,
                        "score": round(s, 6), "start": chunks[ci].start, "end": chunks[ci].end}
