@@ -33,8 +33,10 @@ DECLARED: tuple[MetricSpec, ...] = tuple(
 
 
 def slice_keys(record: Mapping[str, Any]) -> dict[str, str]:
-    """A record's slices: its tags, and ``answerable`` (yes for a record without gold)."""
-    keys = {k: str(v) for k, v in (record.get("tags") or {}).items()}
+    """A record's slices: its tags, and ``answerable`` (yes for a record without gold).
+    The tag ``conversation`` is not a slice: it names the conversation a turn belongs to
+    (the unit comparisons resample, raglab.data.conversation), a slice of a few turns."""
+    keys = {k: str(v) for k, v in (record.get("tags") or {}).items() if k != "conversation"}
     keys["answerable"] = "yes" if (record.get("gold") or {}).get("answerable", True) else "no"
     return keys
 

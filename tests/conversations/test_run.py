@@ -82,6 +82,10 @@ def test_ignoring_the_history_fails_the_follow_ups_and_passes_first_turns(tmp_pa
     assert seen["conv-2.t2"]["turn"] == 2 and seen["conv-2.t1"]["history"] == []
     assert chat["conv-2.t2"]["conversation"] == {"id": "conv-2", "turn": 2, "n_turns": 2,
                                                  "history": "reference"}
+    # turns are sliced by their place, not by their conversation (the unit, not a slice)
+    slices = json.loads((tmp_path / "chat" / "metrics.json").read_text())["slices"]
+    assert {"turn", "turn_kind", "permission_change"} <= set(slices)
+    assert "conversation" not in slices
     # the permission trap is checked at its turn: no leak; the granted turn finds it
     assert chat["conv-1.t3"]["metrics"]["acl_leak_rate"] == 0.0
     assert _recall(chat, ["conv-3.t2"]) == [1.0]
