@@ -12,16 +12,21 @@ Documents is read as a retriever). The runnable is invoked with the question, or
 ``raglab_filters`` (the case's filters, ``{}`` for none) and ``raglab_case_id``, which any
 step reads from its ``config["configurable"]`` (a ``RunnableLambda`` taking ``config``),
 so a retriever can keep to what the user may see; ``metadata`` holds ``raglab_case_id``
-and ``raglab_user_id`` (the traces' tags). Hits: ``doc_id`` from
-``metadata[system.doc_id_field]`` (then ``source``), ``text`` from ``page_content``,
-``start`` from ``metadata["start_index"]`` (a splitter's ``add_start_index``), ``score``
-from ``metadata["score"]``. Candidates are the documents the chain's retrievers returned
-(seen through a callback handler), the context what the chain's output says. The callback
-handler also counts the retriever and model calls (``work.retrievals``,
-``work.generations``; a retriever run inside another counts once) and times them per stage
-(``retrieve``, ``generate``); usage tokens and the chat model's name come from the
-responses' metadata. langchain-core is imported only when this system is built (the optional extra
-``langchain``: :func:`raglab.errors.install_line`).
+and ``raglab_user_id`` (the traces' tags). A turn of a conversation also has its history:
+the input dict's ``chat_history`` (langchain-core ``HumanMessage``/``AIMessage``, the key a
+``MessagesPlaceholder("chat_history")`` and LangChain's history-aware retrievers read; empty
+on a first turn) and ``configurable["raglab_history"]`` (``{"role", "content"}`` dicts); a
+chain invoked with the question itself (no ``system.input_field``) or a retriever cannot
+take ``chat_history``, said once. A single-turn case's input and config are as before.
+Hits: ``doc_id`` from ``metadata[system.doc_id_field]`` (then ``source``), ``text`` from
+``page_content``, ``start`` from ``metadata["start_index"]`` (a splitter's
+``add_start_index``), ``score`` from ``metadata["score"]``. Candidates are the documents
+the chain's retrievers returned (seen through a callback handler), the context what the
+chain's output says. The callback handler also counts the retriever and model calls
+(``work.retrievals``, ``work.generations``; a retriever run inside another counts once)
+and times them per stage (``retrieve``, ``generate``); usage tokens and the chat model's
+name come from the responses' metadata. langchain-core is imported only when this system
+is built (the optional extra ``langchain``: :func:`raglab.errors.install_line`).
 """
 
 from __future__ import annotations
@@ -30,9 +35,10 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from raglab.components import NO_CONTEXT, BuildContext
 from raglab.registry import register
 from raglab.systems.base import SystemRequest
-from raglab.systems.factory import FactoryCfg, FrameworkSystem, StageClock, make_hit
+from raglab.systems.factory import FactoryCfg, FrameworkSystem, SaidOnce, StageClock, make_hit
 
 
 class LangChainSystemCfg(FactoryCfg):
@@ -54,6 +60,14 @@ class LangChainSystem(FrameworkSystem):
     answering = "a retrieval chain"
     cfg: LangChainSystemCfg
 
+    def __init__(self, cfg: LangChainSystemCfg, ctx: BuildContext = NO_CONTEXT):
+        super().__init__(cfg, ctx)
+        self._no_history = SaidOnce(
+            "the pipeline is invoked with the question itself (a retriever, or no "
+            "system.input_field): a turn's history cannot reach it as chat_history; it is "
+            "in the config's configurable['raglab_history'] (set system.input_field=input "
+            "to get chat_history in the input)")
+
     @classmethod
     def accepted(cls) -> tuple[tuple[type, ...], type, str]:
         from langchain_core.retrievers import BaseRetriever
@@ -72,10 +86,14 @@ class LangChainSystem(FrameworkSystem):
 
     def _invoke(self, req: SystemRequest, handler: Any, config: Any) -> dict[str, Any]:
         cfg = self.cfg
-        if self.retriever_only:
+        if self.retriever_only or not cfg.input_field:
+            if req.history:
+                self._no_history()
             result = self.pipeline.invoke(req.question, config=config)
         else:
-            arg = {cfg.input_field: req.question} if cfg.input_field else req.question
+            arg: dict[str, Any] = {cfg.input_field: req.question}
+            if req.conversation_id is not None:  # a turn (a single-turn input is as before)
+                arg["chat_history"] = chat_history(req.history)
             result = self.pipeline.invoke(arg, config=config)
         if isinstance(result, list):  # a retriever, or a runnable that retrieves
             self._retrieval_note()
@@ -125,17 +143,29 @@ def _text(value: Any) -> str | None:
     raise ValueError(f"the chain's answer is a {type(value).__name__}, not text")
 
 
+def chat_history(history: tuple[dict[str, str], ...]) -> list[Any]:
+    """A turn's history as langchain-core messages (``HumanMessage`` for the user's,
+    ``AIMessage`` for the assistant's), in order."""
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    return [HumanMessage(content=m["content"]) if m["role"] == "user"
+            else AIMessage(content=m["content"]) for m in history]
+
+
 def run_config(req: SystemRequest, callbacks: list) -> dict[str, Any]:
     """The ``RunnableConfig`` a case is invoked with: its user, filters and id in
-    ``configurable`` (``raglab_user``, ``raglab_filters``, ``raglab_case_id``), its id and
+    ``configurable`` (``raglab_user``, ``raglab_filters``, ``raglab_case_id``, and for a
+    turn ``raglab_history``: its history as ``{"role", "content"}`` dicts), its id and
     user's id in ``metadata``, and ``callbacks``."""
     user = req.user.model_dump() if req.user is not None else None
     metadata: dict[str, Any] = {"raglab_case_id": req.case_id}
     if req.user is not None:
         metadata["raglab_user_id"] = req.user.id
-    return {"callbacks": callbacks, "metadata": metadata,
-            "configurable": {"raglab_user": user, "raglab_filters": dict(req.filters),
-                             "raglab_case_id": req.case_id}}
+    configurable: dict[str, Any] = {"raglab_user": user, "raglab_filters": dict(req.filters),
+                                    "raglab_case_id": req.case_id}
+    if req.conversation_id is not None:
+        configurable["raglab_history"] = [dict(m) for m in req.history]
+    return {"callbacks": callbacks, "metadata": metadata, "configurable": configurable}
 
 
 def _handler(clock: StageClock) -> Any:

@@ -2,28 +2,38 @@
 
 The same factory contract as ``system=langchain`` (:mod:`raglab.systems.factory`): the
 factory returns a query engine (the answer is ``str(response)``, the context
-``response.source_nodes``) or a retriever (retrieval metrics only, said once), or a
-function ``(filters, user)`` returning one of them for each case: ``filters`` is a
-``MetadataFilters`` made from the case's filters (a key equal to the value; a list value:
-``IN``), ``user`` the case's user as ``{"id": ..., "groups": [...]}`` or None (anonymous),
-so the function can add its permission filter and build the engine with
-``index.as_query_engine(filters=filters)``. A query engine or retriever built once cannot
-receive them; a run whose cases have a user or filters says so once. Hits from nodes:
-``doc_id`` from the node's ``metadata[system.doc_id_field]``, then ``source``, then its
-``ref_doc_id``; ``text`` the node's content, ``start``/``end`` its character offsets,
+``response.source_nodes``), a chat engine (a ``BaseChatEngine``, or anything with
+``chat(message, chat_history=...)``: read as a query engine's response), or a retriever
+(retrieval metrics only, said once), or a function ``(filters, user)`` returning one of
+them for each case. A chat engine is asked ``chat(question,
+chat_history=[ChatMessage(...)])`` with the turn's history
+(``MessageRole.USER``/``ASSISTANT``; empty for a single-turn case or a first turn), its
+memory reset first (``reset()``) so that nothing of another case reaches it; an engine
+keeps a memory, so one engine answers one case at a time (one built once, or returned
+again by the function, serialises the cases; engines built per case answer side by side).
+A query engine or retriever cannot take a history: a run whose turns have one says so
+once. ``filters`` is a ``MetadataFilters`` made from the case's filters (a key equal to
+the value; a list value: ``IN``), ``user`` the case's user as ``{"id": ..., "groups":
+[...]}`` or None (anonymous), so the function can add its permission filter and build the
+engine with ``index.as_query_engine(filters=filters)``. A query engine or retriever built
+once cannot receive them; a run whose cases have a user or filters says so once. Hits from
+nodes: ``doc_id`` from the node's ``metadata[system.doc_id_field]``, then ``source``, then
+its ``ref_doc_id``; ``text`` the node's content, ``start``/``end`` its character offsets,
 ``score`` its score. Retrieval and model calls are counted (``work.retrievals``,
 ``work.generations``; a call inside another of the same stage counts once, calls side by
 side, such as an async pipeline's, each count) and timed per stage (``retrieve``,
 ``generate``; a call that raises is timed until it does), and token usage read where the
 model's response reports it, from LlamaIndex's instrumentation events and spans (the root
 dispatcher; a call is inside another when its span descends from the other's; calls the
-pipeline makes in threads of its own are not seen). llama-index-core is imported only when this
-system is built (the optional extra ``llamaindex``: :func:`raglab.errors.install_line`).
+pipeline makes in threads of its own are not seen). llama-index-core is imported only when
+this system is built (the optional extra ``llamaindex``:
+:func:`raglab.errors.install_line`).
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -60,24 +70,36 @@ class LlamaIndexSystem(FrameworkSystem):
 
     def __init__(self, cfg: LlamaIndexSystemCfg, ctx: BuildContext = NO_CONTEXT):
         super().__init__(cfg, ctx)
-        self.per_case = not isinstance(self.pipeline, self.accepted()[0])
+        self.per_case = not _is_engine(self.pipeline, self.accepted()[0])
         self._unreached = SaidOnce(
-            "the factory returned a query engine or retriever built once: the cases' user "
-            "and filters do not reach it (return a function (filters, user) that builds "
-            "one per case to apply them)")
+            "the factory returned a query engine, chat engine or retriever built once: the "
+            "cases' user and filters do not reach it (return a function (filters, user) "
+            "that builds one per case to apply them)")
+        self._no_history = SaidOnce(
+            "a query engine or retriever cannot take a conversation's history: the turns "
+            "are asked their question alone (return a chat engine, such as "
+            "CondenseQuestionChatEngine over the index, to pass it)")
+        # a chat engine's memory takes one case at a time (concurrent calls on one
+        # LlamaIndex Memory hang): a lock per engine, so engines built per case run side
+        # by side and one built once (or returned again) answers one case at a time
+        self._locks: weakref.WeakKeyDictionary[Any, threading.Lock] = \
+            weakref.WeakKeyDictionary()
+        self._locks_lock, self._shared_lock = threading.Lock(), threading.Lock()
         _listen()
 
     @classmethod
     def accepted(cls) -> tuple[tuple[type, ...], type, str]:
         from llama_index.core.base.base_query_engine import BaseQueryEngine
         from llama_index.core.base.base_retriever import BaseRetriever
+        from llama_index.core.chat_engine.types import BaseChatEngine
 
-        return ((BaseQueryEngine, BaseRetriever), BaseRetriever,
-                "a LlamaIndex query engine or retriever (or a function making one)")
+        return ((BaseQueryEngine, BaseChatEngine, BaseRetriever), BaseRetriever,
+                "a LlamaIndex query engine, chat engine or retriever (or a function "
+                "making one)")
 
     @classmethod
     def built_ok(cls, built: Any) -> bool:
-        return callable(built) or super().built_ok(built)
+        return callable(built) or _is_chat(built) or super().built_ok(built)
 
     def answer(self, req: SystemRequest) -> Any:
         clock = _LOCAL.clock = StageClock()
@@ -90,6 +112,14 @@ class LlamaIndexSystem(FrameworkSystem):
         return self.finish({"case_id": req.case_id, "candidates": hits, "context": hits,
                             "answer": answer}, clock, req.case_id)
 
+    def _lock_of(self, engine: Any) -> threading.Lock:
+        """The lock of a chat engine (one for all that take no weak reference)."""
+        with self._locks_lock:
+            try:
+                return self._locks.setdefault(engine, threading.Lock())
+            except TypeError:
+                return self._shared_lock
+
     def _ask(self, req: SystemRequest) -> tuple[list, str | None]:
         """(the nodes retrieved, the answer or None) of the case."""
         pipeline, retriever_only = self.pipeline, self.retriever_only
@@ -97,17 +127,23 @@ class LlamaIndexSystem(FrameworkSystem):
             user = req.user.model_dump() if req.user is not None else None
             pipeline = self.pipeline(metadata_filters(req.filters), user)  # (any names)
             kinds, retriever, _ = self.accepted()
-            if not isinstance(pipeline, kinds):
+            if not _is_engine(pipeline, kinds):
                 raise ValueError(f"the factory's function returned a "
                                  f"{type(pipeline).__name__}, not a LlamaIndex query "
-                                 "engine or retriever")
+                                 "engine, chat engine or retriever")
             retriever_only = isinstance(pipeline, retriever)
         elif req.filters or req.user is not None:
             self._unreached()
-        if retriever_only:
-            self._retrieval_note()
-            return list(pipeline.retrieve(req.question)), None
-        response = pipeline.query(req.question)
+        if _is_chat(pipeline):
+            with self._lock_of(pipeline):
+                response = _chat(pipeline, req)
+        else:
+            if req.history:
+                self._no_history()
+            if retriever_only:
+                self._retrieval_note()
+                return list(pipeline.retrieve(req.question)), None
+            response = pipeline.query(req.question)
         nodes = list(getattr(response, "source_nodes", None) or [])
         text = getattr(response, "response", None)
         return nodes, (str(response) if text is not None else None)
@@ -126,6 +162,29 @@ class LlamaIndexSystem(FrameworkSystem):
                         start=getattr(node, "start_char_idx", None),
                         end=getattr(node, "end_char_idx", None),
                         score=getattr(scored, "score", None))
+
+
+def _is_chat(obj: Any) -> bool:
+    """Whether ``obj`` is a chat engine (has a ``chat`` method)."""
+    return callable(getattr(obj, "chat", None)) and not isinstance(obj, type)
+
+
+def _is_engine(obj: Any, kinds: tuple[type, ...]) -> bool:
+    """Whether ``obj`` is what the adapter asks (not a function making one)."""
+    return isinstance(obj, kinds) or _is_chat(obj)
+
+
+def _chat(engine: Any, req: SystemRequest) -> Any:
+    """The chat engine's response to the case: its memory reset, then asked the question
+    with the turn's history as ``ChatMessage``s."""
+    from llama_index.core.llms import ChatMessage, MessageRole
+
+    roles = {"user": MessageRole.USER, "assistant": MessageRole.ASSISTANT}
+    history = [ChatMessage(role=roles[m["role"]], content=m["content"]) for m in req.history]
+    reset = getattr(engine, "reset", None)
+    if callable(reset):
+        reset()
+    return engine.chat(req.question, chat_history=history)
 
 
 def metadata_filters(filters: Mapping[str, Any]) -> Any:
