@@ -111,3 +111,51 @@ def test_without_conversations_a_session_id_plays_no_part(tmp_path):
     problems = P.Problems()
     got = pair(records(f, problems), cases, problems, str(f))
     assert {k: v["answer"] for k, v in got.outputs.items()} == {"a": "A1.", "b": "A2."}
+
+
+@pytest.mark.slow  # a real MLflow store and a replay through the CLI
+def test_mlflow_traces_of_a_session_are_replayed_as_a_conversation(tmp_path, convs,
+                                                                   monkeypatch):
+    """An app traced by MLflow (a sqlite store) that names each request's session with
+    ``mlflow.trace.session`` metadata (``update_current_trace``); sessions not named after
+    the conversations: paired by their first question."""
+    import mlflow
+    from mlflow.tracking import fluent
+
+    corpus, cases = convs
+    uri = f"sqlite:///{tmp_path / 'app.db'}"
+    mlflow.set_tracking_uri(uri)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)  # (set_experiment sets it)
+    mlflow.set_experiment("chat-app")
+
+    @mlflow.trace(span_type="RETRIEVER")
+    def search(query, doc):
+        return [{"page_content": TEXT[doc], "metadata": {"doc_id": doc}}]
+
+    @mlflow.trace
+    def chat(question, session, doc, answer):
+        mlflow.update_current_trace(metadata={"mlflow.trace.session": session})
+        search(question, doc)
+        return {"answer": answer}
+
+    try:  # conv-3 first: its last turn asks what conv-1's last turn asks
+        for i, conv in enumerate(reversed(CONVERSATIONS)):
+            for k, turn in enumerate(conv["turns"], start=1):
+                doc, answer = ANSWERS[conv["id"]][k - 1]
+                chat(turn["question"], f"web-{i}", doc, answer)
+        mlflow.flush_trace_async_logging()
+    finally:
+        fluent._active_experiment_id = None
+        monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)
+    r = run_cli("run", "system=replay", "system.path=mlflow://chat-app",
+                f"dataset.corpus={corpus}", f"dataset.cases={cases}", "dataset.labels=null",
+                "tracking=none", "grader=heuristic", f"hydra.run.dir={tmp_path / 'run'}",
+                f"cache_dir={tmp_path / 'c'}", "progress=off", cwd=tmp_path,
+                env={"MLFLOW_TRACKING_URI": uri})
+    assert r.returncode in (0, 1), r.stderr
+    recs = {json.loads(x)["case_id"]: json.loads(x)
+            for x in (tmp_path / "run" / "records.jsonl").read_text().splitlines()}
+    for conv, turns in ANSWERS.items():
+        for k, (_, answer) in enumerate(turns, start=1):
+            assert recs[f"{conv}.t{k}"]["output"]["answer"] == answer, (conv, k)
+    assert "matched no case" not in r.stderr and "second traces" not in r.stderr
