@@ -127,13 +127,17 @@ def _turns(sessions: dict[str, list[tuple[int | None, dict[str, Any]]]],
            problems: Problems, source: str) -> None:
     """Each session's traces, by start time, as the turns of its conversation."""
     claimed: set[str] = set()
+    firsts: dict[str, list[str]] = {}  # a first turn's question -> its conversations
+    for conv_id, turns in convs.items():
+        if 1 in turns:
+            firsts.setdefault(turns[1].question, []).append(conv_id)
     ordered = {s: sorted(ts, key=lambda t: _start(t[1])) for s, ts in sessions.items()}
     # sessions named after a conversation first, so a question match cannot take it
     for session in sorted(ordered, key=lambda s: s not in convs):
         traces = ordered[session]
         conv = session if session in convs else next(
-            (cid for cid, turns in convs.items() if cid not in claimed and 1 in turns
-             and turns[1].question == traces[0][1]["question"]), None)
+            (cid for cid in firsts.get(traces[0][1]["question"], ()) if cid not in claimed),
+            None)
         if conv is None:
             for line, rec in traces:
                 cid = _by_question(rec, by_question, got)
