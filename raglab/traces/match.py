@@ -80,8 +80,11 @@ def pair(records: Iterable[tuple[int | None, dict[str, Any]]], cases: Iterable[A
         if known is None:
             cid = cid or rec["trace_id"]
         elif cid not in known:
-            if convs and rec.get("session"):
-                sessions.setdefault(rec["session"], []).append((line, rec))
+            session = rec.get("session")
+            if convs and session:
+                if rec["question"] not in by_question:  # never kept: only its place counts
+                    rec = {k: rec[k] for k in ("trace_id", "question", "timestamp")}
+                sessions.setdefault(session, []).append((line, rec))
                 continue
             cid = _by_question(rec, by_question, got)
             if cid is None:
