@@ -63,7 +63,8 @@ def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
             async def one(n: int, line) -> LineResult:
                 r = LineResult(window_start(line.timestamp, seconds), line.top1_score(),
                                bool(line.candidates or line.context), line.feedback,
-                               sampled(line, mon.sample_rate), turn=line.turn)
+                               sampled(line, mon.sample_rate),
+                               turn=line.turn if line.session is not None else None)
                 if r.sampled:
                     r.metrics, r.grader_error = await judge_line(grading, line, n)
                 return r

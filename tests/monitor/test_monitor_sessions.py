@@ -41,12 +41,14 @@ def test_monitor_of_session_traces_reports_by_turn(tmp_path):
             traces.append(rag_trace(n, "How long do refunds take?", said,
                                     [("kb/a", FACT, 0.9)], start_ms=60_000 * k,
                                     session=session))
+    traces.append(rag_trace(n + 1, "How long do refunds take?", FACT, [("kb/a", FACT, 0.9)],
+                            session=None))  # not in a conversation: in no turn
     f = write_lines(tmp_path / "traces.jsonl", list(reversed(traces)))
     r = run_cli("monitor", str(f), "monitor.sample_rate=1", "tracking=none",
                 "grader=heuristic", f"cache_dir={tmp_path / 'c'}",
                 f"hydra.run.dir={tmp_path / 'm'}", cwd=tmp_path)
     assert r.returncode in (0, 1), r.stdout + r.stderr
-    assert "7 traces; 3 sessions (by turn)" in r.stdout
+    assert "8 traces; 3 sessions (by turn)" in r.stdout
     doc = json.loads((tmp_path / "m" / "monitor.json").read_text())
     assert doc["sessions"] == 3 and doc["lines_in_sessions"] == 7
     by = doc["by_turn"]
