@@ -13,7 +13,10 @@ from raglab.monitor.traffic import TrafficLine
 
 async def judge_line(grading: Grading, line: TrafficLine, n: int) -> tuple[dict[str, Any], bool]:
     """``(reference-free metrics, grader failed)`` of one line."""
-    case = Case(id=line.id or line.case_id or f"traffic-{n}", question=line.question)
+    tags = {} if line.session is None else {"conversation": line.session,
+                                            "turn": str(line.turn)}
+    case = Case(id=line.id or line.case_id or f"traffic-{n}", question=line.question,
+                tags=tags)
     output = {"case_id": case.id, "answer": line.answer, "citations": [],
               "candidates": [h.model_dump() for h in line.candidates],
               "context": [h.model_dump() for h in line.context]}

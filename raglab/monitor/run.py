@@ -25,6 +25,7 @@ from raglab.monitor.windows import (
     contradiction_counts,
     find_alerts,
     real_alerts,
+    turn_table,
     window_table,
 )
 from raglab.systems.base import WorkCounter
@@ -32,10 +33,12 @@ from raglab.systems.base import WorkCounter
 
 def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
                 baseline_path: str | None, run_dir: Path, fmt: str = "auto") -> dict[str, Any]:
-    """Read, sample, judge, window, alert; writes monitor.json and alerts.json and logs
-    to MLflow; returns monitor.json's content (plus ``mlflow_run_id``, and ``sample_note``:
-    a line when the sample is too small, see :func:`sample_note`). ``fmt``: the traffic's
-    format (``auto``: told from the content)."""
+    """Read, sample, judge, window, alert; writes monitor.json (with ``sessions``,
+    ``lines_in_sessions`` and the figures per turn, ``by_turn``, of lines with a session id)
+    and alerts.json and logs to MLflow; returns monitor.json's content (plus
+    ``mlflow_run_id``, and ``sample_note``: a line when the sample is too small, see
+    :func:`sample_note`). ``fmt``: the traffic's format (``auto``: told from the
+    content)."""
     uri = getattr(cfg.tracking, "uri", None)
     traffic = read_traffic(traffic_path, fmt, uri)
     baseline = read_traffic(baseline_path, "auto", uri) if baseline_path else None
@@ -60,7 +63,8 @@ def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
             async def one(n: int, line) -> LineResult:
                 r = LineResult(window_start(line.timestamp, seconds), line.top1_score(),
                                bool(line.candidates or line.context), line.feedback,
-                               sampled(line, mon.sample_rate))
+                               sampled(line, mon.sample_rate),
+                               turn=line.turn if line.session is not None else None)
                 if r.sampled:
                     r.metrics, r.grader_error = await judge_line(grading, line, n)
                 return r
@@ -92,6 +96,9 @@ def run_monitor(cfg: Any, mon: MonitorCfg, traffic_path: str,
            "baseline_contradicted": base_contra[0] if base_contra else None,
            "baseline_judged": base_contra[1] if base_contra else None,
            "n_alerts": len(fired), "n_untested": len(alerts) - len(fired),
+           "sessions": traffic.sessions,
+           "lines_in_sessions": sum(ln.session is not None for _, ln in traffic.lines),
+           "by_turn": turn_table(results),
            "work": work.as_dict(), "windows": windows, "alerts": alerts}
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -132,6 +139,7 @@ def _log(cfg: Any, mon: MonitorCfg, doc: dict[str, Any], run_dir: Path) -> str:
     return log_standalone_run(cfg.tracking.uri, mon.experiment, Path(doc["traffic"]).name,
                               params=params, series=series,
                               metrics={"lines": doc["lines"], "bad_lines": doc["bad_lines"],
-                                       "alerts": len(fired), "untested": doc["n_untested"]},
+                                       "alerts": len(fired), "untested": doc["n_untested"],
+                                       "sessions": doc["sessions"]},
                               tags=tags, artifacts=[run_dir / "monitor.json",
                                                     run_dir / "alerts.json"])

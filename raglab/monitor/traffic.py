@@ -1,4 +1,9 @@
-"""Traffic lines: reading (bad lines counted, not fatal), deterministic sampling, windows."""
+"""Traffic lines: reading (bad lines counted, not fatal), deterministic sampling, windows.
+
+A line with a session id (``session``: a trace's ``session.id``, ``gen_ai.conversation.id``
+or MLflow session metadata; a run directory's ``conversation`` tag) is a turn of that
+conversation: its ``turn`` is the one the line gives, else its place among the session's
+lines by timestamp (then as read), so the monitor's figures can be sliced by turn."""
 
 from __future__ import annotations
 
@@ -97,8 +102,19 @@ class TrafficLine(BaseModel):
     user: User | None = None
     filters: dict[str, FilterValue] = Field(default_factory=dict)
     feedback: str | None = None
+    # a conversation: the session id, and the turn (1-based; numbered when read if absent)
+    session: str | None = None
+    turn: int | None = Field(None, ge=1)
 
     _forward_spans = field_validator("candidates", "context")(staticmethod(forward_spans))
+
+    @field_validator("session", mode="before")
+    @classmethod
+    def _session(cls, v: Any) -> Any:
+        """A number is an id too; an empty one is none."""
+        if isinstance(v, int) and not isinstance(v, bool):
+            return str(v)
+        return v if v != "" else None
 
     @field_validator("timestamp")
     @classmethod
@@ -133,6 +149,22 @@ class Traffic:
     bad: list[str] = field(default_factory=list)  # traces: the first bad one of each kind
     bad_by_kind: dict[str, int] = field(default_factory=dict)  # traces only
     read_as: str = ""  # what the source was read as, with its counts (one line)
+    sessions: int = 0  # distinct session ids among the lines
+
+    def number_turns(self) -> None:
+        """Give each line with a session and no turn its place among the session's lines
+        (by timestamp, then as read), count the sessions and say so in ``read_as``."""
+        by: dict[str, list[TrafficLine]] = {}
+        for _, line in self.lines:
+            if line.session is not None:
+                by.setdefault(line.session, []).append(line)
+        for lines in by.values():
+            if any(line.turn is None for line in lines):
+                for k, line in enumerate(sorted(lines, key=lambda ln: ln.timestamp), 1):
+                    line.turn = k if line.turn is None else line.turn
+        self.sessions = len(by)
+        if by and self.read_as:
+            self.read_as += f"; {len(by)} session{'' if len(by) == 1 else 's'} (by turn)"
 
     @property
     def n_bad(self) -> int:
@@ -244,6 +276,7 @@ def read_traffic(path: str | Path, fmt: str = "auto",
                 t.bad.append(f"{where}: {_problem(e, obj)}")
     t.read_as = f"read as raglab traffic JSON lines: {len(t.lines)} line(s)" + (
         f", {len(t.bad)} bad" if t.bad else "")
+    t.number_turns()
     return t
 
 
@@ -264,6 +297,7 @@ def _read_traces(source: str, fmt: str, tracking_uri: str | None) -> Traffic:
     t.bad_by_kind = {k: n for k, n, _ in problems.ordered()}
     t.bad = [first for _, _, first in problems.ordered()]
     t.read_as = problems.account(len(t.lines))
+    t.number_turns()
     return t
 
 
@@ -293,9 +327,14 @@ def _read_run_dir(d: Path) -> Traffic:
             continue
         obj = {**out, "id": cid, "question": questions.get(cid, "") if isinstance(cid, str) else "",
                "timestamp": ts}
+        tags = rec.get("tags")
+        if isinstance(tags, dict) and tags.get("conversation") \
+                and str(tags.get("turn", "")).isdigit():
+            obj.update(session=tags["conversation"], turn=int(tags["turn"]))
         try:
             t.lines.append((i, TrafficLine.model_validate(obj)))
         except ValidationError as e:
             t.bad.append(f"{records}:{i} case {cid}: {_problem(e, obj)}")
+    t.number_turns()
     return t
 

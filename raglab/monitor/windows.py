@@ -10,6 +10,9 @@ line of the window):
 ``top1_score`` mean and 10th/50th/90th percentiles, ``no_hits_rate`` (lines that retrieved
 nothing) and ``feedback_down_rate`` (``down`` among lines with ``up``/``down`` feedback).
 
+Lines of conversations (a session id) also give the same figures per turn
+(:func:`turn_table`: ``by_turn`` of monitor.json; no alert is tested per turn).
+
 The contradiction alert's unit is the judged line (an answer with judged claims): claims of
 one answer share its context and its generation, so they are not independent draws, and
 lines are. ``contradicted_lines`` counts the judged lines with at least one CONTRADICTED
@@ -41,10 +44,38 @@ class LineResult:
     sampled: bool
     metrics: dict[str, float | None] = field(default_factory=dict)  # judged lines only
     grader_error: bool = False
+    turn: int | None = None  # a conversation's turn (the line has a session id)
 
 
 def _mean(vals: Sequence[float]) -> float | None:
     return float(np.mean(vals)) if len(vals) else None
+
+
+def figures(rs: Sequence[LineResult]) -> dict[str, Any]:
+    """The figures of a group of lines (a window, a turn): counts, the judged metrics'
+    means (each with its ``.n``), contradicted lines, top-1 scores, no-hits and feedback."""
+    judged = [r for r in rs if r.sampled and not r.grader_error]
+    scores = [r.top1 for r in rs if r.top1 is not None]
+    fb = [r.feedback.strip().lower() for r in rs
+          if r.feedback and r.feedback.strip().lower() in ("up", "down")]
+    w: dict[str, Any] = {"lines": len(rs), "sampled": sum(r.sampled for r in rs),
+                         "judged": len(judged), "grader_errors": sum(r.grader_error for r in rs)}
+    for name in JUDGED:
+        vals = [v for r in judged if (v := r.metrics.get(name)) is not None]
+        w[name] = _mean(vals)
+        w[f"{name}.n"] = len(vals)
+    flags = [v > 0 for r in judged if (v := r.metrics.get("contradicted_claim_rate"))
+             is not None]
+    w["contradicted_lines"] = sum(flags)
+    w["contradicted_line_rate"] = _mean([float(f) for f in flags])
+    w["top1_score.n"] = len(scores)
+    w["top1_score.mean"] = _mean(scores)
+    for q in (10, 50, 90):
+        w[f"top1_score.p{q}"] = float(np.percentile(scores, q)) if scores else None
+    w["no_hits_rate"] = _mean([0.0 if r.has_hits else 1.0 for r in rs])
+    w["feedback_down_rate"] = _mean([1.0 if f == "down" else 0.0 for f in fb])
+    w["_scores"] = scores
+    return w
 
 
 def window_table(results: Sequence[LineResult], seconds: int) -> list[dict[str, Any]]:
@@ -53,31 +84,24 @@ def window_table(results: Sequence[LineResult], seconds: int) -> list[dict[str, 
         by.setdefault(r.window, []).append(r)
     out = []
     for start in sorted(by):
-        rs = by[start]
-        judged = [r for r in rs if r.sampled and not r.grader_error]
-        scores = [r.top1 for r in rs if r.top1 is not None]
-        fb = [r.feedback.strip().lower() for r in rs
-              if r.feedback and r.feedback.strip().lower() in ("up", "down")]
-        w: dict[str, Any] = {
-            "start": start.isoformat(), "end": (start + timedelta(seconds=seconds)).isoformat(),
-            "lines": len(rs), "sampled": sum(r.sampled for r in rs), "judged": len(judged),
-            "grader_errors": sum(r.grader_error for r in rs)}
-        for name in JUDGED:
-            vals = [v for r in judged if (v := r.metrics.get(name)) is not None]
-            w[name] = _mean(vals)
-            w[f"{name}.n"] = len(vals)
-        flags = [v > 0 for r in judged if (v := r.metrics.get("contradicted_claim_rate"))
-                 is not None]
-        w["contradicted_lines"] = sum(flags)
-        w["contradicted_line_rate"] = _mean([float(f) for f in flags])
-        w["top1_score.n"] = len(scores)
-        w["top1_score.mean"] = _mean(scores)
-        for q in (10, 50, 90):
-            w[f"top1_score.p{q}"] = float(np.percentile(scores, q)) if scores else None
-        w["no_hits_rate"] = _mean([0.0 if r.has_hits else 1.0 for r in rs])
-        w["feedback_down_rate"] = _mean([1.0 if f == "down" else 0.0 for f in fb])
-        w["_scores"] = scores
+        w = {"start": start.isoformat(),
+             "end": (start + timedelta(seconds=seconds)).isoformat(), **figures(by[start])}
         out.append(w)
+    return out
+
+
+def turn_table(results: Sequence[LineResult]) -> dict[str, dict[str, Any]]:
+    """``{TURN: figures}`` of the lines of conversations, turn "1", "2", ... in order
+    (lines without a session left out; {} when there are none)."""
+    by: dict[int, list[LineResult]] = {}
+    for r in results:
+        if r.turn is not None:
+            by.setdefault(r.turn, []).append(r)
+    out = {}
+    for turn in sorted(by):
+        f = figures(by[turn])
+        f.pop("_scores")
+        out[str(turn)] = f
     return out
 
 

@@ -9,7 +9,8 @@
   ``timestamp``, ``user``, ``session``, ``feedback`` (the table of docs/traces.md).
 - :mod:`raglab.traces.source`: a source (a file, or ``mlflow://EXPERIMENT``) -> records,
   with the bad traces counted by kind (:mod:`raglab.traces.problems`);
-  :mod:`raglab.traces.match` pairs records with the cases of a replayed run.
+  :mod:`raglab.traces.match` pairs records with the cases of a replayed run (a session's
+  traces, by start time, with a conversation's turns).
 
 Nothing here is imported by ``import raglab``; the MLflow store is read by
 :mod:`raglab.tracking.mlflow_traces` (the only package that imports mlflow).

@@ -18,8 +18,10 @@ TOO_MANY = "too many spans"
 NO_RETRIEVER = "no retriever span"
 NO_DOC_ID = "document without an id"
 NO_CONTENT = "no content"  # GenAI content capture is opt-in: noted, never an error
+#: replay of conversations: a session's k-th trace does not ask its turn's question
+TURN_QUESTION = "turn question differs"
 KINDS = (MALFORMED, NO_ROOT, CYCLE, NO_END, BAD_TIME, TOO_LARGE, TOO_MANY, NO_RETRIEVER,
-         NO_DOC_ID, NO_CONTENT)
+         NO_DOC_ID, NO_CONTENT, TURN_QUESTION)
 
 
 @dataclass

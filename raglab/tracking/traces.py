@@ -32,6 +32,10 @@ Shape of a case's trace (``tracking.traces``: ``all`` cases, only the ``failed``
 - pairing: MLflow's evaluation view pairs the traces of two runs on their request (the
   root's inputs, ``{"case_id", "question"}``); the case id is also the trace's
   ``client_request_id``, its ``mlflow.eval.requestId`` tag and its ``raglab.case_id`` tag.
+- conversations: a conversation's turn carries the conversation id as the trace's session
+  (metadata ``mlflow.trace.session``), so MLflow groups the turns of one conversation (its
+  Sessions view, ``mlflow.search_sessions``); a case with a user carries the user's id as
+  ``mlflow.trace.user``.
 
 A resumed run finds the cases its earlier process traced (by the ``raglab.case_id`` tag of
 the run's traces) and traces each case once: a case run again (it had failed) replaces its
@@ -42,6 +46,7 @@ old trace; a case recorded but not yet traced when the process was killed is tra
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import queue
@@ -52,7 +57,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from raglab.secrets import clip
+from raglab.secrets import clip, scrub
 from raglab.tracking.assessments import Assessor, expectations, failed_checks
 
 log = logging.getLogger(__name__)
@@ -61,6 +66,8 @@ CASE_TAG = "raglab.case_id"
 #: the trace tag MLflow's evaluation harness pairs on (mlflow.tracing.constant.TraceTagKey)
 EVAL_REQUEST_TAG = "mlflow.eval.requestId"
 SOURCE_RUN = "mlflow.sourceRun"  # TraceMetadataKey.SOURCE_RUN: the run a trace belongs to
+SESSION = "mlflow.trace.session"  # TraceMetadataKey.TRACE_SESSION
+USER = "mlflow.trace.user"  # TraceMetadataKey.TRACE_USER
 TRACES_MODES = ("all", "failed", "none")
 ASSESSMENT_MODES = ("headline", "all")
 #: traces per write (one log_spans request; one start_trace each)
@@ -240,17 +247,41 @@ def build_spans(maker: _SpanMaker, case: Any, record: Any, t0_ns: int,
     return total + grading
 
 
+#: MLflow's longest session id (mlflow.tracing.constant.MAX_CHARS_IN_TRACE_INFO_METADATA)
+MAX_META_ID = 250
+
+
+def _meta_id(value: str) -> str:
+    """An id as trace metadata: scrubbed of known secrets (as the record is); one longer
+    than MLflow keeps is cut and ends in a hash of the whole, so ids stay apart."""
+    value = scrub(value)
+    if len(value) <= MAX_META_ID:
+        return value
+    return value[:MAX_META_ID - 17] + "~" + hashlib.sha256(value.encode()).hexdigest()[:16]
+
+
+def trace_metadata(case: Any, run_id: str) -> dict[str, str]:
+    """The trace's metadata: its run, and the case's conversation (the session) and user."""
+    meta = {SOURCE_RUN: run_id, "mlflow.trace_schema.version": "3"}
+    turn = getattr(case, "conversation", None)
+    if turn is not None:
+        meta[SESSION] = _meta_id(turn.id)
+    user = getattr(case, "user", None)
+    if user is not None:
+        meta[USER] = _meta_id(user.id)
+    return meta
+
+
 def build_trace(case: Any, record: Any, run_id: str, experiment_id: str, assessor: Assessor,
-                dataset_name: str) -> tuple[Any, list[Any]]:
-    """``(TraceInfo with its assessments, spans)`` of one case."""
+                dataset_name: str, t0_ns: int | None = None) -> tuple[Any, list[Any]]:
+    """``(TraceInfo with its assessments, spans)`` of one case, starting at ``t0_ns``
+    (None: now less the case's total latency)."""
     from mlflow.entities import TraceInfo, TraceLocation, TraceState
 
     otel_id = secrets.randbits(128) or 1
     trace_id = f"tr-{otel_id:032x}"
     maker = _SpanMaker(trace_id, otel_id)
-    now_ns = time.time_ns()
-    lat = (record.output or {}).get("latency_ms") or {}
-    t0 = now_ns - _ms_ns(lat.get("total"))
+    t0 = start_ns(record) if t0_ns is None else t0_ns
     duration = build_spans(maker, case, record, t0, assessor.versions, assessor.grader)
     question = _question(case)
     answer = (record.output or {}).get("answer")
@@ -266,13 +297,23 @@ def build_trace(case: Any, record: Any, run_id: str, experiment_id: str, assesso
         response_preview=(clip(_dump({"answer": answer}), MAX_PREVIEW)
                           if record.output is not None else None),
         client_request_id=record.case_id,
-        trace_metadata={SOURCE_RUN: run_id, "mlflow.trace_schema.version": "3"},
+        trace_metadata=trace_metadata(case, run_id),
         tags={"mlflow.traceName": "case", CASE_TAG: record.case_id,
               EVAL_REQUEST_TAG: record.case_id,
               "raglab.failed": "true" if is_failed(record) else "false"},
         assessments=expectations(case, trace_id, dataset_name)
         + assessor.feedback(record, trace_id))
     return info, maker.spans
+
+
+def start_ns(record: Any) -> int:
+    """When a case's trace starts: now, less the case's total latency."""
+    lat = (record.output or {}).get("latency_ms") or {}
+    return time.time_ns() - _ms_ns(lat.get("total"))
+
+
+#: a conversation's turns start this far apart in their traces (so MLflow lists them in order)
+TURN_GAP_NS = 1_000_000
 
 
 # ---- the writer ----------------------------------------------------------------------------
@@ -321,6 +362,7 @@ class TraceWriter:
         self.written = 0
         self.failures = 0
         self._submitted: set[str] = set()  # (read and written by the case loop's thread)
+        self._turn0: dict[str, int] = {}  # conversation id -> when its turn 0 would start
         self._queue: queue.Queue = queue.Queue(maxsize=QUEUE_MAX)
         self._thread = threading.Thread(target=self._loop, name="raglab-traces", daemon=True)
         self._thread.start()
@@ -376,11 +418,23 @@ class TraceWriter:
                     self.failures += len(latest)
                     log.warning("MLflow traces: %d case(s) not traced: %s", len(latest), exc)
 
+    def _start(self, case: Any, record: Any) -> int | None:
+        """A turn's trace start: its conversation's first-written turn fixes when turn 0
+        would start, and turn k starts k :data:`TURN_GAP_NS` after it, whatever order the
+        turns finish in (MLflow orders a session's traces by their start). None for a
+        single-turn case (now)."""
+        turn = getattr(case, "conversation", None)
+        if turn is None:
+            return None
+        t0 = self._turn0.setdefault(turn.id, start_ns(record) - turn.turn * TURN_GAP_NS)
+        return t0 + turn.turn * TURN_GAP_NS
+
     def _write(self, records: list[Any]) -> None:
         infos, spans = [], []
         for rec in records:
-            info, sp = build_trace(self.cases.get(rec.case_id), rec, self.run_id,
-                                   self.experiment_id, self.assessor, self.dataset_name)
+            case = self.cases.get(rec.case_id)
+            info, sp = build_trace(case, rec, self.run_id, self.experiment_id, self.assessor,
+                                   self.dataset_name, self._start(case, rec))
             infos.append(info)
             spans += sp
         old = [t for rec in records for t in self.done.get(rec.case_id, ())]

@@ -50,15 +50,17 @@ def request(spans: list[dict[str, Any]]) -> dict[str, Any]:
 
 def rag_trace(trace: int, question: str, answer: str, docs: list[tuple[str, str, float]],
               reranked: list[int] | None = None, case_id: str | None = None,
-              start_ms: float = 0) -> list[dict[str, Any]]:
+              start_ms: float = 0, session: str | None = "s-1") -> list[dict[str, Any]]:
     """An OpenInference RAG trace: root CHAIN (JSON output with ``answer``), RETRIEVER
     (``docs``: (doc id, text, score)), an optional RERANKER keeping ``reranked`` (indexes),
-    LLM; the root last, as spans end."""
+    LLM; the root last, as spans end; ``session``: its ``session.id`` (None: none)."""
     base = trace * 10
     root_attrs: dict[str, Any] = {
         "openinference.span.kind": "CHAIN", "input.value": question,
         "output.value": json.dumps({"answer": answer, "question": question}),
-        "output.mime_type": "application/json", "session.id": "s-1", "user.id": "u-7"}
+        "output.mime_type": "application/json", "user.id": "u-7"}
+    if session is not None:
+        root_attrs["session.id"] = session
     if case_id:
         root_attrs["raglab.case_id"] = case_id
     ret: dict[str, Any] = {"openinference.span.kind": "RETRIEVER", "input.value": question}
