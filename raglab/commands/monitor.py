@@ -174,6 +174,9 @@ def monitor(cfg, mon, resolved: dict, run_dir: Path) -> int:
 
     for w in windows:
         print(f"{w['start']:<26} " + " ".join(cell(w.get(c)).rjust(12) for c in cols))
+    if doc.get("by_turn"):  # lines of conversations: the same figures per turn
+        for turn, f in doc["by_turn"].items():
+            print(f"{'turn ' + turn:<26} " + " ".join(cell(f.get(c)).rjust(12) for c in cols))
     for a in alerts:
         print(f"ALERT {a['kind']}: {a['message']}")
     for a in untested:

@@ -57,3 +57,6 @@ def test_monitor_of_session_traces_reports_by_turn(tmp_path):
     assert [by[t]["judged"] for t in by] == [3, 3, 1]
     # turn 1 is never a last turn; turn 2 is the last of two sessions, turn 3 of one
     assert [by[t]["contradicted_lines"] for t in by] == [0, 2, 1]
+    # and the console shows the same figures per turn, below the windows
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("turn ")]
+    assert [(row[1], row[2]) for row in rows] == [("1", "3"), ("2", "3"), ("3", "1")]
