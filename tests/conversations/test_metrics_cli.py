@@ -94,7 +94,7 @@ def test_a_sweep_of_conversation_runs_says_its_comparisons_are_clustered(runs):
     from raglab.compare.comparison import load_run
     from raglab.compare.config import CompareCfg
     from raglab.compare.sweep import Job, compare_sweep
-    from raglab.compare.sweep_render import render_sweep_md
+    from raglab.compare.sweep_render import render_sweep_md, render_sweep_terminal
 
     jobs = [Job(name, str(i), {"history": name}, load_run(str(runs / name)))
             for i, name in enumerate(("deaf", "chat"))]
@@ -103,6 +103,9 @@ def test_a_sweep_of_conversation_runs_says_its_comparisons_are_clustered(runs):
     assert sc.settings["clustering"] == "clustered by conversation (3 conversations)"
     assert ("comparison with the baseline is clustered by conversation (3 conversations); "
             "the sweep-wide family is not clustered") in render_sweep_md(sc)
+    # the terminal says it too (docs/conversations.md: every output says it)
+    assert ("each job's comparison clustered by conversation (3 conversations); the "
+            "best group is not clustered") in render_sweep_terminal(sc, list(sc.cells))
 
 
 @pytest.mark.slow
