@@ -81,6 +81,8 @@ def flatten(obj: dict[str, Any], *, file: str, line: int) -> list[Case]:
         if len(loc) >= 2 and loc[0] == "turns" and isinstance(loc[1], int):
             where = turn_id(conv_id, loc[1] + 1) if conv_id else None
             message = message.replace(f"turns.{loc[1]}.", "", 1)
+            if len(loc) == 2:  # the turn itself is not an object
+                message = f"a turn must be a JSON object, not {_json_kind(obj['turns'][loc[1]])}"
             if not conv_id:
                 message = f"turn {loc[1] + 1}: {message}"
         raise UserError(message, file=file, line=line, case_id=where) from None
@@ -171,6 +173,16 @@ def case_objects(path: Any, wanted: set[str]) -> dict[str, dict[str, Any]]:
         elif obj.get("id") in wanted:
             out[obj["id"]] = obj
     return out
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a string" if isinstance(value, str) else "a list"
 
 
 def _check_tag(key: str, file: str, line: int, case_id: str) -> None:
