@@ -155,10 +155,11 @@ def parse_case(obj: dict[str, Any], *, file: str, line: int) -> Case:
     return parse_model(Case, obj, file=file, line=line)
 
 
-def case_objects(path: Any, wanted: set[str]) -> dict[str, dict[str, Any]]:
+def case_objects(path: Any, wanted: set[str], *,
+                 history: bool = False) -> dict[str, dict[str, Any]]:
     """The cases of ``wanted`` ids in a cases file as JSON objects: a single-turn case's as
     written, a conversation's turn as its case (without its place in the conversation,
-    which its tags keep)."""
+    which its tags keep; ``history``: with its frozen history as ``history``)."""
     from raglab.data.io import iter_json_lines
 
     out: dict[str, dict[str, Any]] = {}
@@ -170,6 +171,9 @@ def case_objects(path: Any, wanted: set[str]) -> dict[str, dict[str, Any]]:
                 for case in flatten(obj, file=str(path), line=lineno):
                     if case.id in wanted:
                         out[case.id] = case.model_dump(mode="json", exclude={"conversation"})
+                        if history and case.conversation is not None:
+                            out[case.id]["history"] = [m.model_dump()
+                                                       for m in case.conversation.history]
         elif obj.get("id") in wanted:
             out[obj["id"]] = obj
     return out

@@ -142,3 +142,19 @@ def test_decide_clusters_by_conversation_and_says_so(runs):
     assert rec["settings"]["cluster"] == "conversation"
     assert rec["settings"]["clustering"] == "clustered by conversation (3 conversations)"
     assert "(clustered by conversation (3 conversations))" in stem.with_suffix(".md").read_text()
+
+
+def test_a_turns_labelling_row_shows_the_conversation_so_far(runs):
+    """A person labels a follow-up ("And what about the charge on top?") with the messages
+    the system was given before it; a first turn's row has an empty history."""
+    r = run_cli("label", str(runs / "chat"), "--n", "7", "--metrics", "relevance", cwd=runs)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in
+            (runs / "chat" / "labels" / "to-label.jsonl").read_text().splitlines()]
+    by = {row["case_id"]: row for row in rows}
+    assert by["conv-1.t1"]["history"] == []
+    assert by["conv-1.t2"]["history"] == [
+        {"role": "user", "content": "How long do refunds take to reach the card?"},
+        {"role": "assistant", "content": "Within 5 business days."}]
+    assert "history" not in json.dumps(
+        [row for row in rows if not row["case_id"].startswith("conv-")])
