@@ -158,3 +158,25 @@ def test_a_turns_labelling_row_shows_the_conversation_so_far(runs):
         {"role": "assistant", "content": "Within 5 business days."}]
     assert "history" not in json.dumps(
         [row for row in rows if not row["case_id"].startswith("conv-")])
+
+
+def test_compare_warns_when_the_runs_gave_the_turns_different_histories(runs, tmp_path):
+    """A run with conversation.history=own against one with the reference history: the
+    turns are paired by id, but they did not answer the same conversation."""
+    import shutil
+
+    from raglab.compare.comparison import compare_runs, load_run
+    from raglab.compare.config import CompareCfg
+
+    own = tmp_path / "own"
+    shutil.copytree(runs / "chat", own)
+    m = json.loads((own / "metrics.json").read_text())
+    m["conversations"]["history"] = "own"
+    (own / "metrics.json").write_text(json.dumps(m))
+    cfg = CompareCfg(n_bootstrap=200)
+    same = compare_runs(load_run(str(runs / "deaf")), load_run(str(runs / "chat")), cfg)
+    assert not [w for w in same.warnings if "conversation.history" in w]
+    other = compare_runs(load_run(str(runs / "deaf")), load_run(str(own)), cfg)
+    assert ("the runs gave the turns different histories (conversation.history: baseline "
+            "reference, candidate own): paired by turn, the turns did not answer the same "
+            "conversations") in other.warnings
