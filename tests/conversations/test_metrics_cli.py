@@ -180,3 +180,12 @@ def test_compare_warns_when_the_runs_gave_the_turns_different_histories(runs, tm
     assert ("the runs gave the turns different histories (conversation.history: baseline "
             "reference, candidate own): paired by turn, the turns did not answer the same "
             "conversations") in other.warnings
+
+
+def test_plan_says_it_treats_a_conversations_turns_as_independent(runs):
+    """decide clusters turns by conversation; plan's figures assume independent cases,
+    and the plan says so instead of passing them off as the decision's."""
+    r = run_cli("plan", str(runs / "chat"), "gates=default", cwd=runs)
+    assert r.returncode == 0, r.stderr
+    assert ("  (the plan treats the 7 turns as independent cases; decide clusters them by "
+            "conversation (3 conversations), so it may need more)") in r.stdout.splitlines()
