@@ -47,3 +47,24 @@ def test_a_turn_that_is_not_an_object_is_one_plain_line(tmp_path):
         assert p.stderr.strip().splitlines()[-1].endswith(
             f"cases.jsonl:1 case c1.t2: a turn must be a JSON object, not {words}"), p.stderr
         assert "Traceback" not in p.stderr and "TurnIn" not in p.stderr
+
+
+def test_validate_writes_the_quarantine_when_every_turn_is_quarantined(tmp_path):
+    """Every turn's evidence names a missing document: validate lists them in
+    quarantine.jsonl and exits 1 (it said 'every case has weight 0', exit 2, and wrote
+    nothing)."""
+    from tests.conftest import run_cli, write_jsonl
+    from tests.conversations.conftest import CORPUS
+
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS)
+    gone = {"doc_id": "kb/gone", "quote": "no longer here"}
+    cases = write_jsonl(tmp_path / "cases.jsonl", [{"id": "c1", "turns": [
+        {"question": "When do exports run?", "reference_answer": "Nightly.", "evidence": [gone]},
+        {"question": "And then?", "follow_up": True, "evidence": [gone]}]}])
+    p = run_cli("validate", f"dataset.corpus={corpus}", f"dataset.cases={cases}",
+                "dataset.labels=null", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert "(2 cases, 0 usable, 2 quarantined)" in p.stdout
+    rows = [json.loads(x) for x in (tmp_path / "quarantine.jsonl").read_text().splitlines()]
+    assert [(r["case_id"], r["line"], r["kind"]) for r in rows] == [
+        ("c1.t1", 1, "missing_document"), ("c1.t2", 1, "missing_document")]
