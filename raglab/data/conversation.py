@@ -179,6 +179,15 @@ def case_objects(path: Any, wanted: set[str], *,
     return out
 
 
+def conversation_lines(path: Any, wanted: set[str]) -> dict[str, dict[str, Any]]:
+    """The conversation lines of a cases file whose ids are in ``wanted``, as written."""
+    from raglab.data.io import iter_json_lines
+
+    return {obj["id"]: obj for _, obj in iter_json_lines(path, "cases file")
+            if is_conversation(obj) and obj.get("id") in wanted
+            and isinstance(obj.get("turns"), list)}
+
+
 def _json_kind(value: Any) -> str:
     if value is None:
         return "null"

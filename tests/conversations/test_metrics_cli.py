@@ -189,3 +189,29 @@ def test_plan_says_it_treats_a_conversations_turns_as_independent(runs):
     assert r.returncode == 0, r.stderr
     assert ("  (the plan treats the 7 turns as independent cases; decide clusters them by "
             "conversation (3 conversations), so it may need more)") in r.stdout.splitlines()
+
+
+def test_from_run_drafts_a_failing_turn_with_the_conversation_before_it(runs, tmp_path):
+    """A failing follow-up alone ("And what about the charge on top?") is no case: its
+    draft is its conversation up to it, one draft per conversation, the failing turns and
+    their reasons in the note."""
+    from raglab.data.conversation import flatten
+
+    out = tmp_path / "failing.jsonl"
+    r = run_cli("cases", "from-run", str(runs / "chat"), "--out", str(out), cwd=runs)
+    assert r.returncode == 0, r.stderr
+    drafts = [json.loads(line) for line in out.read_text().splitlines()]
+    failing = [t for d in drafts for t in d["draft"]["failing_turns"]]
+    assert {"conv-1.t2", "conv-2.t2"} <= set(failing)
+    assert f"{len(failing)} failing case(s) of 7 written to {out}" in r.stdout
+    assert len({d["id"] for d in drafts}) == len(drafts)
+    for d in drafts:
+        assert "turns" in d and "question" not in d, d["id"]
+        last = f"{d['id']}.t{len(d['turns'])}"
+        assert d["draft"]["case_id"] == last == d["draft"]["failing_turns"][-1]
+        assert set(d["draft"]["turns"]) == set(d["draft"]["failing_turns"])
+        cases = flatten({k: v for k, v in d.items() if k != "draft"}, file="x", line=1)
+        assert cases[-1].conversation.history or len(cases) == 1
+    conv1 = next(d for d in drafts if d["id"] == "conv-1")
+    assert conv1["turns"][1]["question"] == "And what about the charge on top?"
+    assert conv1["user"] == {"id": "u1", "groups": ["customer"]}
