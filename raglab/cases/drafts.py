@@ -107,7 +107,8 @@ def _passages(hits: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
 
 def drafts_from_run(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
     """``(drafts of the failing cases, records read)``; each draft is the case as the run's
-    cases file has it (labels included), plus ``draft``."""
+    cases file has it (labels included), plus ``draft``; a conversation's failing turns are
+    one draft, the conversation up to the last of them (:func:`_into_conversation`)."""
     records_path = run_dir / "records.jsonl"
     if not records_path.is_file():
         raise UserError(f"{run_dir}: not a run directory (records.jsonl is missing)")
