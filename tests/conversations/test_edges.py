@@ -34,19 +34,28 @@ def test_the_sweeps_best_line_tests_a_conversations_turns_together(tmp_path):
 def test_a_turn_that_is_not_an_object_is_one_plain_line(tmp_path):
     """A turn written as a string (or a number, null) is named as the turn, in JSON
     words: not the internal model's name nor the field path again."""
+    from raglab.data.conversation import flatten
+    from raglab.errors import UserError
     from tests.conftest import run_cli, write_jsonl
     from tests.conversations.conftest import CORPUS
 
     corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS)
     turn = {"question": "When do exports run?", "reference_answer": "Nightly."}
-    for bad, words in (("and then?", "a string"), (3, "a number"), (None, "null")):
-        cases = write_jsonl(tmp_path / "cases.jsonl", [{"id": "c1", "turns": [turn, bad]}])
-        p = run_cli("validate", f"dataset.corpus={corpus}", f"dataset.cases={cases}",
-                    "dataset.labels=null", cwd=tmp_path)
-        assert p.returncode == 2, p.stderr
-        assert p.stderr.strip().splitlines()[-1].endswith(
-            f"cases.jsonl:1 case c1.t2: a turn must be a JSON object, not {words}"), p.stderr
-        assert "Traceback" not in p.stderr and "TurnIn" not in p.stderr
+    cases = write_jsonl(tmp_path / "cases.jsonl", [{"id": "c1", "turns": [turn, "and then?"]}])
+    p = run_cli("validate", f"dataset.corpus={corpus}", f"dataset.cases={cases}",
+                "dataset.labels=null", cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr.strip().splitlines()[-1].endswith(
+        "cases.jsonl:1 case c1.t2: a turn must be a JSON object, not a string"), p.stderr
+    assert "Traceback" not in p.stderr and "TurnIn" not in p.stderr
+    for bad, words in ((3, "a number"), (None, "null"), ([], "a list")):
+        try:
+            flatten({"id": "c1", "turns": [turn, bad]}, file="cases.jsonl", line=1)
+        except UserError as e:
+            assert (e.case_id, e.message) == ("c1.t2", f"a turn must be a JSON object, not "
+                                                       f"{words}")
+        else:
+            raise AssertionError(f"{bad!r} was taken as a turn")
 
 
 def test_validate_writes_the_quarantine_when_every_turn_is_quarantined(tmp_path):
