@@ -107,7 +107,8 @@ def _passages(hits: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
 
 def drafts_from_run(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
     """``(drafts of the failing cases, records read)``; each draft is the case as the run's
-    cases file has it (labels included), plus ``draft``."""
+    cases file has it (labels included), plus ``draft``; a conversation's failing turns are
+    one draft, the conversation up to the last of them (:func:`_into_conversation`)."""
     records_path = run_dir / "records.jsonl"
     if not records_path.is_file():
         raise UserError(f"{run_dir}: not a run directory (records.jsonl is missing)")
@@ -142,12 +143,52 @@ def drafts_from_run(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
             "contradicted_claims": rec.get("contradicted_claims") or [],
             "diagnosis": rec.get("diagnosis")})
     cases = _cases_of(cases_file, {d["case_id"] for d in drafts})
-    out = []
+    convs = _conversations_of(cases_file, {str((c.get("tags") or {}).get("conversation"))
+                                           for c in cases.values()})
+    out: list[dict[str, Any]] = []
+    whole: dict[str, dict[str, Any]] = {}
     for draft in drafts:
         cid = draft["case_id"]
+        tags = (cases.get(cid) or {}).get("tags") or {}
+        line = convs.get(str(tags.get("conversation")))
+        if line is not None and str(tags.get("turn")).isdigit():
+            # a turn: its conversation up to it (a follow-up alone asks about nothing)
+            _into_conversation(whole, out, line, int(tags["turn"]), draft)
+            continue
         case = dict(cases.get(cid) or {"id": cid, "question": "", "needs_labels": True})
         out.append({**case, "draft": draft})
     return out, n
+
+
+def _into_conversation(whole: dict[str, dict[str, Any]], out: list[dict[str, Any]],
+                       line: dict[str, Any], k: int, draft: dict[str, Any]) -> None:
+    """A failing turn ``k`` into its conversation's draft: the conversation as written, up
+    to its last failing turn; the note is that turn's, with every failing turn (in order)
+    in ``failing_turns``, their notes in ``turns`` and all their reasons in ``reasons``."""
+    prior = whole.get(line["id"])
+    turns = {**(prior["draft"]["turns"] if prior else {}),
+             draft["case_id"]: {key: v for key, v in draft.items()
+                                if key not in ("from", "run_dir", "cases_file")}}
+    note = {**draft, "reasons": [r for t in turns.values() for r in t["reasons"]],
+            "failing_turns": list(turns), "turns": turns}
+    entry = {**line, "turns": line["turns"][:k], "draft": note}
+    if prior is None:
+        out.append(entry)
+    else:
+        out[out.index(prior)] = entry
+    whole[line["id"]] = entry
+
+
+def _conversations_of(cases_file: Path | None, wanted: set[str]) -> dict[str, dict[str, Any]]:
+    """The conversation lines of ``wanted`` ids in the run's cases file ({} when none)."""
+    if cases_file is None or not wanted:
+        return {}
+    from raglab.data.conversation import conversation_lines
+
+    try:
+        return conversation_lines(cases_file, wanted)
+    except (OSError, TypeError, UserError):
+        return {}
 
 
 def _cases_of(cases_file: Path | None, wanted: set[str]) -> dict[str, dict[str, Any]]:

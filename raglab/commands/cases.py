@@ -19,7 +19,9 @@ from-run      the failed cases of a run (those with a diagnosis: the run's "fail
               N"; errors, evidence lost in retrieval or reranking, false refusals and
               answers, unsupported or contradicted answers, forbidden strings, answers
               wrong against the reference, ACL leaks) as drafts: the case with its labels,
-              plus `draft` (answer, context, one reason per cause, diagnosis)
+              plus `draft` (answer, context, one reason per cause, diagnosis); a
+              conversation's failing turns as one draft, the conversation up to the last
+              of them
 from-traffic  traffic lines (those with --feedback VALUE, e.g. down, and/or in a window
               of --alerts, the alerts.json of raglab monitor) as drafts without evidence,
               one per distinct question and filters, each marked needs_labels
@@ -77,7 +79,11 @@ def _from_run(argv: list[str]) -> None:
               "again in that run directory to finish it", file=sys.stderr)
     _write(args.out, drafts, run_inputs(run_dir))
     why = Counter(r.split(" (")[0].split(":")[0] for d in drafts for r in d["draft"]["reasons"])
-    print(f"{len(drafts)} failing case(s) of {n} written to {args.out}")
+    turns = sum(len(d["draft"].get("failing_turns") or ()) for d in drafts)
+    failing = len(drafts) + turns - sum(1 for d in drafts if d["draft"].get("failing_turns"))
+    print(f"{failing} failing case(s) of {n} written to {args.out}"
+          + (f" ({turns} turns of conversations, each conversation one draft up to its last "
+             "failing turn)" if turns else ""))
     for reason, k in why.most_common():
         print(f"  {k:4d}  {reason}")
     unlabelled = sum(1 for d in drafts if d.get("needs_labels"))

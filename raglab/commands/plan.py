@@ -74,6 +74,15 @@ def plan(args, gate_name: str, gate_overrides: list[str]) -> None:
     checks = plan_checks(table, gates, args.changed)
     lines = [f"raglab plan: {base.label} (gates {name}): {len(table.ids)} cases"]
     lines += plan_lines(checks, gates, args.changed)
+    if table.clusters is not None:  # conversations: decide resamples them, not the turns
+        from raglab.compare.table import clustering
+
+        said = clustering(table.cfg.cluster, len(set(table.clusters))) or ""
+        lines.append(f"  (the plan treats the {len(table.ids)} turns as independent cases; "
+                     f"decide {said.replace('clustered', 'clusters them', 1)}, so it may "
+                     "need more)" if table.cfg.cluster == "conversation" else
+                     f"  (the plan treats the {len(table.ids)} cases as independent; decide "
+                     f"is {said}, so it may need more)")
     from raglab.text.escape import term
 
     print("\n".join(term(line) for line in lines))

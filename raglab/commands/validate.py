@@ -80,4 +80,5 @@ def _load(argv: list[str]):
     dcfg = parse_section(DatasetCfg, OmegaConf.to_container(cfg.dataset, resolve=True),
                          "dataset")
     ds = load_dataset(dcfg.corpus, dcfg.cases, dcfg.labels, dcfg.fuzzy_threshold)
-    return ds, effective_weights(ds.cases, dcfg.weights)
+    # (no usable case: nothing to weigh; the quarantine is still written and reported)
+    return ds, effective_weights(ds.cases, dcfg.weights) if ds.cases else None

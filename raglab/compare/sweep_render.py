@@ -244,6 +244,9 @@ def render_sweep_terminal(sc, metrics: list[str]) -> str:
                          + group_text(sc, group))
     lines.append(f"  {MARK}: significant after adjustment; {len(sc.always_failing)} cases fail "
                  "under every job")
+    if sc.settings.get("clustering"):  # conversations (clustered by default) or compare.cluster
+        lines.append(f"  each job's comparison {_clustering(sc.settings['clustering'])}; "
+                     "the best group is not clustered")
     return "\n".join(lines)
 
 

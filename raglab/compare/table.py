@@ -304,6 +304,12 @@ def pair_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
             weights is not None and other is not None and not np.array_equal(weights, other)):
         warnings.append("the runs weigh the cases differently (dataset.weights or case "
                         "weights changed): the baseline's weights are used")
+    hb, hc = (((src.metrics.get("conversations") or {}).get("history"))
+              for src in (baseline, candidate))
+    if hb and hc and hb != hc:  # conversation.history: each turn was given another prefix
+        warnings.append(f"the runs gave the turns different histories (conversation.history: "
+                        f"baseline {hb}, candidate {hc}): paired by turn, the turns did not "
+                        "answer the same conversations")
     by = cluster_key(baseline, ids, cfg.cluster)
     if by != cfg.cluster:  # the table's cfg (and so the settings) says what it clustered by
         cfg = cfg.model_copy(update={"cluster": by})

@@ -81,6 +81,8 @@ def flatten(obj: dict[str, Any], *, file: str, line: int) -> list[Case]:
         if len(loc) >= 2 and loc[0] == "turns" and isinstance(loc[1], int):
             where = turn_id(conv_id, loc[1] + 1) if conv_id else None
             message = message.replace(f"turns.{loc[1]}.", "", 1)
+            if len(loc) == 2:  # the turn itself is not an object
+                message = f"a turn must be a JSON object, not {_json_kind(obj['turns'][loc[1]])}"
             if not conv_id:
                 message = f"turn {loc[1] + 1}: {message}"
         raise UserError(message, file=file, line=line, case_id=where) from None
@@ -153,10 +155,11 @@ def parse_case(obj: dict[str, Any], *, file: str, line: int) -> Case:
     return parse_model(Case, obj, file=file, line=line)
 
 
-def case_objects(path: Any, wanted: set[str]) -> dict[str, dict[str, Any]]:
+def case_objects(path: Any, wanted: set[str], *,
+                 history: bool = False) -> dict[str, dict[str, Any]]:
     """The cases of ``wanted`` ids in a cases file as JSON objects: a single-turn case's as
     written, a conversation's turn as its case (without its place in the conversation,
-    which its tags keep)."""
+    which its tags keep; ``history``: with its frozen history as ``history``)."""
     from raglab.data.io import iter_json_lines
 
     out: dict[str, dict[str, Any]] = {}
@@ -168,9 +171,31 @@ def case_objects(path: Any, wanted: set[str]) -> dict[str, dict[str, Any]]:
                 for case in flatten(obj, file=str(path), line=lineno):
                     if case.id in wanted:
                         out[case.id] = case.model_dump(mode="json", exclude={"conversation"})
+                        if history and case.conversation is not None:
+                            out[case.id]["history"] = [m.model_dump()
+                                                       for m in case.conversation.history]
         elif obj.get("id") in wanted:
             out[obj["id"]] = obj
     return out
+
+
+def conversation_lines(path: Any, wanted: set[str]) -> dict[str, dict[str, Any]]:
+    """The conversation lines of a cases file whose ids are in ``wanted``, as written."""
+    from raglab.data.io import iter_json_lines
+
+    return {obj["id"]: obj for _, obj in iter_json_lines(path, "cases file")
+            if is_conversation(obj) and obj.get("id") in wanted
+            and isinstance(obj.get("turns"), list)}
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "a string" if isinstance(value, str) else "a list"
 
 
 def _check_tag(key: str, file: str, line: int, case_id: str) -> None:

@@ -1,15 +1,16 @@
 """``raglab label RUN --review``: a person labels the sampled cases one at a time, in the
 manner of ``raglab cases review``.
 
-Each row of the labelling file is shown with what the metric needs (the question to
-answer, the case's question, the reference answer or the nuggets, the answer, its claims
-and context passages), never the judge's verdict. Keys: ``y`` yes, ``p`` partial (metrics
-on a 0-1 scale), ``n`` no, ``s`` skip (asked again after the rows not yet seen), ``b`` back
-(the row before, to change its label), ``q`` quit. After every key the labelling file is
-rewritten (atomically) with the label in its row, and the label is stored with the run
-(``labels/labels.jsonl``): stopping at any point, Ctrl-C included, loses nothing, and
-running the command again goes on with the rows not yet labelled. One session at a time
-per labelling file (the review lock of :mod:`raglab.cases.lock`).
+Each row of the labelling file is shown with what the metric needs (the question to answer,
+a conversation's earlier messages, the case's question, the reference answer or the
+nuggets, the answer, its claims and context passages), never the judge's verdict. Keys:
+``y`` yes, ``p`` partial (metrics on a 0-1 scale), ``n`` no, ``s`` skip (asked again after
+the rows not yet seen), ``b`` back (the row before, to change its label), ``q`` quit. After
+every key the labelling file is rewritten (atomically) with the label in its row, and the
+label is stored with the run (``labels/labels.jsonl``): stopping at any point, Ctrl-C
+included, loses nothing, and running the command again goes on with the rows not yet
+labelled. One session at a time per labelling file (the review lock of
+:mod:`raglab.cases.lock`).
 """
 
 from __future__ import annotations
@@ -94,6 +95,9 @@ class Session:
         out.append(f"row {pos} of {total} this session: case {term(row['case_id'])}  "
                    f"metric {term(row['metric'])}  ({done} of {len(self.rows)} labelled)")
         out += wrap("label:     ", row.get("ask") or spec.meaning)
+        for m in row.get("history") or []:  # a conversation's turn: the turns before it
+            if isinstance(m, dict):
+                out += wrap(f"  earlier {m.get('role')}: ", m.get("content"), 4)
         out += wrap("question:  ", row.get("question") or "(not in the cases file)")
         if spec.family in ("correctness",) or row.get("reference"):
             out += wrap("reference: ", row.get("reference") or "(none)")

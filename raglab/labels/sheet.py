@@ -5,7 +5,8 @@ A row holds what a person needs to judge the case's value of the metric, and not
 judge's verdict: ``case_id``, ``metric``, ``label`` (null until labelled), ``ask`` (the
 question to answer), ``scale``, the case's ``question`` and ``reference`` answer, the
 ``answer`` and its ``context`` passages, for the faithfulness family the answer's
-``claims`` (as the grader split them), for the nugget family the case's ``nuggets``, the
+``claims`` (as the grader split them), for the nugget family the case's ``nuggets``, for a
+conversation's turn its ``history`` (the messages its system was given before it), the
 case's ``stratum``, and the ``answer_sha256`` and ``metric_version`` the label will be
 stored under. Rows come in the sample's random order, so a file labelled from the top
 down is a random sample at every point.
@@ -73,7 +74,7 @@ def _case_texts(run_dir: Path, ids: set[str]) -> dict[str, dict[str, Any]]:
     try:
         cfg = read_run_config(run_dir)
         path = resolve_path((cfg.get("dataset") or {})["cases"])
-        return case_objects(path, ids)
+        return case_objects(path, ids, history=True)
     except (OSError, KeyError, TypeError, AttributeError, UserError):
         return {}
 
@@ -117,6 +118,10 @@ def sheet_rows(run_dir: Path, design: SampleDesign, metrics: list[str],
                 "answer": output.get("answer"),
                 "context": [{"doc_id": p.get("doc_id"), "text": p.get("text")}
                             for p in output.get("context") or [] if isinstance(p, dict)]}
+            conv = rec.get("conversation")
+            if isinstance(conv, dict):  # a turn: the messages its system was given before it
+                row["history"] = conv.get("messages") if conv.get("messages") is not None \
+                    else case.get("history")
             if spec.family == "faithfulness":
                 row["claims"] = _claims(rec)
             if spec.family == "nuggets":

@@ -169,8 +169,10 @@ def jobs_of(sweep_dir: Path, overrides: list[str], groups: set[str],
 BEST_ALPHA = 0.05
 
 
-def _case_values(run_dir: Path, metric: str) -> dict[str, float]:
-    """``{case_id: value}`` of one metric in a job's records.jsonl (a torn line skipped)."""
+def _case_values(run_dir: Path, metric: str,
+                 conversations: dict[str, str] | None = None) -> dict[str, float]:
+    """``{case_id: value}`` of one metric in a job's records.jsonl (a torn line skipped);
+    ``conversations`` (when given) gets each turn's conversation (its ``conversation`` tag)."""
     import json
 
     from raglab.report.format import num
@@ -184,10 +186,13 @@ def _case_values(run_dir: Path, metric: str) -> dict[str, float]:
         try:
             rec = json.loads(line)
             value = num((rec.get("metrics") or {}).get(metric))
+            conv = (rec.get("tags") or {}).get("conversation")
         except (ValueError, AttributeError):
             continue
         if value is not None:
             out[str(rec.get("case_id"))] = value
+            if conversations is not None and isinstance(conv, str):
+                conversations[str(rec.get("case_id"))] = conv
     return out
 
 
@@ -209,7 +214,9 @@ def ranking_metric(jobs: list[dict]) -> str | None:
 def versus_runner_up(jobs: list[dict], keys: list[str], labels: dict[str, str]) -> str:
     """What follows the "best" line: whether the best job (by the first headline metric
     that differs, as ``best_job_line`` chooses) is significantly better than the runner-up
-    by a paired test on the cases both ran (``raglab.stats``), or is not."""
+    by a paired test on the cases both ran (``raglab.stats``), or is not. A conversation's
+    turns (the ``conversation`` tag) are one cluster, as ``raglab compare`` takes them, and
+    the line says so."""
     import numpy as np
 
     from raglab.metrics.catalog import spec_of
@@ -226,18 +233,27 @@ def versus_runner_up(jobs: list[dict], keys: list[str], labels: dict[str, str]) 
         setting = " ".join(f"{labels.get(k, k)}={(second.get('values') or {}).get(k, '')}"
                            for k in keys)
         who = f"the runner-up, job {second['num']} ({setting}), {fmt(second_value)}"
-        b, c = _case_values(second["dir"], col), _case_values(best["dir"], col)
+        convs: dict[str, str] = {}  # a conversation's turns are tested together, as compare
+        b, c = _case_values(second["dir"], col), _case_values(best["dir"], col, convs)
         ids = [i for i in c if i in b]
         if not ids:
             return f"; not tested against {who} (no case with {col} in both)"
+        clusters = None
+        if any(i in convs for i in ids):
+            clusters = np.asarray([f"v:{convs[i]}" if i in convs else f"case:{i}"
+                                   for i in ids])
         stat = paired_table(np.array([[b[i]] for i in ids]), np.array([[c[i]] for i in ids]),
-                            [spec.kind], [spec.direction])[0]
+                            [spec.kind], [spec.direction], clusters=clusters)[0]
         better = (stat.p_value is not None and stat.p_value < BEST_ALPHA
                   and stat.delta is not None
                   and (stat.delta > 0) == (spec.direction == "higher") and stat.delta != 0)
         sign = "" if stat.delta is None or stat.delta < 0 else "+"
         detail = (f"{sign}{fmt(stat.delta)} [{fmt(stat.ci_low)}, {fmt(stat.ci_high)}], "
-                  f"p={fmt(stat.p_value)} ({stat.test}, n={stat.n})")
+                  f"p={fmt(stat.p_value)} ({stat.test}, n={stat.n}")
+        if clusters is not None:
+            detail += f", clustered by conversation ({len({convs[i] for i in ids if i in convs})}" \
+                " conversations)"
+        detail += ")"
         return (f"; {'significantly' if better else 'not significantly'} better than {who} "
                 f"(paired, alpha {BEST_ALPHA}): {detail}")
     return ""

@@ -94,7 +94,7 @@ def test_a_sweep_of_conversation_runs_says_its_comparisons_are_clustered(runs):
     from raglab.compare.comparison import load_run
     from raglab.compare.config import CompareCfg
     from raglab.compare.sweep import Job, compare_sweep
-    from raglab.compare.sweep_render import render_sweep_md
+    from raglab.compare.sweep_render import render_sweep_md, render_sweep_terminal
 
     jobs = [Job(name, str(i), {"history": name}, load_run(str(runs / name)))
             for i, name in enumerate(("deaf", "chat"))]
@@ -103,6 +103,9 @@ def test_a_sweep_of_conversation_runs_says_its_comparisons_are_clustered(runs):
     assert sc.settings["clustering"] == "clustered by conversation (3 conversations)"
     assert ("comparison with the baseline is clustered by conversation (3 conversations); "
             "the sweep-wide family is not clustered") in render_sweep_md(sc)
+    # the terminal says it too (docs/conversations.md: every output says it)
+    assert ("each job's comparison clustered by conversation (3 conversations); the "
+            "best group is not clustered") in render_sweep_terminal(sc, list(sc.cells))
 
 
 @pytest.mark.slow
@@ -139,3 +142,76 @@ def test_decide_clusters_by_conversation_and_says_so(runs):
     assert rec["settings"]["cluster"] == "conversation"
     assert rec["settings"]["clustering"] == "clustered by conversation (3 conversations)"
     assert "(clustered by conversation (3 conversations))" in stem.with_suffix(".md").read_text()
+
+
+def test_a_turns_labelling_row_shows_the_conversation_so_far(runs):
+    """A person labels a follow-up ("And what about the charge on top?") with the messages
+    the system was given before it; a first turn's row has an empty history."""
+    r = run_cli("label", str(runs / "chat"), "--n", "7", "--metrics", "relevance", cwd=runs)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(line) for line in
+            (runs / "chat" / "labels" / "to-label.jsonl").read_text().splitlines()]
+    by = {row["case_id"]: row for row in rows}
+    assert by["conv-1.t1"]["history"] == []
+    assert by["conv-1.t2"]["history"] == [
+        {"role": "user", "content": "How long do refunds take to reach the card?"},
+        {"role": "assistant", "content": "Within 5 business days."}]
+    assert "history" not in json.dumps(
+        [row for row in rows if not row["case_id"].startswith("conv-")])
+
+
+def test_compare_warns_when_the_runs_gave_the_turns_different_histories(runs, tmp_path):
+    """A run with conversation.history=own against one with the reference history: the
+    turns are paired by id, but they did not answer the same conversation."""
+    import shutil
+
+    from raglab.compare.comparison import compare_runs, load_run
+    from raglab.compare.config import CompareCfg
+
+    own = tmp_path / "own"
+    shutil.copytree(runs / "chat", own)
+    m = json.loads((own / "metrics.json").read_text())
+    m["conversations"]["history"] = "own"
+    (own / "metrics.json").write_text(json.dumps(m))
+    cfg = CompareCfg(n_bootstrap=200)
+    same = compare_runs(load_run(str(runs / "deaf")), load_run(str(runs / "chat")), cfg)
+    assert not [w for w in same.warnings if "conversation.history" in w]
+    other = compare_runs(load_run(str(runs / "deaf")), load_run(str(own)), cfg)
+    assert ("the runs gave the turns different histories (conversation.history: baseline "
+            "reference, candidate own): paired by turn, the turns did not answer the same "
+            "conversations") in other.warnings
+
+
+def test_plan_says_it_treats_a_conversations_turns_as_independent(runs):
+    """decide clusters turns by conversation; plan's figures assume independent cases,
+    and the plan says so instead of passing them off as the decision's."""
+    r = run_cli("plan", str(runs / "chat"), "gates=default", cwd=runs)
+    assert r.returncode == 0, r.stderr
+    assert ("  (the plan treats the 7 turns as independent cases; decide clusters them by "
+            "conversation (3 conversations), so it may need more)") in r.stdout.splitlines()
+
+
+def test_from_run_drafts_a_failing_turn_with_the_conversation_before_it(runs, tmp_path):
+    """A failing follow-up alone ("And what about the charge on top?") is no case: its
+    draft is its conversation up to it, one draft per conversation, the failing turns and
+    their reasons in the note."""
+    from raglab.data.conversation import flatten
+
+    out = tmp_path / "failing.jsonl"
+    r = run_cli("cases", "from-run", str(runs / "chat"), "--out", str(out), cwd=runs)
+    assert r.returncode == 0, r.stderr
+    drafts = [json.loads(line) for line in out.read_text().splitlines()]
+    failing = [t for d in drafts for t in d["draft"]["failing_turns"]]
+    assert {"conv-1.t2", "conv-2.t2"} <= set(failing)
+    assert f"{len(failing)} failing case(s) of 7 written to {out}" in r.stdout
+    assert len({d["id"] for d in drafts}) == len(drafts)
+    for d in drafts:
+        assert "turns" in d and "question" not in d, d["id"]
+        last = f"{d['id']}.t{len(d['turns'])}"
+        assert d["draft"]["case_id"] == last == d["draft"]["failing_turns"][-1]
+        assert set(d["draft"]["turns"]) == set(d["draft"]["failing_turns"])
+        cases = flatten({k: v for k, v in d.items() if k != "draft"}, file="x", line=1)
+        assert cases[-1].conversation.history or len(cases) == 1
+    conv1 = next(d for d in drafts if d["id"] == "conv-1")
+    assert conv1["turns"][1]["question"] == "And what about the charge on top?"
+    assert conv1["user"] == {"id": "u1", "groups": ["customer"]}
