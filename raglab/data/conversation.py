@@ -143,6 +143,20 @@ def flatten(obj: dict[str, Any], *, file: str, line: int) -> list[Case]:
     return cases
 
 
+def asked(case: Any) -> str:
+    """What a judge is told was asked: a single-turn case's question; a turn's question
+    after the conversation so far as written (the earlier questions and reference
+    answers, whatever history the system was given), so that "and can I change it?" is
+    judged as the question it is. A single-turn case's text is the question itself, so
+    its prompts (and the metric versions) are unchanged."""
+    conv = getattr(case, "conversation", None)  # (any object with a question will do)
+    if conv is None or not conv.history:
+        return case.question
+    said = "\n".join(f"{'User' if m.role == 'user' else 'Assistant'}: {m.content}"
+                     for m in conv.history)
+    return f"(the conversation so far)\n{said}\n(the question now)\n{case.question}"
+
+
 def parse_case(obj: dict[str, Any], *, file: str, line: int) -> Case:
     """A single-turn case line (``conversation`` is raglab's, for a conversation's turns)."""
     from raglab.data.io import parse_model

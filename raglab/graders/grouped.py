@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from raglab.data.conversation import asked
 from raglab.secrets import clip
 
 #: grouped prompt -> the metric families whose verdicts it gives
@@ -48,7 +49,7 @@ def reference_items(cases: list[Any]) -> list[tuple[str, str]]:
     seen: dict[tuple[str, str], None] = {}
     for c in cases:
         if c.answerable and c.reference_answer:
-            seen.setdefault((c.question, c.reference_answer), None)
+            seen.setdefault((asked(c), c.reference_answer), None)
     return list(seen)
 
 
@@ -78,7 +79,7 @@ async def answer_job(g: Any, case: Any, answer: str) -> list:
     (the reference's claims come from the cache the references call filled)."""
     from raglab.llm.client import LLMCallError
 
-    q, ref = case.question, case.reference_answer
+    q, ref = asked(case), case.reference_answer
     out: list = []
     ref_claims: list[str] = []
     if ref:

@@ -19,6 +19,7 @@ from typing import Any
 
 from raglab.cache import StageCache, content_key
 from raglab.components import Grader
+from raglab.data.conversation import asked
 from raglab.data.verdicts import Verdict, VerdictKind
 from raglab.graders.grouped import answer_job, context_job, detached, groups_of, start_references
 from raglab.graders.spec import FAMILY_PROMPTS, family_prompt_texts
@@ -177,7 +178,7 @@ class Grading:
         answer = output.get("answer")
         if answer is None:
             return [], 0
-        q = case.question
+        q = asked(case)  # a turn's question with its conversation so far
         context = [h.get("text") or "" for h in output.get("context", [])]
         verdicts: list[dict] = []
         dec = await self._family(
