@@ -107,7 +107,7 @@ def flatten(obj: dict[str, Any], *, file: str, line: int) -> list[Case]:
             user = t.user
         if t.filters is not None:
             filters = dict(t.filters)
-        changed = k > 1 and before != user
+        changed = k > 1 and _who(before) != _who(user)
         kind = ("first" if k == 1 else "follow_up" if t.follow_up
                 else "topic_shift" if t.topic_shift else "continuation")
         tags = {**conv.tags, **t.tags, "conversation": conv.id, "turn": str(k),
@@ -210,6 +210,11 @@ def _json_kind(value: Any) -> str:
     if isinstance(value, (int, float)):
         return "a number"
     return "a string" if isinstance(value, str) else "a list"
+
+
+def _who(user: User | None) -> tuple[str, frozenset[str]] | None:
+    """A user as permissions see them (the order of the groups does not matter)."""
+    return None if user is None else (user.id, frozenset(user.groups))
 
 
 def _check_tag(key: str, file: str, line: int, case_id: str) -> None:

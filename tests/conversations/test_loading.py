@@ -127,3 +127,13 @@ def test_a_single_turn_line_cannot_set_conversation(tmp_path):
     corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS)
     with pytest.raises(UserError, match="c.jsonl:1 case s-1: field 'conversation' is set by"):
         load_dataset(corpus, write_jsonl(tmp_path / "c.jsonl", [case]))
+
+
+def test_the_same_groups_in_another_order_are_no_permission_change(tmp_path):
+    conv = copy.deepcopy(CONVERSATIONS[0])
+    conv["user"] = {"id": "u1", "groups": ["customer", "beta"]}
+    conv["turns"][1]["user"] = {"id": "u1", "groups": ["beta", "customer"]}
+    conv["turns"][2]["user"] = {"id": "u1", "groups": ["beta", "customer", "staff"]}
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS)
+    ds = load_dataset(corpus, write_jsonl(tmp_path / "c.jsonl", [conv]))
+    assert [c.conversation.permission_change for c in ds.cases] == [False, False, True]
