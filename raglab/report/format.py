@@ -25,3 +25,24 @@ def fmt(value: Any) -> str:
     if f == int(f) and abs(f) >= 1:
         return str(int(f))
     return f"{f:.4g}" if abs(f) >= 1e-3 or f == 0 else f"{f:.2e}"
+
+
+def section_markdown(title: str, notes: list[str], header: list[str],
+                     rows: list[list[str]], table: Any, escape: Any) -> list[str]:
+    """A report section in Markdown: its title, each note a paragraph, then its table
+    (``table``/``escape``: the report's own)."""
+    out = [f"## {title}", ""]
+    for n in notes:
+        out += [escape(n), ""]
+    return out + [*table(header, rows), ""]
+
+
+def section_html(title: str, lead: str | None, note: str, header: list[str],
+                 rows: list[list[str]], table: Any, **table_kw: Any) -> list[str]:
+    """The same section in HTML: the title, a leading paragraph (if any), the note in the
+    smaller print, then the table."""
+    from html import escape
+
+    return [f"<h2>{escape(title)}</h2>",
+            *([f"<p>{escape(lead)}</p>"] if lead is not None else []),
+            f"<p class=\"sub\">{escape(note)}</p>", table(header, rows, **table_kw)]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from raglab.report.format import fmt
+from raglab.report.format import fmt, section_html, section_markdown
 
 HEADER = ["metric", "slice", "judge mean", "human scale (PPI++)", "interval", "labels",
           "effective labels"]
@@ -55,13 +55,10 @@ def note(section: Mapping[str, Any]) -> str:
 def markdown(section: Mapping[str, Any] | None, table: Any, escape: Any) -> list[str]:
     if not section:
         return []
-    return [f"## {TITLE}", "", escape(note(section)), "", *table(HEADER, rows(section)), ""]
+    return section_markdown(TITLE, [note(section)], HEADER, rows(section), table, escape)
 
 
 def html(section: Mapping[str, Any] | None, table: Any) -> list[str]:
     if not section:
         return []
-    from html import escape
-
-    return [f"<h2>{TITLE}</h2>", f"<p class=\"sub\">{escape(note(section))}</p>",
-            table(HEADER, rows(section))]
+    return section_html(TITLE, None, note(section), HEADER, rows(section), table)

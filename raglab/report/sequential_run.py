@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from raglab.report.format import fmt
+from raglab.report.format import fmt, section_html, section_markdown
 
 HEADER = ["gate", "on", "slice", "status", "settled", "confidence sequence"]
 TITLE = "Sequential run"
@@ -52,14 +52,11 @@ NOTE = ("The run took its cases in a seeded order, a batch at a time, and stoppe
 def markdown(section: Mapping[str, Any] | None, table: Any, escape: Any) -> list[str]:
     if not section:
         return []
-    return [f"## {TITLE}", "", escape(headline(section)), "", escape(NOTE), "",
-            *table(HEADER, rows(section)), ""]
+    return section_markdown(TITLE, [headline(section), NOTE], HEADER, rows(section), table,
+                            escape)
 
 
 def html(section: Mapping[str, Any] | None, table: Any) -> list[str]:
     if not section:
         return []
-    from html import escape
-
-    return [f"<h2>{TITLE}</h2>", f"<p>{escape(headline(section))}</p>",
-            f"<p class=\"sub\">{escape(NOTE)}</p>", table(HEADER, rows(section))]
+    return section_html(TITLE, headline(section), NOTE, HEADER, rows(section), table)

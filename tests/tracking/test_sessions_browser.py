@@ -7,28 +7,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 
 import pytest
 
 from tests.browser import CHROMIUM, Browser
 from tests.tracking.services import mlflow_server
 from tests.tracking.test_conversation_traces import conversation_run
-from tests.tracking.test_traces_browser import CLOSE_PANELS
-
-
-def _open(b: Browser, url: str, *needles: str, timeout: float = 120) -> str:
-    b.open(url)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        time.sleep(1)
-        b.evaluate(CLOSE_PANELS)
-        text = b.text()
-        if all(n in text for n in needles) and "Loading..." not in text:
-            break
-    text = b.wait_for_text(*needles, timeout=5)
-    time.sleep(2)
-    return text
+from tests.tracking.test_traces_browser import _open
 
 
 @pytest.mark.slow
