@@ -273,7 +273,8 @@ def as_dumped(obj: Any) -> dict[str, Any] | None:
         if not hits:
             continue
         # every hit's keys in one tuple, against the first hit's repeated (the same key
-        # objects, so mostly an identity test): one C pass, no tuple or set per hit
+        # objects, so mostly an identity test): one C pass, no tuple or set per hit. A
+        # hit's keys are unique, so the two match only if each hit has the first's keys
         first = tuple(hits[0])
         same = (first == full or first == head) and \
             tuple(_chain(hits)) == first * len(hits)
