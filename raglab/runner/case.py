@@ -244,10 +244,10 @@ def output_dict(raw: Any) -> dict[str, Any]:
 
 
 def finite_metrics(metrics: dict[str, Any]) -> bool:
-    """Whether every metric value is a finite number or None (False: let the line's scan
-    decide, and name the value)."""
-    try:
-        return all(map(math.isfinite, [v for v in metrics.values() if v is not None]))
+    """Whether every metric value is a finite number, None or another falsy value (no
+    value JSON cannot hold; False: let the line's scan decide, and name the value)."""
+    try:  # (None and 0 are falsy: filter leaves them out, finite either way)
+        return all(map(math.isfinite, filter(None, metrics.values())))
     except TypeError:
         return False
 

@@ -53,14 +53,14 @@ def judge_output(case: Case, output: dict[str, Any], dataset: Dataset,
     for stage in ("candidates", "context"):
         hits = output.get(stage, [])
         ids = set(map(_doc_id, hits))  # each document looked up once
-        unknown.update(d for d in ids if d not in corpus)
+        unknown |= ids.difference(corpus)  # (a lookup per id, in C)
         hidden = {d for d in ids & dataset.restricted if not may_see(corpus[d].acl, case.user)}
         if hidden:
             leaks += [{"severity": 1, "kind": "acl_leak", "stage": stage, "rank": rank + 1,
                        "doc_id": hit["doc_id"]}
                       for rank, hit in enumerate(hits) if hit["doc_id"] in hidden]
     judged["leaks"] = leaks
-    judged["unknown_docs"] = sorted(set(unknown))
+    judged["unknown_docs"] = sorted(unknown)
     return judged
 
 

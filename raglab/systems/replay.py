@@ -19,6 +19,7 @@ directly; only the others take the slower way.
 
 from __future__ import annotations
 
+import itertools
 import json
 import operator
 import os
@@ -116,7 +117,7 @@ class ReplaySystem(System):
                     self.index[cid] = (start, len(raw))
                     if not fast:
                         self.slow.add(cid)
-        self._fh = None if keep else open(p, "rb")
+        self._fh = None if keep else open(p, "rb", buffering=0)  # read with pread
         # the file as checked: an indexed line is read again only while it is unchanged
         self._stat = None if keep else _file_state(self._fh)
         if not seen:
@@ -164,11 +165,17 @@ class ReplaySystem(System):
         # metadata), so a line that may hold one goes the slow way, which finds them
         if not may_escape_surrogate(raw):
             try:
-                out = SystemOutput.model_validate_json(raw)
+                # (the schema's own JSON validator: model_validate_json without its wrapper)
+                out = SystemOutput.__pydantic_validator__.validate_json(raw)
             except Exception:  # the slow path names the problem (or accepts the line)
                 pass
             else:
-                try:  # a hit's free-form metadata is the one place nesting is unbounded
+                # a hit's free-form metadata is the one place nesting is unbounded (looked
+                # at hit by hit only when a hit has some)
+                if not (any(map(_metadata, out.candidates))
+                        or any(map(_metadata, out.context))):
+                    return out, True
+                try:
                     for h in (*out.candidates, *out.context):
                         if h.metadata:
                             check_finite(h.metadata)
@@ -188,8 +195,7 @@ class ReplaySystem(System):
             if _file_state(self._fh) != self._stat:
                 raise ReplayedValueError(f"{self.path} changed after it was checked; run "
                                          "again")
-            self._fh.seek(start)
-            line = self._fh.read(size)
+            line = os.pread(self._fh.fileno(), size, start)  # (one call: no seek)
             # validated by the one output schema when the system was built: its JSON is
             # what the model's dump gives once defaults are filled, unless a value was
             # coerced (then it is validated again, as are lines that took the slow way)
@@ -206,6 +212,7 @@ class ReplaySystem(System):
 
 
 _MLFLOW = "mlflow://"
+_metadata = operator.attrgetter("metadata")
 
 
 def _is_traces(path: Any) -> bool:
@@ -234,6 +241,7 @@ assert _OUT_FIELDS + _NONE_EXCLUDED == tuple(SystemOutput.model_fields)
 assert _HIT_FIELDS == ("doc_id", "text", "score", "start", "end", "metadata")
 assert _CITATION_FIELDS == ("sentence", "context")
 _MISSING = object()
+_chain = itertools.chain.from_iterable
 _score = operator.itemgetter("score")
 _SCORE_TYPES = frozenset({float, type(None)})
 
@@ -264,9 +272,14 @@ def as_dumped(obj: Any) -> dict[str, Any] | None:
         hits = out[stage]
         if not hits:
             continue
-        shapes = set(map(tuple, hits))  # each hit's keys, in order
-        if shapes != {full}:
-            if shapes == {head}:  # (the usual case: no metadata, the last field)
+        # every hit's keys in one tuple, against the first hit's repeated (the same key
+        # objects, so mostly an identity test): one C pass, no tuple or set per hit. A
+        # hit's keys are unique, so the two match only if each hit has the first's keys
+        first = tuple(hits[0])
+        same = (first == full or first == head) and \
+            tuple(_chain(hits)) == first * len(hits)
+        if not same or first != full:
+            if same:  # (the usual case: no metadata, the last field)
                 for h in hits:
                     h["metadata"] = None
             else:

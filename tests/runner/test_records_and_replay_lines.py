@@ -143,6 +143,62 @@ def test_large_replay_files_are_indexed_and_read_per_case(tmp_path, monkeypatch)
         indexed.answer(SystemRequest("a", "q", {}, None))
 
 
+_HEAD = {"doc_id": "d", "text": "t", "score": 1.5, "start": 0, "end": 1}
+
+
+@pytest.mark.parametrize("hits", [
+    [_HEAD, _HEAD, _HEAD],  # the usual shape: every hit without metadata
+    [{**_HEAD, "metadata": None}] * 2,  # every hit with all six fields
+    [_HEAD, {**_HEAD, "metadata": {"k": 1}}],  # the first hit's shape, then another
+    [{**_HEAD, "metadata": None}, _HEAD],
+    [_HEAD, {k: _HEAD[k] for k in ("doc_id", "score", "text", "start", "end")}],  # order
+    [_HEAD, {"doc_id": "e", "text": "t", "score": 2.5, "start": 0, "metadata": None}],
+    [_HEAD, {"doc_id": "e"}, {**_HEAD, "metadata": None}],
+    [{"text": "t", "doc_id": "d"}, {"text": "t", "doc_id": "d"}],  # same shape, not ours
+])
+@pytest.mark.parametrize("keep", [True, False])
+def test_hits_of_any_shapes_read_again_are_the_model_dump(tmp_path, monkeypatch, hits, keep):
+    """A line's hits are taken as read only when all of them have the first hit's keys, in
+    the model's order (with or without metadata); any other mix is put in the dump's
+    form hit by hit, whether the file is kept parsed or read again per case."""
+    if not keep:
+        monkeypatch.setattr(replay_mod, "KEEP_PARSED_BYTES", 0)
+    obj = {"case_id": "a", "candidates": hits, "context": hits[:1]}
+    answer = _replayed(tmp_path, json.dumps(obj) + "\n")
+    want = SystemOutput.model_validate(obj).model_dump()
+    got = answer("a")
+    assert json.dumps(got) == json.dumps(want)  # the same keys in the same order
+
+
+def test_nan_in_the_metadata_of_a_later_hit_fails_its_case(tmp_path):
+    """Hits without metadata before the one with it: that hit's NaN is still found."""
+    hits = [{"doc_id": "d"}] * 5
+    line = json.dumps({"case_id": "bad", "candidates": hits, "context": hits})
+    line = line[:-2] + ', {"doc_id": "d", "metadata": {"x": {"y": [1, NaN]}}}]}'
+    ok = json.dumps({"case_id": "ok", "candidates": hits})
+    answer = _replayed(tmp_path, ok + "\n" + line + "\n")
+    assert len(answer("ok")["candidates"]) == 5
+    with pytest.raises(replay_mod.ReplayedValueError, match="NaN"):
+        answer("bad")
+
+
+def test_a_bad_replay_line_names_its_case_id(tmp_path):
+    path = tmp_path / "out.jsonl"
+    path.write_text(json.dumps({"case_id": "ok"}) + "\n"
+                    + json.dumps({"case_id": "q7", "candidates": [{"doc_id": "d",
+                                                                   "score": "high"}]}) + "\n")
+
+    class Cfg:
+        class system:  # noqa: N801
+            pass
+
+    Cfg.system.path = str(path)
+    with pytest.raises(UserError) as e:
+        replay_mod.ReplaySystem(Cfg.system)
+    assert str(e.value).startswith(f"{path}:2 case q7: ")
+    assert "candidates.0.score" in str(e.value)
+
+
 _hit_value = st.fixed_dictionaries({"doc_id": st.sampled_from(["d", ""])}, optional={
     "text": st.sampled_from(["", "t\u00e9"]),
     "score": st.one_of(st.none(), st.integers(-3, 3), st.floats(-3, 3), st.just("1.5"),
