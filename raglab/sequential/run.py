@@ -16,8 +16,10 @@ The checks of a gate set (:func:`checks_of`), overall and on each critical slice
   bound, fail once wholly beyond; one left open when every case was run is the fact of the
   full run, as the fixed-n rule reads it.
 
-All read the cases run so far in the order they were run (the baseline's records for the
-differences: cases where the metric applies in both runs). Their metrics must lie in
+All read the cases run so far in the order their records were written (``records.jsonl``'s,
+as decide reads them: the seeded order, but for the cases a resume ran again because their
+records had failed; the baseline's records for the differences: cases where the metric
+applies in both runs). Their metrics must lie in
 ``[0, 1]`` (pass/fail and share metrics): a gate on another kind (latency, cost, counts,
 ranks) has no bounded values to bet on, and a change bounded ``by: estimate`` has no
 interval; either is refused in a sequential gate set (one line naming the gate).
@@ -257,7 +259,10 @@ class Sequential:
         return self.order
 
     def _settle(self, kept: Mapping[str, Mapping], interval: bool) -> list[Settled]:
-        return settle_checks(self.checks, self.order, kept, self.baseline, self.gates.alpha,
+        # the order the records were written in (records.jsonl's, which decide reads): the
+        # seeded order, but a resume runs the cases whose records failed again, after the
+        # cases recorded before it
+        return settle_checks(self.checks, list(kept), kept, self.baseline, self.gates.alpha,
                              self.source, interval=interval, targets=self.targets,
                              scale=self.scale)
 

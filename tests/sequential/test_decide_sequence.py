@@ -154,3 +154,35 @@ def test_a_budget_keeps_its_reading_on_the_cases_run_and_says_so():
     assert [r["status"] for r in results] == ["pass", "fail"]
     assert results[1]["reason"] == ("candidate 2400 > 2000 (a budget: the mean of the 100 "
                                     "cases run; it holds no sequential run back)")
+
+
+def _sequential_run(gates: GateSet, base, ids):
+    from raglab.sequential.run import Sequential
+
+    cfg = SimpleNamespace(seed=3, batch=20, against="base")
+    seq = Sequential(cfg, gates, "g", SimpleNamespace(records=base.records, by_id=base.by_id,
+                                                      run_dir="base"))
+    return seq, seq.arrange(ids)
+
+
+def test_decide_reads_the_sequence_the_run_settled_after_a_resume():
+    # a resume re-runs the cases whose records failed: records.jsonl then holds them after
+    # the cases that followed them in the seeded order; the run and decide read one order
+    lost = np.random.default_rng(2).permutation(np.r_[np.ones(60), np.zeros(240)])
+    base = _run(300, 1.0, 0.0)
+    rows = {r["case_id"]: {**r, "metrics": {"faithfulness": 1.0 - lost[i],
+                                            "false_answer_rate": 0.0}}
+            for i, r in enumerate(base.records)}
+    gates = GateSet.model_validate({"gates": [GATES.gates[0].model_dump()]})
+    seq, order = _sequential_run(gates, base, list(rows))
+    ran = order[:40]
+    recorded = ran[5:] + ran[:5]          # the first five failed, ran again on resume
+    kept = {cid: rows[cid] for cid in recorded}
+    summary = seq.summary(kept)
+    cand = SimpleNamespace(records=[kept[c] for c in recorded], by_id=lambda: kept,
+                           run_dir="cand", metrics={"sequential": summary})
+    results = [_result(0, "inconclusive", "CI ...", 0.9, n=40)]
+    on_sequence(results, gates, base, cand)
+    (check,) = summary["checks"]
+    assert (results[0]["ci_low"], results[0]["ci_high"]) == (check["cs_low"], check["cs_high"])
+    assert (check["cs_low"], check["cs_high"]) == pytest.approx((-0.248, 0.064))
