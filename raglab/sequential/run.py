@@ -231,8 +231,11 @@ class Sequential:
         self.source = str(baseline.run_dir)
         self.checks = checks_of(gates, baseline.records, f"sequential.gates={gates_name}")
         if not self.checks:
-            raise UserError(f"sequential.gates={gates_name}: the gate set has no check to "
-                            "settle a run on (its gates all read human labels)")
+            raise UserError(f"sequential.gates={gates_name}: no gate of the set is settled on "
+                            "a confidence sequence (its budgets are read on the cases run and "
+                            "estimator: ppi gates on human labels; neither holds a run back), "
+                            "so a sequential run would only run every case: run without "
+                            "sequential.against, or add a gate on a metric in [0, 1]")
         self.scale = weight_scale(baseline.records)
         self.order: list[str] = []
         self.targets: list[float | None] = [None] * len(self.checks)

@@ -165,3 +165,18 @@ def test_error_rates_of_mean_bounds_and_not_worse(n):
 def test_budgets_are_read_on_the_cases_run_and_hold_no_run(gate):
     gates = _gates({"metric": "faithfulness", "rule": "non_inferior", "margin": 0.05}, gate)
     assert [c.index for c in checks_of(gates, [], "sequential.gates=mine")] == [0]
+
+
+def test_a_gate_set_of_budgets_alone_is_refused_saying_why():
+    from types import SimpleNamespace
+
+    from raglab.sequential.run import Sequential
+
+    gates = _gates({"metric": "latency_ms.total", "rule": "bound", "max": 2000},
+                   {"metric": "cost_usd_per_query", "rule": "bound", "max": 0.01})
+    base = SimpleNamespace(records=[], by_id=dict, run_dir="base")
+    with pytest.raises(UserError) as e:
+        Sequential(SimpleNamespace(seed=0, batch=20), gates, "budgets", base)
+    setting, why = str(e.value).split(": ", 1)
+    assert setting == "sequential.gates=budgets" and "\n" not in why
+    assert "budgets are read on the cases run" in why and "run every case" in why
