@@ -13,7 +13,8 @@ worse, as under the fixed-n rule); a bound on the mean still open when every cas
 is the fact of the full run (the candidate's mean), else inconclusive. A check that is
 n/a or not comparable (metric versions differ) keeps its fixed-n result, as do
 ``estimator: ppi`` gates and budgets (a ``max``/``min`` on latency or cost: the mean of
-the cases run, which the record says).
+the cases run, which the record says). A baseline whose records differ from those the run
+settled on (``baseline_sha256``) is read all the same, and the record says so.
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
                             targets=_targets(checks, summary),
                             scale=seq.weight_scale(base.records))
     every_case = summary.get("stopped_because") == seq.ALL_RUN
+    recorded = summary.get("baseline_sha256")
+    changed = recorded is not None and recorded != seq.baseline_digest(checks, base.records)
     budgets = {i for i, g in enumerate(gates.gates) if seq.is_budget(g)}
     for r in results:
         if r.get("index") in budgets and r.get("status") in (PASS, FAIL) \
@@ -127,5 +130,10 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
         if delta and delta[0][0].gate.rule != "not_worse":
             update.update(ci_low=delta[0][1].low, ci_high=delta[0][1].high)
         r.update(update)
-    return f"sequential run ({summary.get('gates')}, seed {summary.get('seed')}): " \
+    line = f"sequential run ({summary.get('gates')}, seed {summary.get('seed')}): " \
            f"{words(summary)}; its checks read their confidence sequences"
+    if changed:
+        line += ("; the baseline's records differ from those the run settled on (run "
+                 "again since, or another run): the sequences read this baseline, still "
+                 "valid at any stop, but not the ones the run stopped on")
+    return line

@@ -181,6 +181,19 @@ def differences(check: Check, order: Sequence[str], candidate: Mapping[str, Mapp
     return out, None if all(w == 1.0 for w in weights) else weights
 
 
+def baseline_digest(checks: Sequence[Check], rows: Iterable[Mapping[str, Any]]) -> str:
+    """A digest of what the checks read of the baseline's records (each case's id, weight
+    and values of the checks' metrics, in case-id order), so decide can tell whether it
+    reads the baseline the run settled on."""
+    import hashlib
+    import json
+
+    names = sorted({c.gate.metric for c in checks})
+    got = sorted((str(r["case_id"]), r.get("weight", 1.0),
+                  [(r.get("metrics") or {}).get(m) for m in names]) for r in rows)
+    return hashlib.sha256(json.dumps(got, default=str).encode()).hexdigest()
+
+
 def bet_target(check: Check, order: Sequence[str], baseline: Mapping[str, Mapping]
                ) -> float:
     """Half the baseline's cases of ``order`` in the check's slice where its metric
@@ -284,6 +297,7 @@ class Sequential:
             "seed": self.cfg.seed, "batch": self.cfg.batch,
             "stopped_because": self.stopped_because, "against": self.cfg.against,
             "gates": self.gates_name, "alpha": self.gates.alpha,
+            "baseline_sha256": baseline_digest(self.checks, self.baseline.values()),
             "weighted": any(float(r.get("weight", 1.0)) != 1.0
                             for r in self.baseline.values()),
             "checks": [{"gate": ch.gate.title(), "index": ch.index, "metric": ch.gate.metric,

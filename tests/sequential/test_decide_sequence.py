@@ -186,3 +186,19 @@ def test_decide_reads_the_sequence_the_run_settled_after_a_resume():
     (check,) = summary["checks"]
     assert (results[0]["ci_low"], results[0]["ci_high"]) == (check["cs_low"], check["cs_high"])
     assert (check["cs_low"], check["cs_high"]) == pytest.approx((-0.248, 0.064))
+
+
+def test_decide_says_when_the_baseline_is_not_the_one_the_run_settled_on():
+    base = _run(300, 1.0, 0.0)
+    gates = GateSet.model_validate({"gates": [GATES.gates[0].model_dump()]})
+    seq, order = _sequential_run(gates, base, [r["case_id"] for r in base.records])
+    kept = {cid: base.by_id()[cid] for cid in order[:100]}
+    summary = seq.summary(kept)
+    cand = SimpleNamespace(records=list(kept.values()), by_id=lambda: kept, run_dir="cand",
+                           metrics={"sequential": summary})
+    same = on_sequence([_result(0, "inconclusive", "CI ...", 1.0)], gates, base, cand)
+    assert "baseline" not in same
+    rerun = _run(300, 1.0, 0.0)          # the baseline run again: one case's value changed
+    rerun.records[7]["metrics"]["faithfulness"] = 0.0
+    other = on_sequence([_result(0, "inconclusive", "CI ...", 1.0)], gates, rerun, cand)
+    assert "the baseline's records differ from those the run settled on" in other
