@@ -208,6 +208,22 @@ def bet_target(check: Check, order: Sequence[str], baseline: Mapping[str, Mappin
     return max(n / 2.0, 1.0)
 
 
+def can_move(check: Check, order: Sequence[str], baseline: Mapping[str, Mapping]) -> bool:
+    """Whether a case of ``order`` can move the check's sequence, as known before the run: one
+    in its slice with a positive weight in the baseline, where (a check on the change) the
+    baseline has its metric. One that cannot (its slice's cases all weigh 0, or none has
+    the metric) would stay open whatever the cases hold, and holds no run back."""
+    for cid in order:
+        b = baseline.get(cid)
+        if b is None or not float(b.get("weight", 1.0)) > 0:
+            continue
+        if check.kind == "delta" and (b.get("metrics") or {}).get(check.gate.metric) is None:
+            continue
+        if check.slice is None or slice_keys(b).get(check.slice[0]) == check.slice[1]:
+            return True
+    return False
+
+
 def settle_checks(checks: Sequence[Check], order: Sequence[str],
                   candidate: Mapping[str, Mapping], baseline: Mapping[str, Mapping],
                   alpha: float, source: str, interval: bool = False,
@@ -252,6 +268,7 @@ class Sequential:
         self.scale = weight_scale(baseline.records)
         self.order: list[str] = []
         self.targets: list[float | None] = [None] * len(self.checks)
+        self.moving = [True] * len(self.checks)  # (can_move, set by arrange)
         self.total = 0
         self.stopped_because = ALL_RUN
 
@@ -272,6 +289,7 @@ class Sequential:
         self.order = ordered(list(case_ids), self.cfg.seed)
         self.total = len(case_ids)
         self.targets = [bet_target(ch, self.order, self.baseline) for ch in self.checks]
+        self.moving = [can_move(ch, self.order, self.baseline) for ch in self.checks]
         return self.order
 
     def _settle(self, kept: Mapping[str, Mapping], interval: bool) -> list[Settled]:
@@ -283,8 +301,10 @@ class Sequential:
                              scale=self.scale)
 
     def settled(self, kept: Mapping[str, Mapping]) -> bool:
-        """After a batch: whether every check is settled on the cases recorded so far."""
-        done = all_settled(self._settle(kept, interval=False))
+        """After a batch: whether every check is settled on the cases recorded so far
+        (but those no case can move: :func:`can_move`)."""
+        done = all_settled([r for r, m in zip(self._settle(kept, interval=False),
+                                              self.moving) if m])
         if done:
             self.stopped_because = SETTLED
         return done

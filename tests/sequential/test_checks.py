@@ -180,3 +180,28 @@ def test_a_gate_set_of_budgets_alone_is_refused_saying_why():
     setting, why = str(e.value).split(": ", 1)
     assert setting == "sequential.gates=budgets" and "\n" not in why
     assert "budgets are read on the cases run" in why and "run every case" in why
+
+
+def test_a_check_no_case_can_move_holds_no_run_back():
+    # the slice's cases all weigh 0 (and a slice the baseline never applies to): their
+    # sequences can never settle, which is known before the first case
+    from types import SimpleNamespace
+
+    from raglab.sequential.run import Sequential
+
+    n = 300
+    tags = [{"intent": "api" if i % 10 == 0 else "other"} for i in range(n)]
+    weights = [0.0 if t["intent"] == "api" else 1.0 for t in tags]
+    base = _rows([1.0] * n, weights=weights, tags=tags)
+    gates = _gates({"metric": "faithfulness", "rule": "non_inferior", "margin": 0.05,
+                    "slices": "critical"},
+                   critical_slices=[{"key": "intent", "value": "api"},
+                                    {"key": "intent", "value": "none"}])
+    seq = Sequential(SimpleNamespace(seed=0, batch=20, against="base"), gates, "g",
+                     SimpleNamespace(records=list(base.values()), by_id=lambda: base,
+                                     run_dir="base"))
+    order = seq.arrange(list(base))
+    kept = {cid: base[cid] for cid in order[:120]}
+    assert seq.settled(kept)
+    checks = seq.summary(kept)["checks"]
+    assert [c["status"] for c in checks] == ["pass", "inconclusive", "inconclusive"]
