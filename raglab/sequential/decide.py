@@ -103,7 +103,8 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
     settled = seq.settle_checks(checks, order, cand.by_id(), base.by_id(), gates.alpha,
                             str(base.run_dir), interval=True,
                             targets=_targets(checks, summary),
-                            scale=seq.weight_scale(base.records))
+                            scale=seq.weight_scale(base.records),
+                            cand_source=str(cand.run_dir))
     every_case = summary.get("stopped_because") == seq.ALL_RUN
     recorded = summary.get("baseline_sha256")
     changed = recorded is not None and recorded != seq.baseline_digest(checks, base.records)

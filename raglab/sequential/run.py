@@ -153,13 +153,14 @@ def weight_scale(rows: Iterable[Mapping[str, Any]]) -> float:
 
 
 def differences(check: Check, order: Sequence[str], candidate: Mapping[str, Mapping],
-                baseline: Mapping[str, Mapping], source: str, scale: float = 1.0
-                ) -> tuple[list[float], list[float] | None]:
+                baseline: Mapping[str, Mapping], source: str, scale: float = 1.0,
+                cand_source: str | None = None) -> tuple[list[float], list[float] | None]:
     """The check's values on the cases of ``order`` that the runs have, in its slice,
     where its metric applies (``delta``: ``candidate - baseline``, in both runs; ``mean``:
     ``2 v - 1`` of the candidate's value ``v``), and their weights (the baseline's
     divided by ``scale``; None when all are 1); a value outside ``[0, 1]`` is a UserError
-    (``source``: the baseline run)."""
+    naming the run that holds it (``source``: the baseline run; ``cand_source``: the
+    candidate, None while it runs)."""
     out, weights = [], []
     m = check.gate.metric
     for cid in order:
@@ -171,10 +172,10 @@ def differences(check: Check, order: Sequence[str], candidate: Mapping[str, Mapp
         vc, vb = (c.get("metrics") or {}).get(m), (b.get("metrics") or {}).get(m)
         if vc is None or (vb is None and check.kind == "delta"):
             continue
-        bad = next((v for v in (vc, vb) if v is not None and not 0.0 <= v <= 1.0), None)
-        if bad is not None:
-            raise UserError(f"sequential decisions need metrics in [0, 1]; {m} of case {cid} "
-                            f"is {bad}", file=source)
+        for who, v, file in (("candidate", vc, cand_source), ("baseline", vb, source)):
+            if v is not None and not 0.0 <= v <= 1.0:
+                raise UserError(f"sequential decisions need metrics in [0, 1]; the {who}'s "
+                                f"{m} is {v}", file=file, case_id=cid)
         out.append(2.0 * float(vc) - 1.0 if vb is None or check.kind == "mean"
                    else float(vc) - float(vb))
         weights.append(float(b.get("weight", 1.0)) / scale)
@@ -227,13 +228,14 @@ def can_move(check: Check, order: Sequence[str], baseline: Mapping[str, Mapping]
 def settle_checks(checks: Sequence[Check], order: Sequence[str],
                   candidate: Mapping[str, Mapping], baseline: Mapping[str, Mapping],
                   alpha: float, source: str, interval: bool = False,
-                  targets: Sequence[float | None] | None = None, scale: float = 1.0
-                  ) -> list[Settled]:
+                  targets: Sequence[float | None] | None = None, scale: float = 1.0,
+                  cand_source: str | None = None) -> list[Settled]:
     """Each check settled (raglab.sequential.settle) on the cases run so far, at its share
-    of ``alpha``, its bets tuned to its ``targets`` entry (None: not tuned)."""
+    of ``alpha``, its bets tuned to its ``targets`` entry (None: not tuned); ``source``
+    and ``cand_source`` name the runs (:func:`differences`)."""
     out = []
     for j, ch in enumerate(checks):
-        d, w = differences(ch, order, candidate, baseline, source, scale)
+        d, w = differences(ch, order, candidate, baseline, source, scale, cand_source)
         out.append(settle(d, ch.conditions, alpha * ch.share, interval=interval,
                           target=None if targets is None else targets[j], weights=w))
     return out

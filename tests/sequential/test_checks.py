@@ -205,3 +205,17 @@ def test_a_check_no_case_can_move_holds_no_run_back():
     assert seq.settled(kept)
     checks = seq.summary(kept)["checks"]
     assert [c["status"] for c in checks] == ["pass", "inconclusive", "inconclusive"]
+
+
+@pytest.mark.parametrize("where", ["baseline", "candidate"])
+def test_a_value_out_of_range_names_the_run_that_holds_it(where):
+    gates = _gates({"metric": "faithfulness", "rule": "non_inferior", "margin": 0.05})
+    (check,) = checks_of(gates, [])
+    good, bad = _rows([1.0, 1.0]), _rows([1.0, float("nan")])
+    base, cand = (bad, good) if where == "baseline" else (good, bad)
+    with pytest.raises(UserError) as e:
+        settle_checks([check], list(good), cand, base, ALPHA, "runs/base",
+                      cand_source="runs/cand")
+    assert e.value.file == f"runs/{where[:4]}" and e.value.case_id == "c0001"
+    assert str(e.value).endswith(f"case c0001: sequential decisions need metrics in [0, 1]; "
+                                 f"the {where}'s faithfulness is nan")
