@@ -198,11 +198,17 @@ def baseline_digest(checks: Sequence[Check], rows: Iterable[Mapping[str, Any]]) 
 def bet_target(check: Check, order: Sequence[str], baseline: Mapping[str, Mapping]
                ) -> float:
     """Half the baseline's cases of ``order`` in the check's slice where its metric
-    applies (at least 1): the size the check's bets are tuned to, known before the run."""
+    applies (at least 1): the size the check's bets are tuned to, known before the run.
+    A check on the candidate's mean counts the slice's cases whether the baseline has the
+    metric or not: its values are the candidate's, and whether the baseline has the metric
+    on a case not yet run says something of the candidate's value there (the same case),
+    which a predictable bet may not read. (For a check on the change, a case is one of
+    its cases only where the baseline has the metric, and cases are independent.)"""
     n = 0
     for cid in order:
         b = baseline.get(cid)
-        if b is None or (b.get("metrics") or {}).get(check.gate.metric) is None:
+        if b is None or (check.kind == "delta"
+                         and (b.get("metrics") or {}).get(check.gate.metric) is None):
             continue
         if check.slice is None or slice_keys(b).get(check.slice[0]) == check.slice[1]:
             n += 1

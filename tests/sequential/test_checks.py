@@ -266,3 +266,17 @@ def test_not_worse_family_false_fail_rate(n):
     share = ALPHA / 3 / 2
     assert (fails.mean(axis=0) <= share + 3 * math.sqrt(share * (1 - share) / 4000)).all()
     assert fails.any(axis=1).mean() <= ALPHA / 2 + 3 * math.sqrt(0.025 * 0.975 / 4000)
+
+
+def test_a_mean_checks_bet_target_reads_no_baseline_value():
+    # a bound on the candidate's mean bets on the candidate's values alone: its target
+    # counts the slice's cases, not those where the baseline has the metric (which, being
+    # the same cases' other run, says something about cases not yet run)
+    base = _rows([None if i % 10 == 9 else 0.0 for i in range(100)],
+                 metric="false_answer_rate")
+    gates = _gates({"metric": "false_answer_rate", "rule": "bound", "max": 0.2,
+                    "max_increase": 0.05, "by": "interval"})
+    delta, mean = checks_of(gates, base.values())
+    assert (delta.kind, mean.kind) == ("delta", "mean")
+    assert bet_target(delta, list(base), base) == 45.0
+    assert bet_target(mean, list(base), base) == 50.0
