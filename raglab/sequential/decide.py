@@ -107,7 +107,8 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
                             cand_source=str(cand.run_dir))
     every_case = summary.get("stopped_because") == seq.ALL_RUN
     recorded = summary.get("baseline_sha256")
-    changed = recorded is not None and recorded != seq.baseline_digest(checks, base.records)
+    changed = recorded is not None and \
+        recorded != seq.baseline_digest(checks, base.by_id().values())
     budgets = {i for i, g in enumerate(gates.gates) if seq.is_budget(g)}
     for r in results:
         if r.get("index") in budgets and r.get("status") in (PASS, FAIL) \
