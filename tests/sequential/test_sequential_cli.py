@@ -187,3 +187,21 @@ def test_a_resumed_run_settles_on_the_sequence_decide_reads(pairs):
     assert (result["ci_low"], result["ci_high"]) == (check["cs_low"], check["cs_high"])
     assert f"fail settled after {check['settled_at']} of {check['n']} paired" \
         in result["reason"]
+
+
+def test_a_gate_set_of_budgets_alone_is_one_line_and_writes_no_record(pairs):
+    budgets = pairs["root"] / "budgets.yaml"
+    budgets.write_text("gates:\n  - {metric: latency_ms.total, rule: bound, max: 2000}\n"
+                       "  - {metric: cost_usd_per_query, rule: bound, max: 0.01}\n")
+    proc = run_cli("run", "system=replay", f"system.path={pairs['outputs']}",
+                   f"dataset.corpus={pairs['corpus']}", f"dataset.cases={pairs['cases']}",
+                   "dataset.labels=null", "grader=none", "tracking=none",
+                   f"hydra.run.dir={pairs['root'] / 'budgets'}", "progress=off",
+                   f"sequential.against={pairs['base']}", f"sequential.gates={budgets}",
+                   cwd=pairs["root"])
+    assert proc.returncode == 2
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "budgets are read on the cases run" in err[0]
+    assert not (pairs["root"] / "budgets" / "records.jsonl").exists()
+    assert not (pairs["root"] / "budgets" / "metrics.json").exists()
