@@ -310,9 +310,10 @@ class Sequential:
 
     def settled(self, kept: Mapping[str, Mapping]) -> bool:
         """After a batch: whether every check is settled on the cases recorded so far
-        (but those no case can move: :func:`can_move`)."""
-        done = all_settled([r for r, m in zip(self._settle(kept, interval=False),
-                                              self.moving) if m])
+        (but those no case can move: :func:`can_move`; when none can, the run takes every
+        case)."""
+        moving = [r for r, m in zip(self._settle(kept, interval=False), self.moving) if m]
+        done = bool(moving) and all_settled(moving)  # none can move: every case is run
         if done:
             self.stopped_because = SETTLED
         return done

@@ -280,3 +280,18 @@ def test_a_mean_checks_bet_target_reads_no_baseline_value():
     assert (delta.kind, mean.kind) == ("delta", "mean")
     assert bet_target(delta, list(base), base) == 45.0
     assert bet_target(mean, list(base), base) == 50.0
+
+
+def test_when_no_check_can_move_the_run_takes_every_case():
+    from types import SimpleNamespace
+
+    from raglab.sequential.run import Sequential
+
+    base = _rows([1.0] * 200, weights=[0.0] * 200)
+    gates = _gates({"metric": "faithfulness", "rule": "non_inferior", "margin": 0.05})
+    seq = Sequential(SimpleNamespace(seed=0, batch=20, against="base"), gates, "g",
+                     SimpleNamespace(records=list(base.values()), by_id=lambda: base,
+                                     run_dir="base"))
+    order = seq.arrange(list(base))
+    assert not seq.settled({cid: base[cid] for cid in order[:120]})
+    assert seq.summary({cid: base[cid] for cid in order})["stopped_because"] == "every case run"
