@@ -80,16 +80,20 @@ def _part(check: Check, st: Settled, result: Mapping[str, Any], every_case: bool
 
 
 def _targets(checks: Sequence[Check], summary: Mapping[str, Any]) -> list[float | None]:
-    """Each check's bet target as the run recorded it, by gate index, kind and slice
-    (None: not recorded, as by a run of another gate set: the untuned bets, valid all the
-    same)."""
+    """Each check's bet target as the run recorded it, by gate index, kind, slice and
+    metric (None: not recorded, as by a run of another gate set: the untuned bets, valid
+    all the same)."""
     recorded = {}
     for c in summary.get("checks") or []:
         where = c.get("slice")
         key = (c.get("index"), c.get("on", "delta"),
                None if where is None else (where.get("key"), where.get("value")))
-        recorded[key] = c.get("bet_target")
-    return [recorded.get(ch.key()) for ch in checks]
+        recorded[key] = (c.get("metric"), c.get("bet_target"))
+    out: list[float | None] = []
+    for ch in checks:
+        metric, target = recorded.get(ch.key(), (None, None))
+        out.append(target if metric in (None, ch.gate.metric) else None)
+    return out
 
 
 def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, base: Any,
@@ -100,9 +104,9 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
     summary = cand.metrics["sequential"]
     checks = seq.checks_of(gates, base.records, name)
     order = [r["case_id"] for r in cand.records]
+    targets = _targets(checks, summary)
     settled = seq.settle_checks(checks, order, cand.by_id(), base.by_id(), gates.alpha,
-                            str(base.run_dir), interval=True,
-                            targets=_targets(checks, summary),
+                            str(base.run_dir), interval=True, targets=targets,
                             scale=seq.weight_scale(base.records),
                             cand_source=str(cand.run_dir))
     every_case = summary.get("stopped_because") == seq.ALL_RUN
@@ -134,6 +138,10 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
         r.update(update)
     line = f"sequential run ({summary.get('gates')}, seed {summary.get('seed')}): " \
            f"{words(summary)}; its checks read their confidence sequences"
+    foreign = sum(1 for t in targets if t is None) if summary.get("checks") else 0
+    if foreign:
+        line += (f"; {foreign} of its checks the run did not settle (another gate set?): "
+                 "their bets untuned, valid all the same")
     if changed:
         line += ("; the baseline's records differ from those the run settled on (run "
                  "again since, or another run): the sequences read this baseline, still "

@@ -202,3 +202,20 @@ def test_decide_says_when_the_baseline_is_not_the_one_the_run_settled_on():
     rerun.records[7]["metrics"]["faithfulness"] = 0.0
     other = on_sequence([_result(0, "inconclusive", "CI ...", 1.0)], gates, rerun, cand)
     assert "the baseline's records differ from those the run settled on" in other
+
+
+def test_a_check_the_run_did_not_settle_gets_no_other_gates_target():
+    # the run's gate 0 was on correctness; decide's gate 0 is on faithfulness: the
+    # recorded target is not its, and the record says so
+    base, cand = _run(300, 1.0, 0.0), _run(100, 1.0, 0.0)
+    summary = {**SUMMARY, "checks": [{"index": 0, "on": "delta", "slice": None,
+                                      "metric": "correctness", "bet_target": 3.0}]}
+    cand.metrics = {"sequential": summary}
+    gates = GateSet.model_validate({"gates": [GATES.gates[0].model_dump()]})
+    results = [_result(0, "inconclusive", "CI ...", 1.0)]
+    from raglab.sequential.decide import _targets
+    from raglab.sequential.run import checks_of
+
+    assert _targets(checks_of(gates, base.records), summary) == [None]
+    line = on_sequence(results, gates, base, cand)
+    assert "1 of its checks the run did not settle" in line
