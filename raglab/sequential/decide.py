@@ -13,7 +13,8 @@ worse, as under the fixed-n rule); a bound on the mean still open when every cas
 is the fact of the full run (the candidate's mean), else inconclusive. A check that is
 n/a or not comparable (metric versions differ) keeps its fixed-n result, as do
 ``estimator: ppi`` gates and budgets (a ``max``/``min`` on latency or cost: the mean of
-the cases run, which the record says).
+the cases run, which the record says). A baseline whose records differ from those the run
+settled on (``baseline_sha256``) is read all the same, and the record says so.
 """
 
 from __future__ import annotations
@@ -79,16 +80,20 @@ def _part(check: Check, st: Settled, result: Mapping[str, Any], every_case: bool
 
 
 def _targets(checks: Sequence[Check], summary: Mapping[str, Any]) -> list[float | None]:
-    """Each check's bet target as the run recorded it, by gate index, kind and slice
-    (None: not recorded, as by a run of another gate set: the untuned bets, valid all the
-    same)."""
+    """Each check's bet target as the run recorded it, by gate index, kind, slice and
+    metric (None: not recorded, as by a run of another gate set: the untuned bets, valid
+    all the same)."""
     recorded = {}
     for c in summary.get("checks") or []:
         where = c.get("slice")
         key = (c.get("index"), c.get("on", "delta"),
                None if where is None else (where.get("key"), where.get("value")))
-        recorded[key] = c.get("bet_target")
-    return [recorded.get(ch.key()) for ch in checks]
+        recorded[key] = (c.get("metric"), c.get("bet_target"))
+    out: list[float | None] = []
+    for ch in checks:
+        metric, target = recorded.get(ch.key(), (None, None))
+        out.append(target if metric in (None, ch.gate.metric) else None)
+    return out
 
 
 def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, base: Any,
@@ -99,11 +104,15 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
     summary = cand.metrics["sequential"]
     checks = seq.checks_of(gates, base.records, name)
     order = [r["case_id"] for r in cand.records]
+    targets = _targets(checks, summary)
     settled = seq.settle_checks(checks, order, cand.by_id(), base.by_id(), gates.alpha,
-                            str(base.run_dir), interval=True,
-                            targets=_targets(checks, summary),
-                            scale=seq.weight_scale(base.records))
+                            str(base.run_dir), interval=True, targets=targets,
+                            scale=seq.weight_scale(base.records),
+                            cand_source=str(cand.run_dir))
     every_case = summary.get("stopped_because") == seq.ALL_RUN
+    recorded = summary.get("baseline_sha256")
+    changed = recorded is not None and \
+        recorded != seq.baseline_digest(checks, base.by_id().values())
     budgets = {i for i, g in enumerate(gates.gates) if seq.is_budget(g)}
     for r in results:
         if r.get("index") in budgets and r.get("status") in (PASS, FAIL) \
@@ -127,5 +136,14 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
         if delta and delta[0][0].gate.rule != "not_worse":
             update.update(ci_low=delta[0][1].low, ci_high=delta[0][1].high)
         r.update(update)
-    return f"sequential run ({summary.get('gates')}, seed {summary.get('seed')}): " \
+    line = f"sequential run ({summary.get('gates')}, seed {summary.get('seed')}): " \
            f"{words(summary)}; its checks read their confidence sequences"
+    foreign = sum(1 for t in targets if t is None) if summary.get("checks") else 0
+    if foreign:
+        line += (f"; {foreign} of its checks the run did not settle (another gate set?): "
+                 "their bets untuned, valid all the same")
+    if changed:
+        line += ("; the baseline's records differ from those the run settled on (run "
+                 "again since, or another run): the sequences read this baseline, still "
+                 "valid at any stop, but not the ones the run stopped on")
+    return line

@@ -16,8 +16,10 @@ The checks of a gate set (:func:`checks_of`), overall and on each critical slice
   bound, fail once wholly beyond; one left open when every case was run is the fact of the
   full run, as the fixed-n rule reads it.
 
-All read the cases run so far in the order they were run (the baseline's records for the
-differences: cases where the metric applies in both runs). Their metrics must lie in
+All read the cases run so far in the order their records were written (``records.jsonl``'s,
+as decide reads them: the seeded order, but for the cases a resume ran again because their
+records had failed; the baseline's records for the differences: cases where the metric
+applies in both runs). Their metrics must lie in
 ``[0, 1]`` (pass/fail and share metrics): a gate on another kind (latency, cost, counts,
 ranks) has no bounded values to bet on, and a change bounded ``by: estimate`` has no
 interval; either is refused in a sequential gate set (one line naming the gate).
@@ -151,13 +153,14 @@ def weight_scale(rows: Iterable[Mapping[str, Any]]) -> float:
 
 
 def differences(check: Check, order: Sequence[str], candidate: Mapping[str, Mapping],
-                baseline: Mapping[str, Mapping], source: str, scale: float = 1.0
-                ) -> tuple[list[float], list[float] | None]:
+                baseline: Mapping[str, Mapping], source: str, scale: float = 1.0,
+                cand_source: str | None = None) -> tuple[list[float], list[float] | None]:
     """The check's values on the cases of ``order`` that the runs have, in its slice,
     where its metric applies (``delta``: ``candidate - baseline``, in both runs; ``mean``:
     ``2 v - 1`` of the candidate's value ``v``), and their weights (the baseline's
     divided by ``scale``; None when all are 1); a value outside ``[0, 1]`` is a UserError
-    (``source``: the baseline run)."""
+    naming the run that holds it (``source``: the baseline run; ``cand_source``: the
+    candidate, None while it runs)."""
     out, weights = [], []
     m = check.gate.metric
     for cid in order:
@@ -169,40 +172,76 @@ def differences(check: Check, order: Sequence[str], candidate: Mapping[str, Mapp
         vc, vb = (c.get("metrics") or {}).get(m), (b.get("metrics") or {}).get(m)
         if vc is None or (vb is None and check.kind == "delta"):
             continue
-        bad = next((v for v in (vc, vb) if v is not None and not 0.0 <= v <= 1.0), None)
-        if bad is not None:
-            raise UserError(f"sequential decisions need metrics in [0, 1]; {m} of case {cid} "
-                            f"is {bad}", file=source)
+        for who, v, file in (("candidate", vc, cand_source), ("baseline", vb, source)):
+            if v is not None and not 0.0 <= v <= 1.0:
+                raise UserError(f"sequential decisions need metrics in [0, 1]; the {who}'s "
+                                f"{m} is {v}", file=file, case_id=cid)
         out.append(2.0 * float(vc) - 1.0 if vb is None or check.kind == "mean"
                    else float(vc) - float(vb))
         weights.append(float(b.get("weight", 1.0)) / scale)
     return out, None if all(w == 1.0 for w in weights) else weights
 
 
+def baseline_digest(checks: Sequence[Check], rows: Iterable[Mapping[str, Any]]) -> str:
+    """A digest of what the checks read of the baseline's records (each case's id, weight
+    and values of the checks' metrics, in case-id order), so decide can tell whether it
+    reads the baseline the run settled on."""
+    import hashlib
+    import json
+
+    names = sorted({c.gate.metric for c in checks})
+    got = sorted((str(r["case_id"]), r.get("weight", 1.0),
+                  [(r.get("metrics") or {}).get(m) for m in names]) for r in rows)
+    return hashlib.sha256(json.dumps(got, default=str).encode()).hexdigest()
+
+
 def bet_target(check: Check, order: Sequence[str], baseline: Mapping[str, Mapping]
                ) -> float:
     """Half the baseline's cases of ``order`` in the check's slice where its metric
-    applies (at least 1): the size the check's bets are tuned to, known before the run."""
+    applies (at least 1): the size the check's bets are tuned to, known before the run.
+    A check on the candidate's mean counts the slice's cases whether the baseline has the
+    metric or not: its values are the candidate's, and whether the baseline has the metric
+    on a case not yet run says something of the candidate's value there (the same case),
+    which a predictable bet may not read. (For a check on the change, a case is one of
+    its cases only where the baseline has the metric, and cases are independent.)"""
     n = 0
     for cid in order:
         b = baseline.get(cid)
-        if b is None or (b.get("metrics") or {}).get(check.gate.metric) is None:
+        if b is None or (check.kind == "delta"
+                         and (b.get("metrics") or {}).get(check.gate.metric) is None):
             continue
         if check.slice is None or slice_keys(b).get(check.slice[0]) == check.slice[1]:
             n += 1
     return max(n / 2.0, 1.0)
 
 
+def can_move(check: Check, order: Sequence[str], baseline: Mapping[str, Mapping]) -> bool:
+    """Whether a case of ``order`` can move the check's sequence, as known before the run: one
+    in its slice with a positive weight in the baseline, where (a check on the change) the
+    baseline has its metric. One that cannot (its slice's cases all weigh 0, or none has
+    the metric) would stay open whatever the cases hold, and holds no run back."""
+    for cid in order:
+        b = baseline.get(cid)
+        if b is None or not float(b.get("weight", 1.0)) > 0:
+            continue
+        if check.kind == "delta" and (b.get("metrics") or {}).get(check.gate.metric) is None:
+            continue
+        if check.slice is None or slice_keys(b).get(check.slice[0]) == check.slice[1]:
+            return True
+    return False
+
+
 def settle_checks(checks: Sequence[Check], order: Sequence[str],
                   candidate: Mapping[str, Mapping], baseline: Mapping[str, Mapping],
                   alpha: float, source: str, interval: bool = False,
-                  targets: Sequence[float | None] | None = None, scale: float = 1.0
-                  ) -> list[Settled]:
+                  targets: Sequence[float | None] | None = None, scale: float = 1.0,
+                  cand_source: str | None = None) -> list[Settled]:
     """Each check settled (raglab.sequential.settle) on the cases run so far, at its share
-    of ``alpha``, its bets tuned to its ``targets`` entry (None: not tuned)."""
+    of ``alpha``, its bets tuned to its ``targets`` entry (None: not tuned); ``source``
+    and ``cand_source`` name the runs (:func:`differences`)."""
     out = []
     for j, ch in enumerate(checks):
-        d, w = differences(ch, order, candidate, baseline, source, scale)
+        d, w = differences(ch, order, candidate, baseline, source, scale, cand_source)
         out.append(settle(d, ch.conditions, alpha * ch.share, interval=interval,
                           target=None if targets is None else targets[j], weights=w))
     return out
@@ -229,11 +268,15 @@ class Sequential:
         self.source = str(baseline.run_dir)
         self.checks = checks_of(gates, baseline.records, f"sequential.gates={gates_name}")
         if not self.checks:
-            raise UserError(f"sequential.gates={gates_name}: the gate set has no check to "
-                            "settle a run on (its gates all read human labels)")
+            raise UserError(f"sequential.gates={gates_name}: no gate of the set is settled on "
+                            "a confidence sequence (its budgets are read on the cases run and "
+                            "estimator: ppi gates on human labels; neither holds a run back), "
+                            "so a sequential run would only run every case: run without "
+                            "sequential.against, or add a gate on a metric in [0, 1]")
         self.scale = weight_scale(baseline.records)
         self.order: list[str] = []
         self.targets: list[float | None] = [None] * len(self.checks)
+        self.moving = [True] * len(self.checks)  # (can_move, set by arrange)
         self.total = 0
         self.stopped_because = ALL_RUN
 
@@ -254,16 +297,23 @@ class Sequential:
         self.order = ordered(list(case_ids), self.cfg.seed)
         self.total = len(case_ids)
         self.targets = [bet_target(ch, self.order, self.baseline) for ch in self.checks]
+        self.moving = [can_move(ch, self.order, self.baseline) for ch in self.checks]
         return self.order
 
     def _settle(self, kept: Mapping[str, Mapping], interval: bool) -> list[Settled]:
-        return settle_checks(self.checks, self.order, kept, self.baseline, self.gates.alpha,
+        # the order the records were written in (records.jsonl's, which decide reads): the
+        # seeded order, but a resume runs the cases whose records failed again, after the
+        # cases recorded before it
+        return settle_checks(self.checks, list(kept), kept, self.baseline, self.gates.alpha,
                              self.source, interval=interval, targets=self.targets,
                              scale=self.scale)
 
     def settled(self, kept: Mapping[str, Mapping]) -> bool:
-        """After a batch: whether every check is settled on the cases recorded so far."""
-        done = all_settled(self._settle(kept, interval=False))
+        """After a batch: whether every check is settled on the cases recorded so far
+        (but those no case can move: :func:`can_move`; when none can, the run takes every
+        case)."""
+        moving = [r for r, m in zip(self._settle(kept, interval=False), self.moving) if m]
+        done = bool(moving) and all_settled(moving)  # none can move: every case is run
         if done:
             self.stopped_because = SETTLED
         return done
@@ -276,6 +326,7 @@ class Sequential:
             "seed": self.cfg.seed, "batch": self.cfg.batch,
             "stopped_because": self.stopped_because, "against": self.cfg.against,
             "gates": self.gates_name, "alpha": self.gates.alpha,
+            "baseline_sha256": baseline_digest(self.checks, self.baseline.values()),
             "weighted": any(float(r.get("weight", 1.0)) != 1.0
                             for r in self.baseline.values()),
             "checks": [{"gate": ch.gate.title(), "index": ch.index, "metric": ch.gate.metric,

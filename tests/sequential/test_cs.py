@@ -276,3 +276,18 @@ def test_weighted_time_uniform_coverage(n):
     for target in (None, n / 2):
         up, down = _weighted_miss(n, 4000, seed=n + 7, target=target)
         assert up <= limit and down <= limit
+
+
+def test_capital_stays_positive_for_every_threshold_bet_and_weight():
+    # the largest bets (a target of one case, extreme plug-in variance) against every
+    # hypothesised mean, the ends of [-1, 1] and beyond (a margin or bound past them),
+    # with weights in [0, 1]: each factor of the capital is at least 1 - c > 0
+    rng = np.random.default_rng(5)
+    d = rng.choice([-1.0, 0.0, 1.0], size=400)
+    deltas = np.r_[np.linspace(-1.0, 1.0, 201), -1.5, 1.5, -1.0 + 1e-12, 1.0 - 1e-12]
+    for target in (None, 1.0, 0.5, 1e6):
+        for w in (None, rng.random(400), np.r_[np.zeros(200), np.ones(200)]):
+            for side in log_capitals(d, deltas, 0.05, target, w):
+                assert np.isfinite(side).all()
+                steps = np.diff(side, axis=0, prepend=0.0)   # log of each case's factor
+                assert steps.min() >= math.log(1 - C) - 1e-9

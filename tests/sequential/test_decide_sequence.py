@@ -154,3 +154,68 @@ def test_a_budget_keeps_its_reading_on_the_cases_run_and_says_so():
     assert [r["status"] for r in results] == ["pass", "fail"]
     assert results[1]["reason"] == ("candidate 2400 > 2000 (a budget: the mean of the 100 "
                                     "cases run; it holds no sequential run back)")
+
+
+def _sequential_run(gates: GateSet, base, ids):
+    from raglab.sequential.run import Sequential
+
+    cfg = SimpleNamespace(seed=3, batch=20, against="base")
+    seq = Sequential(cfg, gates, "g", SimpleNamespace(records=base.records, by_id=base.by_id,
+                                                      run_dir="base"))
+    return seq, seq.arrange(ids)
+
+
+def test_decide_reads_the_sequence_the_run_settled_after_a_resume():
+    # a resume re-runs the cases whose records failed: records.jsonl then holds them after
+    # the cases that followed them in the seeded order; the run and decide read one order
+    lost = np.random.default_rng(2).permutation(np.r_[np.ones(60), np.zeros(240)])
+    base = _run(300, 1.0, 0.0)
+    rows = {r["case_id"]: {**r, "metrics": {"faithfulness": 1.0 - lost[i],
+                                            "false_answer_rate": 0.0}}
+            for i, r in enumerate(base.records)}
+    gates = GateSet.model_validate({"gates": [GATES.gates[0].model_dump()]})
+    seq, order = _sequential_run(gates, base, list(rows))
+    ran = order[:40]
+    recorded = ran[5:] + ran[:5]          # the first five failed, ran again on resume
+    kept = {cid: rows[cid] for cid in recorded}
+    summary = seq.summary(kept)
+    cand = SimpleNamespace(records=[kept[c] for c in recorded], by_id=lambda: kept,
+                           run_dir="cand", metrics={"sequential": summary})
+    results = [_result(0, "inconclusive", "CI ...", 0.9, n=40)]
+    on_sequence(results, gates, base, cand)
+    (check,) = summary["checks"]
+    assert (results[0]["ci_low"], results[0]["ci_high"]) == (check["cs_low"], check["cs_high"])
+    assert (check["cs_low"], check["cs_high"]) == pytest.approx((-0.248, 0.064))
+
+
+def test_decide_says_when_the_baseline_is_not_the_one_the_run_settled_on():
+    base = _run(300, 1.0, 0.0)
+    gates = GateSet.model_validate({"gates": [GATES.gates[0].model_dump()]})
+    seq, order = _sequential_run(gates, base, [r["case_id"] for r in base.records])
+    kept = {cid: base.by_id()[cid] for cid in order[:100]}
+    summary = seq.summary(kept)
+    cand = SimpleNamespace(records=list(kept.values()), by_id=lambda: kept, run_dir="cand",
+                           metrics={"sequential": summary})
+    same = on_sequence([_result(0, "inconclusive", "CI ...", 1.0)], gates, base, cand)
+    assert "baseline" not in same
+    rerun = _run(300, 1.0, 0.0)          # the baseline run again: one case's value changed
+    rerun.records[7]["metrics"]["faithfulness"] = 0.0
+    other = on_sequence([_result(0, "inconclusive", "CI ...", 1.0)], gates, rerun, cand)
+    assert "the baseline's records differ from those the run settled on" in other
+
+
+def test_a_check_the_run_did_not_settle_gets_no_other_gates_target():
+    # the run's gate 0 was on correctness; decide's gate 0 is on faithfulness: the
+    # recorded target is not its, and the record says so
+    base, cand = _run(300, 1.0, 0.0), _run(100, 1.0, 0.0)
+    summary = {**SUMMARY, "checks": [{"index": 0, "on": "delta", "slice": None,
+                                      "metric": "correctness", "bet_target": 3.0}]}
+    cand.metrics = {"sequential": summary}
+    gates = GateSet.model_validate({"gates": [GATES.gates[0].model_dump()]})
+    results = [_result(0, "inconclusive", "CI ...", 1.0)]
+    from raglab.sequential.decide import _targets
+    from raglab.sequential.run import checks_of
+
+    assert _targets(checks_of(gates, base.records), summary) == [None]
+    line = on_sequence(results, gates, base, cand)
+    assert "1 of its checks the run did not settle" in line

@@ -151,3 +151,57 @@ def test_a_settled_run_run_again_does_no_more_work(pairs):
     assert (cand / "records.jsonl").read_bytes() == first
     seq = json.loads((cand / "metrics.json").read_text())["sequential"]
     assert (seq["cases_run"], seq["stopped_because"]) == (100, "every check settled")
+
+
+@pytest.mark.slow
+def test_a_resumed_run_settles_on_the_sequence_decide_reads(pairs):
+    # a run interrupted after 20 cases, two of whose records had failed: the resume runs
+    # those two again (after the 18 kept) and goes on in the seeded order; the run's
+    # sequences and decide's are one and the same
+    import shutil
+
+    args = (f"sequential.against={pairs['base']}", f"sequential.gates={pairs['gates']}",
+            "sequential.seed=7", "sequential.batch=25")
+    whole = _run(pairs, "whole", pairs["lost"], *args)
+    part = pairs["root"] / "part"
+    shutil.copytree(whole, part)
+    lines = (part / "records.jsonl").read_text(encoding="utf-8").splitlines()[:20]
+    for i in (2, 7):
+        rec = json.loads(lines[i])
+        rec["error"] = "system: timed out"
+        lines[i] = json.dumps(rec)
+    (part / "records.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (part / "metrics.json").unlink()
+    _run(pairs, "part", pairs["lost"], *args)
+    ids = [r["case_id"] for r in _lines(part)]
+    first = [json.loads(x)["case_id"] for x in lines]
+    assert ids[:18] == first[:2] + first[3:7] + first[8:]
+    assert ids[18:20] == [first[2], first[7]]
+    (check,) = json.loads((part / "metrics.json").read_text())["sequential"]["checks"]
+    proc = run_cli("decide", str(pairs["base"]), str(part), f"gates={pairs['gates']}",
+                   "--study", str(pairs["root"] / "study3"), cwd=pairs["root"])
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (rec_file,) = (pairs["root"] / "study3").glob("decision-*.json")
+    (result,) = json.loads(rec_file.read_text())["results"]
+    assert result["status"] == check["status"] == "fail"
+    assert (result["ci_low"], result["ci_high"]) == (check["cs_low"], check["cs_high"])
+    assert f"fail settled after {check['settled_at']} of {check['n']} paired" \
+        in result["reason"]
+
+
+def test_a_gate_set_of_budgets_alone_is_one_line_and_writes_no_record(pairs):
+    budgets = pairs["root"] / "budgets.yaml"
+    budgets.write_text("gates:\n  - {metric: latency_ms.total, rule: bound, max: 2000}\n"
+                       "  - {metric: cost_usd_per_query, rule: bound, max: 0.01}\n")
+    proc = run_cli("run", "system=replay", f"system.path={pairs['outputs']}",
+                   f"dataset.corpus={pairs['corpus']}", f"dataset.cases={pairs['cases']}",
+                   "dataset.labels=null", "grader=none", "tracking=none",
+                   f"hydra.run.dir={pairs['root'] / 'budgets'}", "progress=off",
+                   f"sequential.against={pairs['base']}", f"sequential.gates={budgets}",
+                   cwd=pairs["root"])
+    assert proc.returncode == 2
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "budgets are read on the cases run" in err[0]
+    assert not (pairs["root"] / "budgets" / "records.jsonl").exists()
+    assert not (pairs["root"] / "budgets" / "metrics.json").exists()
