@@ -113,8 +113,8 @@ class SequentialCfg(Strict):
         "its cases in a seeded order, in batches, and stops once every check of `gates` is "
         "settled on a confidence sequence (null: off, every case is run)"))
     gates: str = Field("default", min_length=1, description=(
-        "the gate set whose checks settle the run (gates on metrics in [0, 1]; the shipped "
-        "default set's latency and cost budgets are refused)"))
+        "the gate set whose checks settle the run (comparisons of metrics in [0, 1]; "
+        "budgets such as latency and cost are read on the cases run and hold no run back)"))
     batch: StrictInt = Field(20, ge=1, le=100_000, description=(
         "cases generated and graded between two looks at the confidence sequences"))
     seed: StrictInt = Field(0, ge=0, description="the seed of the order the cases are run in")
