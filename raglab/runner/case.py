@@ -203,8 +203,10 @@ class CaseRunner:
             graded = await asyncio.gather(*(grading.grade(case, output, r)
                                             for r in range(grading.repeats)))
         record["grading_cost_usd"] = meter.total()
-        if meter.calls:  # the model calls that served its grading (raglab.llm.cost)
-            record["grading_calls"] = meter.calls
+        if meter.calls:  # the model calls that served its grading (raglab.llm.cost), in
+            # a fixed order (judgments run side by side finish in any order), so a resumed
+            # or repeated run writes the same record
+            record["grading_calls"] = sorted(meter.calls, key=_call_order)
         verdicts, factual = graded[0]
         if grading.repeats > 1:
             record["repeat_verdicts"] = [v for v, _ in graded[1:]]
@@ -222,6 +224,13 @@ class CaseRunner:
                if v["family"] == "faithfulness" and v.get("label") == "CONTRADICTED"]
         if bad:
             record["contradicted_claims"] = bad
+
+
+def _call_order(call: dict[str, Any]) -> tuple:
+    """What a call did, not what it cost or whether a cache answered it (which differ
+    between a run and its resume)."""
+    return (call.get("repeat", 0), str(call.get("family")), str(call.get("purpose")),
+            str(call.get("model")), str(call.get("backend")))
 
 
 class Raised(Exception):
