@@ -121,21 +121,19 @@ def conversation_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]
     if not convs:
         return None
     longest = 0
-    passing: list[tuple[float, float]] = []
-    first_fail: dict[str, list[tuple[float, float]]] = {}
+    weight_by_first_fail: dict[str, float] = {}  # "none": every turn passed
     for turns in convs.values():
         turns.sort(key=lambda tr: tr[0])
         longest = max(longest, max(int(r["conversation"].get("n_turns") or t)
                                    for t, r in turns))
         w = sum(float(r.get("weight", 1.0)) for _, r in turns) / len(turns)
-        failing = next((t for t, r in turns if not _passed(r)), None)
-        passing.append((0.0 if failing is not None else 1.0, w))
-        first_fail.setdefault("none" if failing is None else str(failing), []).append((1.0, w))
-    total = sum(w for _, w in passing)
-    shares = {k: (sum(w for _, w in first_fail.get(k, [])) / total if total > 0 else None)
+        failing = next((str(t) for t, r in turns if not _passed(r)), "none")
+        weight_by_first_fail[failing] = weight_by_first_fail.get(failing, 0.0) + w
+    total = sum(weight_by_first_fail.values())
+    shares = {k: (weight_by_first_fail.get(k, 0.0) / total if total > 0 else None)
               for k in [*map(str, range(1, longest + 1)), "none"]}
     return {"n": len(convs), "history": "/".join(sorted(histories)),
-            "all_turns_correct": _mean(passing), "first_failing_turn": shares,
+            "all_turns_correct": shares["none"], "first_failing_turn": shares,
             "knowledge_retention": knowledge_retention(records),
             "follow_up_resolution": follow_up_resolution(records)}
 

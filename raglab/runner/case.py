@@ -79,9 +79,7 @@ class CaseRunner:
             if prior in self._run_ids and prior not in self.answers:
                 fut = self._answered.setdefault(prior, self.loop.create_future())
                 await fut
-        return own_history(case, {k: self.answers[k] for k in
-                                  (turn_id(conv.id, j) for j in range(1, conv.turn))
-                                  if k in self.answers})
+        return own_history(case, self.answers)
 
     async def run(self, case: Any) -> tuple[CaseRecord, CaseRecord, bytes]:
         """``(record, public record, line)``: the case's record as kept in memory, the

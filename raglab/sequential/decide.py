@@ -115,8 +115,7 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
         recorded != seq.baseline_digest(checks, base.by_id().values())
     budgets = {i for i, g in enumerate(gates.gates) if seq.is_budget(g)}
     for r in results:
-        if r.get("index") in budgets and r.get("status") in (PASS, FAIL) \
-                and not r.get("slice"):
+        if r.get("index") in budgets and r.get("status") in (PASS, FAIL):
             r["reason"] = f"{r.get('reason') or ''} (a budget: the mean of the " \
                 f"{len(cand.records)} cases run; it holds no sequential run back)".lstrip()
             continue

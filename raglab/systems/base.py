@@ -63,9 +63,9 @@ class SystemRequest:
         """The request as JSON (what the http system posts). A turn's also has its
         ``history``, ``messages`` (the history and the question, a chat API's input),
         ``conversation_id`` and ``turn``; a single-turn request has none of them."""
-        out: dict[str, Any] = {"case_id": self.case_id, "question": self.question,
-               "filters": self.filters,
-               "user": self.user.model_dump() if self.user else None, "config": self.config}
+        out: dict[str, Any] = {
+            "case_id": self.case_id, "question": self.question, "filters": self.filters,
+            "user": self.user.model_dump() if self.user else None, "config": self.config}
         if self.conversation_id is not None:
             out.update(history=[dict(m) for m in self.history], messages=self.messages(),
                        conversation_id=self.conversation_id, turn=self.turn)
