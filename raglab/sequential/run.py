@@ -22,7 +22,8 @@ records had failed; the baseline's records for the differences: cases where the 
 applies in both runs). Their metrics must lie in
 ``[0, 1]`` (pass/fail and share metrics): a gate on another kind (latency, cost, counts,
 ranks) has no bounded values to bet on, and a change bounded ``by: estimate`` has no
-interval; either is refused in a sequential gate set (one line naming the gate).
+interval; either is refused in a sequential gate set (one line naming the gate), but for
+budgets (a ``max``/``min`` on such a metric: :func:`is_budget`), read on the cases run.
 
 The bets are tuned to each check's size (raglab.sequential.cs ``target``): half the
 baseline's cases of the run where the check's metric applies (in its slice), fixed before
@@ -32,7 +33,7 @@ weight of the baseline run (also fixed before the first case).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,40 +196,37 @@ def baseline_digest(checks: Sequence[Check], rows: Iterable[Mapping[str, Any]]) 
     return hashlib.sha256(json.dumps(got, default=str).encode()).hexdigest()
 
 
-def bet_target(check: Check, order: Sequence[str], baseline: Mapping[str, Mapping]
-               ) -> float:
-    """Half the baseline's cases of ``order`` in the check's slice where its metric
-    applies (at least 1): the size the check's bets are tuned to, known before the run.
+def _cases_of(check: Check, order: Sequence[str], baseline: Mapping[str, Mapping]
+              ) -> Iterator[Mapping[str, Any]]:
+    """The baseline's records of ``order`` that are the check's cases, as known before the
+    run: in its slice and, for a check on the change, where the baseline has its metric.
     A check on the candidate's mean counts the slice's cases whether the baseline has the
     metric or not: its values are the candidate's, and whether the baseline has the metric
     on a case not yet run says something of the candidate's value there (the same case),
-    which a predictable bet may not read. (For a check on the change, a case is one of
-    its cases only where the baseline has the metric, and cases are independent.)"""
-    n = 0
+    which a predictable bet may not read. (For a check on the change, a case is one of its
+    cases only where the baseline has the metric, and cases are independent.)"""
     for cid in order:
         b = baseline.get(cid)
         if b is None or (check.kind == "delta"
                          and (b.get("metrics") or {}).get(check.gate.metric) is None):
             continue
         if check.slice is None or slice_keys(b).get(check.slice[0]) == check.slice[1]:
-            n += 1
-    return max(n / 2.0, 1.0)
+            yield b
+
+
+def bet_target(check: Check, order: Sequence[str], baseline: Mapping[str, Mapping]
+               ) -> float:
+    """Half the check's cases (:func:`_cases_of`, at least 1): the size the check's bets
+    are tuned to, known before the run."""
+    return max(sum(1 for _ in _cases_of(check, order, baseline)) / 2.0, 1.0)
 
 
 def can_move(check: Check, order: Sequence[str], baseline: Mapping[str, Mapping]) -> bool:
-    """Whether a case of ``order`` can move the check's sequence, as known before the run: one
-    in its slice with a positive weight in the baseline, where (a check on the change) the
-    baseline has its metric. One that cannot (its slice's cases all weigh 0, or none has
-    the metric) would stay open whatever the cases hold, and holds no run back."""
-    for cid in order:
-        b = baseline.get(cid)
-        if b is None or not float(b.get("weight", 1.0)) > 0:
-            continue
-        if check.kind == "delta" and (b.get("metrics") or {}).get(check.gate.metric) is None:
-            continue
-        if check.slice is None or slice_keys(b).get(check.slice[0]) == check.slice[1]:
-            return True
-    return False
+    """Whether a case of ``order`` can move the check's sequence, as known before the run:
+    one of its cases (:func:`_cases_of`) with a positive weight in the baseline. One that
+    cannot (its slice's cases all weigh 0, or none has the metric) would stay open
+    whatever the cases hold, and holds no run back."""
+    return any(float(b.get("weight", 1.0)) > 0 for b in _cases_of(check, order, baseline))
 
 
 def settle_checks(checks: Sequence[Check], order: Sequence[str],
