@@ -331,7 +331,7 @@ def slim_record(rec: CaseRecord) -> dict[str, Any]:
            "diagnosis": rec.diagnosis, "model": (rec.output or {}).get("model")}
     if rec.weight is not None:
         out["weight"] = rec.weight
-    conv = getattr(rec, "conversation", None)
+    conv = (rec.model_extra or {}).get("conversation")  # (no attribute miss: an exception)
     if conv:  # a conversation's turn: what the conversation metrics read
         out["conversation"] = {k: conv.get(k) for k in ("id", "turn", "n_turns", "history")}
         if rec.gold.nuggets_from_turn is not None:
