@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -50,6 +51,13 @@ from raglab.text.normalize import locate_quote
 DECIDED = ("accepted", "rejected")
 KEYS = "[a]ccept  [e]dit  [r]eject  [l]ater  [q]uit > "
 NOTES = ("draft", "needs_review")
+
+
+def _file_name(case_id: str) -> str:
+    """A case id as the name of the file the editor opens: a ``/``, a control character or
+    a name too long for the file system would leave it unwritten (a traceback)."""
+    name = re.sub(r"[^\w.-]+", "-", case_id).strip(".-")[:60]
+    return name or "draft"
 
 
 def _status(d: dict[str, Any]) -> str | None:
@@ -190,14 +198,14 @@ class Review:
         if not isinstance(obj, dict):
             return "not a JSON object"
         plain = {k: v for k, v in obj.items() if k not in NOTES}
-        if is_conversation(plain):  # each turn as a case
-            for k, t in enumerate(plain["turns"] if isinstance(plain["turns"], list) else [],
-                                  start=1):
-                problem = self._place_quotes(t) if isinstance(t, dict) else None
-                if problem:
-                    return f"{plain.get('id')}.t{k}: {problem}"
+        if is_conversation(plain):  # each turn as a case: its schema, then its quotes
             try:
-                cases = flatten(plain, file="draft", line=1)
+                flatten(plain, file="draft", line=1)
+                for k, t in enumerate(plain["turns"], start=1):
+                    problem = self._place_quotes(t)
+                    if problem:
+                        return f"{plain['id']}.t{k}: {problem}"
+                cases = flatten(plain, file="draft", line=1)  # with the quotes' offsets
             except UserError as e:
                 return f"{e.case_id}: {e.message}" if e.case_id else e.message
         else:
@@ -239,7 +247,7 @@ class Review:
         text = json.dumps({k: v for k, v in d.items() if k not in NOTES}, indent=2,
                           ensure_ascii=False) + "\n"
         with tempfile.TemporaryDirectory(prefix="raglab-review-") as tmp:
-            path = Path(tmp) / f"{d['id']}.json"
+            path = Path(tmp) / f"{_file_name(d['id'])}.json"
             path.write_text(text, encoding="utf-8")
             while True:
                 done = subprocess.run([*shlex.split(editor), str(path)], check=False)
