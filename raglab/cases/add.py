@@ -89,9 +89,16 @@ def _check_one(case: Any, where: str, ids: dict[str, str], keys: dict[Any, str],
     return []
 
 
+def n_cases(obj: dict[str, Any]) -> int:
+    """The cases of a cases-file line: a conversation's turns, or the one case."""
+    turns = obj.get("turns") if is_conversation(obj) else None
+    return len(turns) if isinstance(turns, list) else 1
+
+
 def append_cases(cases_path: Path, new: list[dict[str, Any]]) -> int:
     """Append to the cases file by writing the whole new file and renaming it into place
-    (a failure leaves the old file). Returns the number of lines now in the file."""
+    (a failure leaves the old file). Returns the number of cases now in the file (a
+    conversation's turns each one, as everywhere else; not its lines)."""
     old = cases_path.read_text(encoding="utf-8")
     if old and not old.endswith("\n"):
         old += "\n"
@@ -99,4 +106,4 @@ def append_cases(cases_path: Path, new: list[dict[str, Any]]) -> int:
     mode = os.stat(cases_path).st_mode & 0o777
     atomic_write_text(cases_path, text)
     os.chmod(cases_path, mode)
-    return sum(1 for ln in text.splitlines() if ln.strip())
+    return sum(n_cases(obj) for _, obj in iter_json_lines(cases_path, "cases file"))

@@ -148,5 +148,10 @@ def _add(argv: list[str]) -> None:
         fail(f"{len(problems)} case(s) refused; nothing added to {cases_path}", 2)
     if not good:
         fail(f"{path}: no case to add", 2)
+    from raglab.cases.add import n_cases
+
     total = append_cases(cases_path, good)
-    print(f"added {len(good)} case(s) to {cases_path} (now {total})")
+    n_conv = sum(1 for c in good if "turns" in c)
+    turns = f" ({n_conv} conversation(s): {sum(n_cases(c) for c in good if 'turns' in c)} " \
+        "turns)" if n_conv else ""
+    print(f"added {sum(map(n_cases, good))} case(s){turns} to {cases_path} (now {total})")

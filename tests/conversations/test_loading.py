@@ -120,6 +120,10 @@ def test_cases_add_appends_a_conversation_and_refuses_a_bad_turn(tmp_path, convs
     assert "new.jsonl:1 case conv-8.t2: evidence 0: quote not found" in err["bad"]
     ds = load_dataset(corpus, cases)
     assert [c.id for c in ds.cases][-2:] == ["conv-9.t1", "conv-9.t2"]
+    # counted in cases, as validate and run count them (was "added 1 case(s) ... (now 4)":
+    # lines, with 9 cases in the set)
+    assert len(ds.cases) == 9
+    assert r.stdout.strip() == f"added 2 case(s) (1 conversation(s): 2 turns) to {cases} (now 9)"
 
 
 def test_a_single_turn_line_cannot_set_conversation(tmp_path):
