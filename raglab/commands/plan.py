@@ -75,10 +75,12 @@ def plan(args, gate_name: str, gate_overrides: list[str]) -> None:
     lines = [f"raglab plan: {base.label} (gates {name}): {len(table.ids)} cases"]
     lines += plan_lines(checks, gates, args.changed)
     if table.clusters is not None:  # conversations: decide resamples them, not the turns
-        from raglab.compare.table import clustering
+        from raglab.compare.table import clustering, untagged_clusters
 
-        said = clustering(table.cfg.cluster, len(set(table.clusters))) or ""
-        lines.append(f"  (the plan treats the {len(table.ids)} turns as independent cases; "
+        alone = untagged_clusters(table.clusters)  # (single-turn cases beside the turns)
+        said = clustering(table.cfg.cluster, len(set(table.clusters)), alone) or ""
+        lines.append(f"  (the plan treats the {len(table.ids)} {'cases' if alone else 'turns'} "
+                     "as independent cases; "
                      f"decide {said.replace('clustered', 'clusters them', 1)}, so it may "
                      "need more)" if table.cfg.cluster == "conversation" else
                      f"  (the plan treats the {len(table.ids)} cases as independent; decide "

@@ -18,7 +18,13 @@ from typing import Any
 from raglab.compare.config import CompareCfg
 from raglab.compare.flips import NOT_RECORDED, PASSED, diagnosis_counts, flipped_cases, passes
 from raglab.compare.load import RunSource, load_run
-from raglab.compare.table import PairedTable, VersionMismatch, clustering, pair_runs
+from raglab.compare.table import (
+    PairedTable,
+    VersionMismatch,
+    clustering,
+    pair_runs,
+    untagged_clusters,
+)
 from raglab.compare.trust import self_graded
 from raglab.metrics.catalog import HEADLINE
 
@@ -211,12 +217,15 @@ def compare_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
                 "aliased_rows": sum(len(g) - 1 for g in same.values()),
                 "cluster": t.cfg.cluster,
                 "n_clusters": None if clusters is None else len(set(clusters.tolist())),
+                # (of them, cases without the tag: a mixed set's single-turn cases)
+                "n_untagged": None if clusters is None else untagged_clusters(clusters.tolist()),
                 "weighted": weights is not None,
                 "n_eff": None if weights is None else
                 float(weights.sum() ** 2 / max((weights ** 2).sum(), 1e-300)),
                 "flip_thresholds": dict(cfg.flip_thresholds), "unpaired_metrics": t.unpaired}
     if clusters is not None:  # compare.json and the decision record say it in words
-        settings["clustering"] = clustering(t.cfg.cluster, len(set(clusters.tolist())))
+        settings["clustering"] = clustering(t.cfg.cluster, len(set(clusters.tolist())),
+                                            untagged_clusters(clusters.tolist()))
     comp = Comparison(baseline, candidate, rows, {}, {}, t.versions, t.warnings, settings,
                       info, slices, metrics, table=t)
     comp.flipped = flipped_cases(baseline, candidate, ids, cfg)

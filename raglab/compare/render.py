@@ -146,7 +146,10 @@ def cluster_words(s: Mapping[str, Any]) -> str:
     if not key:
         return ""
     if key == "conversation":
-        return (f"Clustered by conversation ({n} conversations): the turns of one "
+        from raglab.compare.table import conversations_words
+
+        return (f"Clustered by conversation ({conversations_words(n, s.get('n_untagged') or 0)})"
+                ": the turns of one "
                 "conversation are resampled and permuted together")
     return f"Clusters: cases sharing tag {key} ({n} clusters) are resampled and permuted together"
 

@@ -176,14 +176,29 @@ def cluster_key(src: RunSource, ids: list[str], given: str | None) -> str | None
     return None
 
 
-def clustering(key: str | None, n: int | None) -> str | None:
+def clustering(key: str | None, n: int | None, untagged: int = 0) -> str | None:
     """What a comparison clustered by, in a few words ("clustered by conversation (N
-    conversations)"); None when it did not."""
+    conversations)"); None when it did not. ``n`` counts the clusters, ``untagged`` of
+    them the cases without the tag (each its own cluster): beside conversations, these are
+    single-turn cases, not conversations."""
     if not key:
         return None
     if key == "conversation":
-        return f"clustered by conversation ({n} conversations)"
+        return f"clustered by conversation ({conversations_words(n, untagged)})"
     return f"clustered by tag {key} ({n} clusters)"
+
+
+def conversations_words(n: int | None, untagged: int = 0) -> str:
+    """"N conversations", and the single-turn cases beside them (``n`` counts both)."""
+    if not untagged or n is None:
+        return f"{n} conversations"
+    return (f"{n - untagged} conversations; {untagged} single-turn case"
+            f"{'s' if untagged != 1 else ''}, each its own unit")
+
+
+def untagged_clusters(labels: Any) -> int:
+    """The clusters of :func:`cluster_labels` that are a case without the tag."""
+    return sum(1 for x in set(labels) if str(x).startswith("case:"))
 
 
 def cluster_labels(src: RunSource, ids: list[str], key: str):

@@ -215,3 +215,44 @@ def test_from_run_drafts_a_failing_turn_with_the_conversation_before_it(runs, tm
     conv1 = next(d for d in drafts if d["id"] == "conv-1")
     assert conv1["turns"][1]["question"] == "And what about the charge on top?"
     assert conv1["user"] == {"id": "u1", "groups": ["customer"]}
+
+
+def _with_single_turn_cases(runs, tmp_path, name):
+    """A copy of a run with two single-turn cases beside its conversations' turns."""
+    import shutil
+
+    out = tmp_path / name
+    shutil.copytree(runs / name, out)
+    path = out / "records.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    first = next(r for r in recs if r["case_id"] == "conv-2.t1")
+    for cid in ("single-1", "single-2"):
+        rec = {k: v for k, v in first.items() if k != "conversation"}
+        rec["case_id"], rec["tags"] = cid, {"intent": "exports"}
+        rec["output"] = {**rec["output"], "case_id": cid}
+        recs.append(rec)
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    m = json.loads((out / "metrics.json").read_text())
+    m["n_cases"] = len(recs)
+    (out / "metrics.json").write_text(json.dumps(m))
+    return out
+
+
+def test_single_turn_cases_beside_conversations_are_not_called_conversations(runs, tmp_path):
+    """A mixed set (3 conversations, 2 single-turn cases, each its own unit): the comparison
+    said "clustered by conversation (5 conversations)" and plan "the 9 turns"."""
+    from raglab.compare.comparison import compare_runs, load_run
+    from raglab.compare.config import CompareCfg
+    from raglab.compare.render import cluster_words
+
+    deaf, chat = (_with_single_turn_cases(runs, tmp_path, n) for n in ("deaf", "chat"))
+    s = compare_runs(load_run(str(deaf)), load_run(str(chat)), CompareCfg(n_bootstrap=200)
+                     ).settings
+    said = "3 conversations; 2 single-turn cases, each its own unit"
+    assert s["clustering"] == f"clustered by conversation ({said})"
+    assert (s["n_clusters"], s["n_untagged"]) == (5, 2)
+    assert cluster_words(s).startswith(f"Clustered by conversation ({said}): the turns")
+    r = run_cli("plan", str(chat), "gates=default", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (f"  (the plan treats the 9 cases as independent cases; decide clusters them by "
+            f"conversation ({said}), so it may need more)") in r.stdout.splitlines(), r.stdout
