@@ -294,11 +294,14 @@ def load_run(ref: str, tracking_uri: str | None = None) -> RunSource:
 
 
 def questions(run: RunSource, case_ids: set[str]) -> dict[str, str]:
-    """The question of each case, from the dataset the run used ({} when it is gone)."""
+    """The question of each case, from the dataset the run used ({} when it is gone); a
+    conversation's turn ``CONV.tK``: that turn's question."""
     path = run.dataset_cases()
     if path is None or not path.is_file():
         return {}
     import json
+
+    from raglab.data.conversation import turn_id
 
     out: dict[str, str] = {}
     try:
@@ -310,7 +313,13 @@ def questions(run: RunSource, case_ids: set[str]) -> dict[str, str]:
                     obj = json.loads(line)
                 except ValueError:
                     continue
-                if isinstance(obj, dict) and obj.get("id") in case_ids:
+                if not isinstance(obj, dict):
+                    continue
+                if isinstance(obj.get("turns"), list) and isinstance(obj.get("id"), str):
+                    for k, turn in enumerate(obj["turns"], start=1):
+                        if turn_id(obj["id"], k) in case_ids and isinstance(turn, dict):
+                            out[turn_id(obj["id"], k)] = str(turn.get("question", ""))
+                elif obj.get("id") in case_ids:
                     out[obj["id"]] = str(obj.get("question", ""))
     except (OSError, UnicodeDecodeError):
         return out

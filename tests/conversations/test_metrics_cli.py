@@ -256,3 +256,18 @@ def test_single_turn_cases_beside_conversations_are_not_called_conversations(run
     assert r.returncode == 0, r.stderr
     assert (f"  (the plan treats the 9 cases as independent cases; decide clusters them by "
             f"conversation ({said}), so it may need more)") in r.stdout.splitlines(), r.stdout
+
+
+def test_a_flipped_turn_is_shown_with_its_question(runs):
+    """compare's flipped cases (compare.md, .html, .json, the decision record) looked each
+    case's question up by its id on a line of the cases file: a turn's was '(question not
+    found)'."""
+    from raglab.compare.comparison import compare_runs, load_run
+    from raglab.compare.config import CompareCfg
+
+    comp = compare_runs(load_run(str(runs / "deaf")), load_run(str(runs / "chat")),
+                        CompareCfg(n_bootstrap=200))
+    fixed = comp.flipped["final.evidence_recall"]["fail_to_pass"]
+    assert {x["case_id"]: x["question"] for x in fixed} == {
+        "conv-1.t2": "And what about the charge on top?",
+        "conv-2.t2": "And for how long can I get them afterwards?"}
