@@ -264,14 +264,22 @@ def _load_dataset(corpus: str | Path, cases: str | Path, labels: str | Path | No
 
 
 def summary_rows(ds: Dataset) -> list[tuple[str, str, int]]:
-    """(group, value, count) rows: by tag, answerability and evidence count."""
+    """(group, value, count) rows: by tag, answerability and evidence count. The tag
+    ``conversation`` names the unit, not a slice (docs/conversations.md): one row, its
+    number of values; a tag whose values are all numbers (``turn``) in their order."""
     rows: list[tuple[str, str, int]] = []
     by_tag: dict[str, Counter] = defaultdict(Counter)
     for case in ds.cases:
         for k, v in case.tags.items():
             by_tag[k][v] += 1
     for k in sorted(by_tag):
-        for v, n in sorted(by_tag[k].items()):
+        if k == "conversation":
+            rows.append(("tag:conversation", f"{len(by_tag[k])} conversations",
+                         sum(by_tag[k].values())))
+            continue
+        numeric = all(v.isdigit() for v in by_tag[k])
+        for v, n in sorted(by_tag[k].items(),
+                           key=lambda vn: (int(vn[0]), vn[0]) if numeric else (0, vn[0])):
             rows.append((f"tag:{k}", v, n))
     ans = Counter("answerable" if c.answerable else "unanswerable" for c in ds.cases)
     rows += [("answerability", k, n) for k, n in sorted(ans.items())]

@@ -77,3 +77,24 @@ def test_validate_writes_the_quarantine_when_every_turn_is_quarantined(tmp_path)
     rows = [json.loads(x) for x in (tmp_path / "quarantine.jsonl").read_text().splitlines()]
     assert [(r["case_id"], r["line"], r["kind"]) for r in rows] == [
         ("c1.t1", 1, "missing_document"), ("c1.t2", 1, "missing_document")]
+
+
+def test_validate_counts_conversations_in_one_row_and_turns_in_order(tmp_path):
+    """validate's table had a row per conversation (the unit, not a slice: 1,000 rows for
+    1,000 conversations) and the turns in text order (1, 10, 11, 2, ...)."""
+    from tests.conftest import run_cli, write_jsonl
+    from tests.conversations.conftest import CORPUS
+
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", CORPUS)
+    turn = {"question": "When do exports run?", "reference_answer": "Nightly.",
+            "evidence": [{"doc_id": "kb/exports", "quote": "Exports run nightly at 02:00 UTC"}],
+            "nuggets": [{"text": "nightly", "vital": True}]}
+    cases = write_jsonl(tmp_path / "cases.jsonl", [{"id": "long", "turns": [turn] * 11},
+                                                   {"id": "short", "turns": [turn] * 2}])
+    p = run_cli("validate", f"dataset.corpus={corpus}", f"dataset.cases={cases}",
+                "dataset.labels=null", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    rows = [line.split() for line in p.stdout.splitlines() if line.startswith("tag:")]
+    assert rows[0] == ["tag:conversation", "/", "2", "conversations", "13"]
+    turns = [r[2] for r in rows if r[0] == "tag:turn"]
+    assert turns == [str(k) for k in range(1, 12)]
