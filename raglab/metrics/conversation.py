@@ -15,6 +15,8 @@ ignored):
   nugget present where the grader judged them.
 - ``first_failing_turn``: the share of conversations whose first failing turn is 1, 2, ...
   and ``none`` (every turn passed): one key per turn up to the longest conversation.
+  Both figures leave out a conversation with a turn not in the run (quarantined) before
+  its first failing turn (counted in ``n_incomplete``): that turn might have failed.
 - ``conversation.knowledge_retention``: over the nuggets that carry ``from_turn`` (a fact
   the user stated earlier), the share the grader judged present (``YES``; a ``PARTIAL``
   counts as missing, as for ``all_vital_present``; a refusal of an answerable turn misses
@@ -106,10 +108,25 @@ def _passed(record: Mapping[str, Any]) -> bool:
     return diagnosis_of(record) is None
 
 
+def _first_failing(turns: Mapping[int, Mapping[str, Any]], n_turns: int) -> str | None:
+    """The first failing turn of a conversation (``"none"``: every turn passed), or None
+    when a turn before it is not in the run (quarantined): whether that turn would have
+    passed is not known, so neither is the conversation's first failing turn."""
+    for k in range(1, n_turns + 1):
+        if k not in turns:
+            return None
+        if not _passed(turns[k]):
+            return str(k)
+    return "none"
+
+
 def conversation_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """metrics.json's ``conversations`` section (module docstring), or None when no record
-    is a conversation's turn: ``{n, history, all_turns_correct, first_failing_turn,
-    knowledge_retention, follow_up_resolution: {follow_up_recall, first_recall, ratio}}``."""
+    is a conversation's turn: ``{n, n_incomplete, history, all_turns_correct,
+    first_failing_turn, knowledge_retention, follow_up_resolution: {follow_up_recall,
+    first_recall, ratio}}``. ``n_incomplete`` conversations have a turn not in the run
+    (quarantined) before any failing turn: they are left out of ``all_turns_correct`` and
+    ``first_failing_turn`` (a failing turn quarantined would have made them pass)."""
     convs: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
     histories: set[str] = set()
     for r in records:
@@ -121,18 +138,22 @@ def conversation_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]
     if not convs:
         return None
     longest = 0
+    incomplete = 0
     weight_by_first_fail: dict[str, float] = {}  # "none": every turn passed
     for turns in convs.values():
         turns.sort(key=lambda tr: tr[0])
-        longest = max(longest, max(int(r["conversation"].get("n_turns") or t)
-                                   for t, r in turns))
+        n_turns = max(int(r["conversation"].get("n_turns") or t) for t, r in turns)
+        longest = max(longest, n_turns)
         w = sum(float(r.get("weight", 1.0)) for _, r in turns) / len(turns)
-        failing = next((str(t) for t, r in turns if not _passed(r)), "none")
+        failing = _first_failing(dict(turns), n_turns)
+        if failing is None:  # a turn not in the run before any failing one: not known
+            incomplete += 1
+            continue
         weight_by_first_fail[failing] = weight_by_first_fail.get(failing, 0.0) + w
     total = sum(weight_by_first_fail.values())
     shares = {k: (weight_by_first_fail.get(k, 0.0) / total if total > 0 else None)
               for k in [*map(str, range(1, longest + 1)), "none"]}
-    return {"n": len(convs), "history": "/".join(sorted(histories)),
+    return {"n": len(convs), "n_incomplete": incomplete, "history": "/".join(sorted(histories)),
             "all_turns_correct": shares["none"], "first_failing_turn": shares,
             "knowledge_retention": knowledge_retention(records),
             "follow_up_resolution": follow_up_resolution(records)}

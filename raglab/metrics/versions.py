@@ -26,7 +26,9 @@ CODE_VERSIONS = {
     "abstention": 2,  # 2: an abstention asserts nothing; must_not_contain kinds and rates
     "diagnosis": 3,  # failure attribution (raglab.metrics.diagnosis); 2: incomplete_answer;
                      # 3: a wrong answer missing any nugget (vital or not) is incomplete
-    "conversation": 1,  # conversation-level metrics (raglab.metrics.conversation)
+    "conversation": 2,  # conversation-level metrics (raglab.metrics.conversation); 2: a
+                        # conversation with a quarantined turn before its first failing
+                        # one is left out of all_turns_correct and first_failing_turn
 }
 assert tuple(CODE_VERSIONS) == (*FAMILIES, "diagnosis", "conversation"), \
     "a family without a code version"

@@ -14,9 +14,13 @@ HEADER = ["figure", "value"]
 
 
 def note(section: Mapping[str, Any]) -> str:
+    left = section.get("n_incomplete") or 0
     return (f"{section.get('n')} conversation(s), history {section.get('history')}. A turn "
             "passes when it has no diagnosis (see Failure attribution); every per-turn "
-            "metric is in the slices turn and turn_kind. n/a: does not apply (not 0).")
+            "metric is in the slices turn and turn_kind. n/a: does not apply (not 0)."
+            + (f" {left} conversation(s) with a quarantined turn before any failing one "
+               "are left out of the shares of conversations (that turn might have failed)."
+               if left else ""))
 
 
 def rows(section: Mapping[str, Any]) -> list[list[str]]:

@@ -66,7 +66,9 @@ def test_a_turn_passes_by_its_diagnosis_computed_when_the_record_has_none_yet():
     leak = turn("a", 2, 2)
     del leak["diagnosis"]
     leak["metrics"]["acl_leak_rate"] = 1.0
-    assert conversation_summary([ok])["all_turns_correct"] == 1.0
+    only = turn("a", 1, 1)  # (ok alone: its turn 2 not in the run, not known)
+    del only["diagnosis"]
+    assert conversation_summary([only])["all_turns_correct"] == 1.0
     assert conversation_summary([ok, leak])["all_turns_correct"] == 0.0
     assert conversation_summary([ok, leak])["first_failing_turn"]["2"] == 1.0
 
@@ -144,7 +146,27 @@ def test_declared_once_with_a_family_version_kept_out_of_metric_versions():
         assert spec_of(name) is METRICS[name] and METRICS[name].family == "conversation"
         assert METRICS[name].reported_by == ("conversations",)
     # not a per-case metric and not in every run's metric_versions
-    assert "conversation" not in FAMILIES and CODE_VERSIONS["conversation"] == 1
+    assert "conversation" not in FAMILIES and CODE_VERSIONS["conversation"] == 2
     v = {"diagnosis": "d1", "nuggets": "n1", "retrieval": "r1"}
     assert conversation_version(v) == conversation_version(dict(v))
     assert conversation_version(v) != conversation_version({**v, "diagnosis": "d2"})
+
+
+def test_a_quarantined_turn_before_the_first_failing_one_leaves_its_conversation_out():
+    """A conversation whose only failing turn (2) was quarantined counted as all turns
+    correct: quarantining a failing turn raised the figure. Now a turn not in the run
+    before any failing turn leaves the conversation out of both shares (its first failing
+    turn is not known); a failing turn before the gap still counts."""
+    records = [turn("a", 1, 2),                                  # t2 quarantined
+               turn("b", 1, 3, failed=True),                      # t2 quarantined: known
+               turn("b", 3, 3),
+               turn("c", 1, 2), turn("c", 2, 2, failed=True),
+               turn("d", 1, 1)]
+    s = conversation_summary(records)
+    assert s["all_turns_correct"] == pytest.approx(1 / 3)  # (was 0.5: a as correct)
+    assert (s["n"], s["n_incomplete"]) == (4, 1)
+    assert s["first_failing_turn"] == pytest.approx({"1": 1 / 3, "2": 1 / 3, "3": 0.0,
+                                                     "none": 1 / 3})
+    # every conversation incomplete: no share, not a share of 1
+    s = conversation_summary([turn("a", 2, 2)])
+    assert s["n_incomplete"] == 1 and s["all_turns_correct"] is None

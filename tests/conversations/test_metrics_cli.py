@@ -40,9 +40,10 @@ def test_metrics_json_has_the_conversations_section_and_flat_figures(runs):
     deaf, chat = _metrics(runs, "deaf"), _metrics(runs, "chat")
     for m in (deaf, chat):
         c = m["conversations"]
-        assert list(c) == ["n", "history", "all_turns_correct", "first_failing_turn",
-                           "knowledge_retention", "follow_up_resolution", "version"]
-        assert c["n"] == 3 and c["history"] == "reference"
+        assert list(c) == ["n", "n_incomplete", "history", "all_turns_correct",
+                           "first_failing_turn", "knowledge_retention",
+                           "follow_up_resolution", "version"]
+        assert c["n"] == 3 and c["n_incomplete"] == 0 and c["history"] == "reference"
         assert list(c["first_failing_turn"]) == ["1", "2", "3", "none"]
         assert sum(c["first_failing_turn"].values()) == pytest.approx(1.0)
         # conv-3.t2's non-vital fact from turn 1 ("refunded on Monday") is not in either
