@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from raglab.data.conversation import turn_id
 from raglab.errors import UserError
 from raglab.metrics.diagnosis import CAUSES, DiagnosisCfg, diagnosis_of, failed
 from raglab.secrets import clip, clip_line
@@ -151,8 +152,10 @@ def drafts_from_run(run_dir: Path) -> tuple[list[dict[str, Any]], int]:
         cid = draft["case_id"]
         tags = (cases.get(cid) or {}).get("tags") or {}
         line = convs.get(str(tags.get("conversation")))
-        if line is not None and str(tags.get("turn")).isdigit():
-            # a turn: its conversation up to it (a follow-up alone asks about nothing)
+        if line is not None and str(tags.get("turn")).isdigit() \
+                and cid == turn_id(line["id"], int(tags["turn"])):
+            # a turn: its conversation up to it (a follow-up alone asks about nothing); a
+            # single-turn case whose own tags name a conversation and a turn stays itself
             _into_conversation(whole, out, line, int(tags["turn"]), draft)
             continue
         case = dict(cases.get(cid) or {"id": cid, "question": "", "needs_labels": True})

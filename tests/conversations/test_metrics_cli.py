@@ -272,3 +272,31 @@ def test_a_flipped_turn_is_shown_with_its_question(runs):
     assert {x["case_id"]: x["question"] for x in fixed} == {
         "conv-1.t2": "And what about the charge on top?",
         "conv-2.t2": "And for how long can I get them afterwards?"}
+
+
+def test_from_run_keeps_a_single_turn_case_whose_tags_name_a_conversation(runs, tmp_path):
+    """A single-turn case (logged from a chat: tags conversation=conv-2, turn=2) that
+    fails was taken for conv-2's turn 2: folded into conv-2's draft, its own draft lost."""
+    import shutil
+
+    from raglab.cases.drafts import drafts_from_run
+
+    run = tmp_path / "chat"
+    shutil.copytree(runs / "chat", run)
+    recs = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+    rec = {k: v for k, v in next(r for r in recs if r["case_id"] == "conv-2.t2").items()
+           if k != "conversation"}
+    rec.update(case_id="s1", tags={"conversation": "conv-2", "turn": "2"})
+    rec["output"] = {**rec["output"], "case_id": "s1"}
+    (run / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*recs, rec]))
+    single = {"id": "s1", "question": "How long are exports kept?", "tags": rec["tags"],
+              "evidence": CONVERSATIONS[1]["turns"][1]["evidence"]}
+    cases = write_jsonl(tmp_path / "cases.jsonl", [*CONVERSATIONS, single])
+    config = (run / "config.yaml").read_text()
+    (run / "config.yaml").write_text(config.replace(str(runs / "conversations.jsonl"),
+                                                    str(cases)))
+    drafts, n = drafts_from_run(run)
+    assert n == 8
+    by_id = {d["id"]: d for d in drafts}
+    assert by_id["s1"]["question"] == "How long are exports kept?"
+    assert "s1" not in by_id["conv-2"]["draft"]["failing_turns"]
