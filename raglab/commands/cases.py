@@ -123,6 +123,9 @@ def _add(argv: list[str]) -> None:
     from raglab.config import DatasetCfg, config_error
     from raglab.data.dataset import PKG_PREFIX, resolve_path
 
+    if any(a in ("-h", "--help") for a in argv):  # (was the usage error, exit 2)
+        print(HELP)
+        return
     files = [a for a in argv if "=" not in a and not a.startswith("-")]
     if len(files) != 1:
         fail("usage: raglab cases add FILE [overrides] (see raglab cases --help)", 2)

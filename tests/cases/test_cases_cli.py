@@ -126,3 +126,10 @@ def test_traffic_drafts_need_labels(tmp_path):
                 f"dataset.corpus={corpus}", cwd=tmp_path)
     assert p.returncode == 2 and "needs_labels" in p.stderr
     assert target.read_bytes() == before
+
+
+def test_cases_add_help_is_the_help(tmp_path):
+    """``raglab cases add --help`` was the usage error (exit 2)."""
+    p = run_cli("cases", "add", "--help", cwd=tmp_path)
+    assert p.returncode == 0 and not p.stderr, p.stderr
+    assert p.stdout.startswith("usage: raglab cases from-run") and "\nadd " in p.stdout
