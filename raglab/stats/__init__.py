@@ -24,7 +24,8 @@ Methods (``paired_table``):
   ``signflip``,
   ``bca`` and ``percentile`` apply one method to every column. When every difference is
   equal (outside the score methods) the interval is ``[delta, delta]`` (``degenerate``);
-  when the sign-flip test cannot reach the level (n <= 5) it is ``unbounded`` (None);
+  when the sign-flip test cannot reach the level (n <= 5 units) it is ``unbounded`` (None),
+  equal differences or not;
   ``n == 0`` gives no interval and no p-value (``none``).
 - Weights and clusters: with ``weights`` every mean and statistic is weighted (the
   difference is ``sum w d / sum w``, sign flips and resamples carry the weights; ``n_eff``

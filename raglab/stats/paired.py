@@ -360,7 +360,10 @@ def paired_table(base: np.ndarray, cand: np.ndarray, kinds: Sequence[str],
             lo: float | None
             hi: float | None
             method = methods[i]
-            if degenerate[i] and not method.startswith("score"):
+            if degenerate[i] and not method.startswith("score") and not (
+                    method == "signflip" and (np.isnan(low[i]) or np.isnan(high[i]))):
+                # every unit's difference equal: the inversion's one point, unless the
+                # sign-flip test cannot reach the level (n <= 5 units: no value excluded)
                 d = float(r[0, i])
                 lo = hi = d
                 method = "degenerate"

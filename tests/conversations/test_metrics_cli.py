@@ -300,3 +300,21 @@ def test_from_run_keeps_a_single_turn_case_whose_tags_name_a_conversation(runs, 
     by_id = {d["id"]: d for d in drafts}
     assert by_id["s1"]["question"] == "How long are exports kept?"
     assert "s1" not in by_id["conv-2"]["draft"]["failing_turns"]
+
+
+def test_identical_runs_of_three_conversations_are_not_a_go(runs, tmp_path):
+    """Clustered by conversation, 3 units: the sign-flip interval cannot exclude any value,
+    so a non-inferiority gate is inconclusive. Every conversation's difference being the
+    same (0 here) made it [0, 0] and the decision GO."""
+    import shutil
+
+    twin = tmp_path / "deaf-again"
+    shutil.copytree(runs / "deaf", twin)
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("gates:\n  - {metric: final.evidence_recall, rule: non_inferior, "
+                     "margin: 0.05}\n")
+    r = run_cli("decide", str(runs / "deaf"), str(twin), f"gates={gates}", "--study",
+                str(tmp_path / "study"), cwd=runs)
+    (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "study").glob("decision-*.json")]
+    assert rec["settings"]["clustering"] == "clustered by conversation (3 conversations)"
+    assert r.returncode == 4 and rec["decision"] == "INCONCLUSIVE", r.stdout + r.stderr

@@ -296,9 +296,10 @@ def test_degenerate_inputs_are_finite(kind, b, c):
         assert -1.0 <= stat.ci_low <= stat.delta <= stat.ci_high <= 1.0
         assert stat.ci_low < stat.ci_high
         return
-    if len(b) <= 5 and len(set(np.subtract(c, b))) > 1:
+    if len(b) <= 5:
         # 2 of the 2**n sign vectors are always as extreme: with n <= 5 the test cannot
-        # reach 5%, so no difference is excluded and the interval is unbounded
+        # reach 5%, so no difference is excluded and the interval is unbounded, even when
+        # every difference is the same (one case's difference is no certainty)
         assert stat.ci_method == "unbounded" and stat.ci_low is None is stat.ci_high
         assert 0.0 < stat.p_value <= 1.0 and stat.delta is not None
         return
@@ -307,6 +308,25 @@ def test_degenerate_inputs_are_finite(kind, b, c):
     assert 0.0 <= stat.p_value <= 1.0
     if len(set(np.subtract(c, b))) == 1:
         assert stat.ci_method == "degenerate" and stat.ci_low == stat.ci_high == stat.delta
+
+
+def test_equal_cluster_differences_with_few_clusters_are_unbounded():
+    """Three conversations of two turns, each conversation's mean up by 0.5: the sign-flip
+    test over 3 units cannot reach 5% (p = 2/8), so the interval excludes nothing. It was
+    [0.5, 0.5] ('degenerate'), and a non-inferiority gate passed on it; so did two identical
+    runs ([0, 0]). From 6 units every shift but the observed one is rejected (p = 2/64)."""
+    base = np.array([[1.0], [0.0]] * 3)
+    up = np.ones((6, 1))
+    convs = np.repeat(np.arange(3), 2)
+    for cand, delta in ((up, 0.5), (base, 0.0)):
+        stat = paired_table(base, cand, ["share"], ["higher"], clusters=convs)[0]
+        assert stat.units == 3 and stat.delta == delta
+        assert stat.ci_method == "unbounded" and stat.ci_low is None is stat.ci_high
+    assert paired_table(base, up, ["share"], ["higher"], clusters=convs)[0].p_value == 0.25
+    six = paired_table(np.tile(base, (2, 1)), np.ones((12, 1)), ["share"], ["higher"],
+                       clusters=np.repeat(np.arange(6), 2))[0]
+    assert six.ci_method == "degenerate" and six.ci_low == six.ci_high == 0.5
+    assert six.p_value == pytest.approx(2 / 64)
 
 
 def test_equal_shift_is_degenerate_at_its_value():
