@@ -12,6 +12,7 @@ from raglab.compare.decide import _fmt, decision_of, turns_on
 from raglab.compare.gates import FAIL, INCONCLUSIVE, NA, PASS, GateSet
 from raglab.compare.kappa import gated_families, judge_lines
 from raglab.compare.settling import cases_now
+from raglab.compare.table import dataset_warnings
 from raglab.metrics.diagnosis import CAUSES
 
 
@@ -100,11 +101,7 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
     base = Path(base_dir or Path.cwd()).resolve()
     b, c = _run_info(comp.baseline, base, project), _run_info(comp.candidate, base, project)
     warnings = list(comp.warnings) + list(extra_warnings)
-    db, dc = b["dataset"] or {}, c["dataset"] or {}
-    for what in ("cases_sha256", "corpus_sha256"):
-        if db.get(what) != dc.get(what):
-            warnings.append(f"the runs used different {what.split('_')[0]} files "
-                            f"({db.get(what)} and {dc.get(what)})")
+    warnings += dataset_warnings(b["dataset"] or {}, c["dataset"] or {}, warnings)
     vb = b["metric_versions"].get("diagnosis")
     vc = c["metric_versions"].get("diagnosis")
     if vb != vc and not any("diagnos" in w for w in warnings):  # compare may have said so

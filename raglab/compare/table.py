@@ -11,6 +11,7 @@ comparable (finished, same cases, same metric versions) on the way.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -286,6 +287,20 @@ class PairedTable:
                          clusters=None if self.clusters is None else self.clusters[idx])[0]
 
 
+def dataset_warnings(db: dict[str, Any], dc: dict[str, Any],
+                     said: Sequence[str] = ()) -> list[str]:
+    """A warning for each data file the two runs' ``dataset`` sections hash differently
+    (an edited case, or a conversation's earlier turn, changes what the cases are), unless
+    ``said`` has it already."""
+    out = []
+    for what in ("cases_sha256", "corpus_sha256"):
+        if db.get(what) != dc.get(what):
+            head = f"the runs used different {what.split('_')[0]} files"
+            if not any(w.startswith(head) for w in said):
+                out.append(f"{head} ({str(db.get(what))[:12]} and {str(dc.get(what))[:12]})")
+    return out
+
+
 def pair_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
               allow_case_mismatch: bool = False, allow_version_mismatch: bool = False,
               allow_incomplete: bool = False) -> PairedTable:
@@ -319,6 +334,8 @@ def pair_runs(baseline: RunSource, candidate: RunSource, cfg: CompareCfg, *,
             weights is not None and other is not None and not np.array_equal(weights, other)):
         warnings.append("the runs weigh the cases differently (dataset.weights or case "
                         "weights changed): the baseline's weights are used")
+    warnings += dataset_warnings(baseline.metrics.get("dataset") or {},
+                                 candidate.metrics.get("dataset") or {}, warnings)
     hb, hc = (((src.metrics.get("conversations") or {}).get("history"))
               for src in (baseline, candidate))
     if hb and hc and hb != hc:  # conversation.history: each turn was given another prefix

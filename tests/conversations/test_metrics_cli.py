@@ -318,3 +318,23 @@ def test_identical_runs_of_three_conversations_are_not_a_go(runs, tmp_path):
     (rec,) = [json.loads(p.read_text()) for p in (tmp_path / "study").glob("decision-*.json")]
     assert rec["settings"]["clustering"] == "clustered by conversation (3 conversations)"
     assert r.returncode == 4 and rec["decision"] == "INCONCLUSIVE", r.stdout + r.stderr
+
+
+def test_compare_warns_when_the_runs_read_different_case_files(runs, tmp_path):
+    """An edited earlier turn changes what every later turn was asked: compare says the
+    runs used different cases files (only the decision record said so)."""
+    import shutil
+
+    edited = tmp_path / "chat-edited"
+    shutil.copytree(runs / "chat", edited)
+    m = json.loads((edited / "metrics.json").read_text())
+    before = m["dataset"]["cases_sha256"]
+    m["dataset"]["cases_sha256"] = "f" * 64  # as a run of an edited cases file records it
+    (edited / "metrics.json").write_text(json.dumps(m))
+    r = run_cli("compare", str(runs / "chat"), str(edited), "--out", str(tmp_path / "out"),
+                cwd=runs)
+    assert r.returncode == 0, r.stderr
+    said = json.loads((tmp_path / "out" / "compare.json").read_text())["warnings"]
+    warning = f"the runs used different cases files ({before[:12]} and {'f' * 12})"
+    assert [w for w in said if "different" in w and "files" in w] == [warning]
+    assert warning in r.stdout + r.stderr
