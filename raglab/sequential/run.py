@@ -272,11 +272,33 @@ class Sequential:
                             "so a sequential run would only run every case: run without "
                             "sequential.against, or add a gate on a metric in [0, 1]")
         self.scale = weight_scale(baseline.records)
+        versions = (getattr(baseline, "metrics", None) or {}).get("metric_versions")
+        self.baseline_versions = versions if isinstance(versions, dict) else {}
         self.order: list[str] = []
         self.targets: list[float | None] = [None] * len(self.checks)
         self.moving = [True] * len(self.checks)  # (can_move, set by arrange)
         self.total = 0
         self.stopped_because = ALL_RUN
+
+    def check_versions(self, versions: Mapping[str, str]) -> None:
+        """Before the first case: the families the checks read (retrieval, faithfulness,
+        ...) graded as the baseline was (``versions``: this run's metric versions); a
+        VersionMismatchError otherwise (exit 3, as decide would then refuse the pair): the
+        run would stop on differences of scores graded differently."""
+        from raglab.errors import VersionMismatchError
+        from raglab.metrics.catalog import family_of
+
+        families = dict.fromkeys(f for c in self.checks if (f := family_of(c.gate.metric)))
+        bad = [f for f in families if f in self.baseline_versions and f in versions
+               and self.baseline_versions[f] != versions[f]]
+        if bad:
+            what = "; ".join(f"{f}: baseline {self.baseline_versions[f]}, this run "
+                             f"{versions[f]}" for f in bad)
+            raise VersionMismatchError(
+                f"sequential.against: metric versions differ for the gated families ({what}): "
+                "the checks would stop the run on scores graded differently; grade both runs "
+                "alike (the same grader settings), or run without sequential.against",
+                file=self.source)
 
     def arrange(self, case_ids: Sequence[str]) -> list[str]:
         """The seeded order of all the run's cases (kept for :meth:`settled`) and the

@@ -1,7 +1,8 @@
 """What ``raglab decide`` refuses to read as a sequential decision, through the CLI: a
 ``sequential`` section of the wrong shape, a candidate with cases its baseline lacks, the
 two runs swapped, clustered cases. Each is one line and exit 2, never a traceback nor a
-decision on cases dropped without a word."""
+decision on cases dropped without a word. And what a sequential run refuses before its
+first case: a baseline graded differently on the gated families (exit 3)."""
 
 from __future__ import annotations
 
@@ -138,3 +139,20 @@ def test_clustered_cases_are_refused_on_a_sequential_run(runs):
     key = next(iter(json.loads((runs["cand"] / "records.jsonl").open().readline())["tags"]))
     err = _decide(runs, runs["base"], runs["cand"], "--set", f"cluster={key}")
     assert f"compare.cluster={key}" in err and "independent draws" in err
+
+
+def test_a_run_graded_unlike_its_baseline_is_refused_before_any_case(runs):
+    # before: exit 0, the run stopped on differences of scores graded differently, and
+    # decide then refused the pair (metric versions differ, exit 3)
+    run_dir = runs["root"] / "regraded"
+    proc = run_cli("run", "system=replay", f"system.path={runs['outputs']}",
+                   f"dataset.corpus={runs['corpus']}", f"dataset.cases={runs['cases']}",
+                   "dataset.labels=null", "grader=none", "tracking=none",
+                   f"hydra.run.dir={run_dir}", "progress=off",
+                   "metrics.straddle_min_fraction=0.3", f"sequential.against={runs['base']}",
+                   f"sequential.gates={runs['gates']}", cwd=runs["root"])
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "metric versions differ for the gated families (retrieval: baseline" in err[0]
+    assert not (run_dir / "records.jsonl").exists()
