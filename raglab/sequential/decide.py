@@ -14,7 +14,10 @@ is the fact of the full run (the candidate's mean), else inconclusive. A check t
 n/a or not comparable (metric versions differ) keeps its fixed-n result, as do
 ``estimator: ppi`` gates and budgets (a ``max``/``min`` on latency or cost: the mean of
 the cases run, which the record says). A baseline whose records differ from those the run
-settled on (``baseline_sha256``) is read all the same, and the record says so.
+settled on (``baseline_sha256``) is read all the same, and the record says so. A gate
+set's ``underpowered: fail`` holds as on a fixed-n run: a check the sequence passes that is
+underpowered on the cases run (its margin below the minimum detectable effect, a bound on
+fewer than ``min_n`` cases) fails.
 
 What decide reads of a run is checked first (:func:`summary_of`, :func:`check_pair`): a
 ``sequential`` section of the wrong shape, a candidate with cases its baseline lacks (a
@@ -245,9 +248,13 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
         statuses = [s for s, _ in parts]
         status = FAIL if FAIL in statuses else PASS if all(s == PASS for s in statuses) \
             else INCONCLUSIVE
+        reason = "; ".join(w for _, w in parts) + " (anytime-valid, sequential run)"
+        if status == PASS and r.get("underpowered") and gates.underpowered == "fail":
+            # the gate set's rule holds here as on a fixed-n run: an underpowered pass fails
+            status = FAIL
+            reason = f"underpowered: {r.get('underpowered_why') or 'too few cases'} ({reason})"
         update: dict[str, Any] = {"status": status, "cases_needed": None, "settles_as": None,
-                                  "reason": "; ".join(w for _, w in parts)
-                                  + " (anytime-valid, sequential run)"}
+                                  "reason": reason}
         delta = [(ch, st) for ch, st in mine if ch.kind == "delta"]
         if delta and delta[0][0].gate.rule != "not_worse":
             update.update(ci_low=delta[0][1].low, ci_high=delta[0][1].high)

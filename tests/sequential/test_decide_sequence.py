@@ -219,3 +219,26 @@ def test_a_check_the_run_did_not_settle_gets_no_other_gates_target():
     assert _targets(checks_of(gates, base.records), summary) == [None]
     line = on_sequence(results, gates, base, cand)
     assert "1 of its checks the run did not settle" in line
+
+
+def test_underpowered_fail_holds_on_a_sequential_run_as_on_a_fixed_n_one():
+    # before: the sequence's pass replaced the fixed-n rule's "underpowered: ..." fail, so
+    # a gate set with underpowered: fail gave GO on a sequential run (demo: identical
+    # outputs, margin 0.05 below the MDE 0.0798 of the 96 paired cases) and NO-GO on the
+    # full run of the same candidate
+    gates = GateSet.model_validate({"underpowered": "fail",
+                                    "gates": [GATES.gates[0].model_dump()]})
+    base, cand = _run(300, 1.0, 0.0), _run(100, 1.0, 0.0, SUMMARY)
+    why = "its margin 0.05 is below the minimum detectable effect 0.0798 (80% power)"
+    under = {**_result(0, "fail", "underpowered: margin 0.05 below ...", 1.0),
+             "underpowered": True, "underpowered_why": why}
+    results = [under]
+    on_sequence(results, gates, base, cand)
+    assert results[0]["status"] == "fail"
+    assert results[0]["reason"].startswith(f"underpowered: {why} (confidence sequence")
+    assert "pass settled after 96 of 100 paired cases" in results[0]["reason"]
+    # with underpowered: warn (the default) the same check passes
+    warned = [{**under, "status": "pass", "reason": "CI ..."}]
+    on_sequence(warned, GateSet.model_validate({"gates": [GATES.gates[0].model_dump()]}),
+                base, cand)
+    assert warned[0]["status"] == "pass"
