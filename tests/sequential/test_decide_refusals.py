@@ -156,3 +156,23 @@ def test_a_run_graded_unlike_its_baseline_is_refused_before_any_case(runs):
     assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "metric versions differ for the gated families (retrieval: baseline" in err[0]
     assert not (run_dir / "records.jsonl").exists()
+
+
+def test_a_sweep_of_sequential_runs_says_its_jobs_ran_different_cases(runs):
+    # before: the job table set the means of different cases side by side without a word
+    sweep, gates = runs["root"] / "sweep", runs["root"] / "loose.yaml"
+    # a bound any mean meets: settled after the first batch of 5, on each seed's own cases
+    gates.write_text("gates:\n  - {metric: final.hit_rate@5, rule: bound, max: 1.0}\n")
+    proc = run_cli("run", "-m", "system=replay", f"system.path={runs['outputs']}",
+                   f"dataset.corpus={runs['corpus']}", f"dataset.cases={runs['cases']}",
+                   "dataset.labels=null", "grader=none", "tracking=none",
+                   f"hydra.sweep.dir={sweep}", f"cache_dir={runs['root'] / 'cache'}",
+                   "progress=off", f"sequential.against={runs['base']}",
+                   f"sequential.gates={gates}", "sequential.batch=5",
+                   "sequential.seed=1,2", cwd=runs["root"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ran = [json.loads((sweep / str(i) / "metrics.json").read_text())["sequential"]
+           for i in (0, 1)]
+    assert [s["cases_run"] for s in ran] == [5, 5]
+    assert "sequential runs (job 0 5 of 40, job 1 5 of 40 cases)" in proc.stdout
+    assert "the table compares different cases" in proc.stdout
