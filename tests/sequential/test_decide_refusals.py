@@ -176,3 +176,19 @@ def test_a_sweep_of_sequential_runs_says_its_jobs_ran_different_cases(runs):
     assert [s["cases_run"] for s in ran] == [5, 5]
     assert "sequential runs (job 0 5 of 40, job 1 5 of 40 cases)" in proc.stdout
     assert "the table compares different cases" in proc.stdout
+
+
+def test_an_empty_against_is_refused_not_read_as_the_working_directory(runs):
+    # `sequential.against=$BASELINE` with the variable unset; before: the working directory
+    # (here a run directory) was read as the baseline, exit 0, `against: ''` in metrics.json
+    run_dir = runs["root"] / "empty"
+    proc = run_cli("run", "system=replay", f"system.path={runs['outputs']}",
+                   f"dataset.corpus={runs['corpus']}", f"dataset.cases={runs['cases']}",
+                   "dataset.labels=null", "grader=none", "tracking=none",
+                   f"hydra.run.dir={run_dir}", "progress=off", "sequential.against=",
+                   f"sequential.gates={runs['gates']}", cwd=runs["base"])
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "sequential.against" in err[0] and "at least 1 character" in err[0]
+    assert not (run_dir / "records.jsonl").exists()
