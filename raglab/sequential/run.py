@@ -272,6 +272,9 @@ class Sequential:
                             "so a sequential run would only run every case: run without "
                             "sequential.against, or add a gate on a metric in [0, 1]")
         self.scale = weight_scale(baseline.records)
+        self.unfinished = baseline.incomplete() if hasattr(baseline, "incomplete") else None
+        own = (getattr(baseline, "metrics", None) or {}).get("sequential")
+        self.base_sequential = own if isinstance(own, dict) else None
         versions = (getattr(baseline, "metrics", None) or {}).get("metric_versions")
         self.baseline_versions = versions if isinstance(versions, dict) else {}
         self.order: list[str] = []
@@ -305,8 +308,18 @@ class Sequential:
         checks' bet targets."""
         missing = [c for c in case_ids if c not in self.baseline]
         if missing:
+            why = ""  # the likely cause, when the baseline says it
+            if self.unfinished:
+                why = (f": the baseline run did not finish ({self.unfinished}); run its "
+                       "command again to finish it first")
+            elif self.base_sequential is not None:
+                seq = self.base_sequential
+                why = (f": the baseline is itself a sequential run ({seq.get('cases_run')} "
+                       f"of {seq.get('cases_total')} cases run); give the run of every case "
+                       f"it ran against (its sequential.against: {seq.get('against')})")
             raise UserError(f"sequential.against: the baseline run has no record of case "
-                            f"{missing[0]} ({len(missing)} case(s) missing)", file=self.source)
+                            f"{missing[0]} ({len(missing)} case(s) missing){why}",
+                            file=self.source)
         turn = next((c for c in case_ids
                      if (self.baseline[c].get("tags") or {}).get("conversation")), None)
         if turn is not None:

@@ -158,6 +158,7 @@ def test_a_run_graded_unlike_its_baseline_is_refused_before_any_case(runs):
     assert not (run_dir / "records.jsonl").exists()
 
 
+@pytest.mark.slow  # (two more runs, a few seconds)
 def test_a_sweep_of_sequential_runs_says_its_jobs_ran_different_cases(runs):
     # before: the job table set the means of different cases side by side without a word
     sweep, gates = runs["root"] / "sweep", runs["root"] / "loose.yaml"
@@ -192,3 +193,39 @@ def test_an_empty_against_is_refused_not_read_as_the_working_directory(runs):
     assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "sequential.against" in err[0] and "at least 1 character" in err[0]
     assert not (run_dir / "records.jsonl").exists()
+
+
+def _against(p: dict[str, Path], baseline: Path) -> str:
+    """A sequential run's one line of error against ``baseline`` (exit 2)."""
+    proc = run_cli("run", "system=replay", f"system.path={p['outputs']}",
+                   f"dataset.corpus={p['corpus']}", f"dataset.cases={p['cases']}",
+                   "dataset.labels=null", "grader=none", "tracking=none",
+                   f"hydra.run.dir={p['root'] / ('against-' + baseline.name)}", "progress=off",
+                   f"sequential.against={baseline}", f"sequential.gates={p['gates']}",
+                   cwd=p["root"])
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    err = proc.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return err[0]
+
+
+@pytest.mark.slow  # (two more runs, a few seconds)
+def test_a_baseline_missing_cases_is_refused_naming_the_likely_cause(runs):
+    # before: only "the baseline run has no record of case X (N case(s) missing)"
+    killed = runs["root"] / "killed"
+    shutil.copytree(runs["base"], killed)
+    (killed / "metrics.json").unlink()
+    lines = (killed / "records.jsonl").read_text(encoding="utf-8").splitlines()[:25]
+    (killed / "records.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    err = _against(runs, killed)
+    assert "(15 case(s) missing): the baseline run did not finish (metrics.json is " \
+        "missing); run its command again" in err
+    seq = _edited(runs, "short", lambda m: None)
+    lines = (seq / "records.jsonl").read_text(encoding="utf-8").splitlines()[:20]
+    (seq / "records.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    metrics = json.loads((seq / "metrics.json").read_text())
+    metrics["n_cases"] = metrics["sequential"]["cases_run"] = 20
+    (seq / "metrics.json").write_text(json.dumps(metrics))
+    err = _against(runs, seq)
+    assert "the baseline is itself a sequential run (20 of 40 cases run); give the run of " \
+        f"every case it ran against (its sequential.against: {runs['base']})" in err
