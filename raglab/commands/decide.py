@@ -140,7 +140,7 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     from raglab.sequential.decide import check_pair, refuse_clusters, summary_of
 
     sequential = summary_of(cand) is not None  # a subset of the cases, by design
-    check_pair(base, cand, args.allow_case_mismatch)
+    check_pair(base, cand, args.allow_case_mismatch, args.allow_incomplete)
     comp = compare_runs(base, cand, cfg,
                         allow_case_mismatch=args.allow_case_mismatch or sequential,
                         allow_version_mismatch=args.allow_version_mismatch,

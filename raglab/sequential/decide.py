@@ -107,12 +107,21 @@ def summary_of(run: Any) -> dict[str, Any] | None:
     return summary
 
 
-def check_pair(base: Any, cand: Any, allow_case_mismatch: bool) -> None:
+def check_pair(base: Any, cand: Any, allow_case_mismatch: bool,
+               allow_incomplete: bool = False) -> None:
     """Refuse (UserError, one line) a pair decide cannot read as a sequential decision: a
-    sequential candidate with cases its baseline has no record of (dropped from the
-    decision without a word otherwise; ``--allow-case-mismatch`` decides on the shared
-    ones), or a sequential baseline with a candidate that is not one and holds cases the
-    baseline did not run (BASELINE and CANDIDATE swapped?)."""
+    sequential candidate that did not finish (``--allow-incomplete`` reads it as a run of
+    the cases it has), a sequential candidate with cases its baseline has no record of
+    (dropped from the decision without a word otherwise; ``--allow-case-mismatch`` decides
+    on the shared ones), or a sequential baseline with a candidate that is not one and
+    holds cases the baseline did not run (BASELINE and CANDIDATE swapped?)."""
+    config = getattr(cand, "config", None) or {}
+    planned = config.get("sequential") if isinstance(config, dict) else None
+    if not allow_incomplete and isinstance(planned, dict) and planned.get("against") and \
+            (why := cand.incomplete()) is not None:
+        raise UserError(f"the candidate run {cand.ref} is a sequential run that did not finish "
+                        f"({why}): run its command again to resume it (it stops once its "
+                        "checks are settled), then decide")
     if allow_case_mismatch:
         return
     theirs = {r["case_id"] for r in base.records}

@@ -229,3 +229,13 @@ def test_a_baseline_missing_cases_is_refused_naming_the_likely_cause(runs):
     err = _against(runs, seq)
     assert "the baseline is itself a sequential run (20 of 40 cases run); give the run of " \
         f"every case it ran against (its sequential.against: {runs['base']})" in err
+
+
+def test_an_unfinished_sequential_candidate_is_resumed_not_allowed_incomplete(runs):
+    # before: "did not finish (metrics.json is missing); pass --allow-incomplete to compare
+    # it anyway", which leads on to a fixed-n reading of the cases it has
+    cand = _edited(runs, "stopped", lambda m: None)
+    (cand / "metrics.json").unlink()
+    err = _decide(runs, runs["base"], cand)
+    assert "is a sequential run that did not finish (metrics.json is missing): run its " \
+        "command again to resume it" in err and "--allow-incomplete" not in err
