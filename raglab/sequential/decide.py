@@ -240,8 +240,10 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
                             cand_source=str(cand.run_dir))
     every_case = summary.get("stopped_because") == seq.ALL_RUN
     recorded = summary.get("baseline_sha256")
-    changed = recorded is not None and \
-        recorded != seq.baseline_digest(checks, base.by_id().values())
+    # the digest of what the run's own checks read (decide may be given another gate set)
+    ran = [c.get("metric") for c in summary.get("checks") or []]
+    changed = recorded is not None and recorded != seq.baseline_digest(
+        checks, base.by_id().values(), ran if ran and all(ran) else None)
     budgets = {i for i, g in enumerate(gates.gates) if seq.is_budget(g)}
     for r in results:
         if r.get("index") in budgets and r.get("status") in (PASS, FAIL):

@@ -183,14 +183,16 @@ def differences(check: Check, order: Sequence[str], candidate: Mapping[str, Mapp
     return out, None if all(w == 1.0 for w in weights) else weights
 
 
-def baseline_digest(checks: Sequence[Check], rows: Iterable[Mapping[str, Any]]) -> str:
+def baseline_digest(checks: Sequence[Check], rows: Iterable[Mapping[str, Any]],
+                    metrics: Iterable[str] | None = None) -> str:
     """A digest of what the checks read of the baseline's records (each case's id, weight
     and values of the checks' metrics, in case-id order), so decide can tell whether it
-    reads the baseline the run settled on."""
+    reads the baseline the run settled on (``metrics``: the metrics the run's checks read,
+    when decide is given another gate set; default: those of ``checks``)."""
     import hashlib
     import json
 
-    names = sorted({c.gate.metric for c in checks})
+    names = sorted(set(metrics) if metrics is not None else {c.gate.metric for c in checks})
     got = sorted((str(r["case_id"]), r.get("weight", 1.0),
                   [(r.get("metrics") or {}).get(m) for m in names]) for r in rows)
     return hashlib.sha256(json.dumps(got, default=str).encode()).hexdigest()

@@ -242,3 +242,23 @@ def test_underpowered_fail_holds_on_a_sequential_run_as_on_a_fixed_n_one():
     on_sequence(warned, GateSet.model_validate({"gates": [GATES.gates[0].model_dump()]}),
                 base, cand)
     assert warned[0]["status"] == "pass"
+
+
+def test_another_gate_set_at_decide_does_not_say_the_baseline_differs():
+    # before: the digest was taken over decide's gate metrics, not the run's, so a decision
+    # with another gate set (demo: the run on faithfulness, decide gates=default) said "the
+    # baseline's records differ from those the run settled on" of the very same baseline
+    base = _run(300, 1.0, 0.0)
+    gates = GateSet.model_validate({"gates": [GATES.gates[0].model_dump()]})
+    seq, order = _sequential_run(gates, base, [r["case_id"] for r in base.records])
+    kept = {cid: base.by_id()[cid] for cid in order[:100]}
+    cand = SimpleNamespace(records=list(kept.values()), by_id=lambda: kept, run_dir="cand",
+                           metrics={"sequential": seq.summary(kept)})
+    results = [_result(0, "inconclusive", "CI ...", 1.0), _result(1, "inconclusive", "", 0.0)]
+    line = on_sequence(results, GATES, base, cand)   # gate 1's two checks: not the run's
+    assert "2 of its checks the run did not settle" in line
+    assert "baseline's records differ" not in line
+    rerun = _run(300, 1.0, 0.0)          # a change in what the run's checks read still shows
+    rerun.records[7]["metrics"]["faithfulness"] = 0.0
+    results = [_result(0, "inconclusive", "CI ...", 1.0), _result(1, "inconclusive", "", 0.0)]
+    assert "baseline's records differ" in on_sequence(results, GATES, rerun, cand)
