@@ -329,6 +329,14 @@ class Sequential:
                             "sequential run bets on cases as independent draws, and the "
                             "turns of a conversation are not (compare and decide cluster "
                             "them by conversation): run every case and decide on that run")
+        names = dict.fromkeys(ch.gate.metric for ch in self.checks)
+        for cid in case_ids:  # the baseline's values, known now: refused before any work
+            got = self.baseline[cid].get("metrics") or {}
+            bad = next((m for m in names if got.get(m) is not None
+                        and not 0.0 <= got[m] <= 1.0), None)
+            if bad is not None:
+                raise UserError(f"sequential decisions need metrics in [0, 1]; the baseline's "
+                                f"{bad} is {got[bad]}", file=self.source, case_id=cid)
         self.order = ordered(list(case_ids), self.cfg.seed)
         self.total = len(case_ids)
         self.targets = [bet_target(ch, self.order, self.baseline) for ch in self.checks]

@@ -239,3 +239,17 @@ def test_an_unfinished_sequential_candidate_is_resumed_not_allowed_incomplete(ru
     err = _decide(runs, runs["base"], cand)
     assert "is a sequential run that did not finish (metrics.json is missing): run its " \
         "command again to resume it" in err and "--allow-incomplete" not in err
+
+
+def test_a_baseline_value_out_of_range_is_refused_before_any_case(runs):
+    # before: refused when the run reached the case, after paying for the batches before it
+    odd = runs["root"] / "odd"
+    shutil.copytree(runs["base"], odd)
+    rows = [json.loads(x) for x in (odd / "records.jsonl").open(encoding="utf-8")]
+    rows[-1]["metrics"]["final.hit_rate@5"] = 1.5
+    (odd / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows),
+                                       encoding="utf-8")
+    err = _against(runs, odd)
+    assert f"case {rows[-1]['case_id']}: sequential decisions need metrics in [0, 1]; the " \
+        "baseline's final.hit_rate@5 is 1.5" in err
+    assert not (runs["root"] / "against-odd" / "records.jsonl").exists()
