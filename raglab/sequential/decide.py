@@ -128,12 +128,13 @@ def check_pair(base: Any, cand: Any, allow_case_mismatch: bool,
     missing = [r["case_id"] for r in cand.records if r["case_id"] not in theirs]
     if not missing:
         return
-    if summary_of(cand) is not None:
+    if (own := summary_of(cand)) is not None:
         raise UserError(
             f"the baseline run {base.label} has no record of case {missing[0]} ({len(missing)} "
             f"of the sequential candidate's {len(cand.records)} cases missing): a sequential "
-            "run's cases all come from its baseline (sequential.against); decide on that "
-            "baseline, or pass --allow-case-mismatch to decide on the shared cases")
+            "run's cases all come from its baseline; decide on that baseline (its "
+            f"sequential.against: {own.get('against')}), or pass --allow-case-mismatch to "
+            "decide on the shared cases")
     if (summary := summary_of(base)) is not None:
         raise UserError(
             f"the baseline run {base.label} is a sequential run ({summary['cases_run']} of "

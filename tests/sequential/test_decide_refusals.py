@@ -115,6 +115,7 @@ def test_cases_the_baseline_lacks_are_refused_not_dropped(runs):
     err = _decide(runs, base, runs["cand"])
     assert "the baseline run thin has no record of case" in err
     assert "of the sequential candidate's 40 cases missing" in err
+    assert f"decide on that baseline (its sequential.against: {runs['base']})" in err
     assert "--allow-case-mismatch" in err
 
 
