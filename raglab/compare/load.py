@@ -200,7 +200,8 @@ def read_rows(path: Path) -> list[dict]:
     and case id, on a line that is not a record, a metric value that is not a number or
     null, a weight that is not a finite number >= 0, or a case recorded twice."""
     if not path.is_file():
-        hint = (" (a sweep directory: compare it with SWEEP --baseline JOB)"
+        hint = (f" (a sweep directory: give one of its jobs, such as {path.parent / '0'}, or "
+                "compare the sweep with raglab compare SWEEP --baseline JOB)"
                 if (path.parent / "multirun.yaml").is_file() else "")
         raise UserError(f"not a raglab run directory: {path.name} is missing{hint}",
                         file=str(path.parent))

@@ -254,3 +254,13 @@ def test_a_baseline_value_out_of_range_is_refused_before_any_case(runs):
     assert f"case {rows[-1]['case_id']}: sequential decisions need metrics in [0, 1]; the " \
         "baseline's final.hit_rate@5 is 1.5" in err
     assert not (runs["root"] / "against-odd" / "records.jsonl").exists()
+
+
+def test_a_sweep_directory_as_the_baseline_names_one_of_its_jobs(runs):
+    # before: "... (a sweep directory: compare it with SWEEP --baseline JOB)", advice of
+    # raglab compare given to a run (and to decide)
+    sweep = runs["root"] / "a-sweep"
+    shutil.copytree(runs["base"], sweep / "0")
+    (sweep / "multirun.yaml").write_text("hydra: {}\n")
+    err = _against(runs, sweep)
+    assert f"a sweep directory: give one of its jobs, such as {sweep / '0'}" in err
