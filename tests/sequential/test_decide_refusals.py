@@ -256,6 +256,7 @@ def test_a_baseline_value_out_of_range_is_refused_before_any_case(runs):
     assert not (runs["root"] / "against-odd" / "records.jsonl").exists()
 
 
+@pytest.mark.slow  # (a message's wording; the default run's time is spent)
 def test_a_sweep_directory_as_the_baseline_names_one_of_its_jobs(runs):
     # before: "... (a sweep directory: compare it with SWEEP --baseline JOB)", advice of
     # raglab compare given to a run (and to decide)
