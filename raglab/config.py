@@ -108,7 +108,7 @@ class DecompositionCfg(Strict):
 class SequentialCfg(Strict):
     """``sequential``: off unless ``against`` names a baseline run (docs/sequential.md)."""
 
-    against: str | None = Field(None, description=(
+    against: str | None = Field(None, min_length=1, description=(
         "a baseline run (directory or MLflow run id) graded on the same cases: the run takes "
         "its cases in a seeded order, in batches, and stops once every check of `gates` is "
         "settled on a confidence sequence (null: off, every case is run)"))

@@ -137,11 +137,16 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
         update={"confidence": gates.confidence, "alpha": gates.alpha})
     base = load_run(args.baseline, args.uri)
     cand = load_run(args.candidate, args.uri)
-    sequential = bool(cand.metrics.get("sequential"))  # a subset of the cases, by design
+    from raglab.sequential.decide import check_pair, refuse_clusters, summary_of
+
+    sequential = summary_of(cand) is not None  # a subset of the cases, by design
+    check_pair(base, cand, args.allow_case_mismatch, args.allow_incomplete)
     comp = compare_runs(base, cand, cfg,
                         allow_case_mismatch=args.allow_case_mismatch or sequential,
                         allow_version_mismatch=args.allow_version_mismatch,
                         allow_incomplete=args.allow_incomplete)
+    if sequential:
+        refuse_clusters(comp)
     attach(comp, args.uri)  # each graded family's calibration (docs/calibration.md)
     from raglab.compare.decide import check_ppi_gates
 
@@ -168,7 +173,7 @@ def decide(args, gate_name: str, gate_overrides: list[str]) -> int:
     if sequential:  # what the run did, beside the warning that says it in words
         from raglab.sequential.decide import words
 
-        summary = cand.metrics["sequential"]
+        summary = summary_of(cand) or {}
         record["sequential"] = {**{k: v for k, v in summary.items() if k != "checks"},
                                 "settled": words(summary)}
     try:

@@ -185,14 +185,23 @@ class _Compactor:
                 sys.intern(v) if isinstance(v, str) else v for k, v in tags.items()}
 
 
+def _is_weight(value: Any) -> bool:
+    """A case's weight as raglab writes it: a finite number >= 0 (not a bool, not null)."""
+    import math
+
+    return isinstance(value, int | float) and not isinstance(value, bool) and \
+        math.isfinite(value) and value >= 0
+
+
 def read_rows(path: Path) -> list[dict]:
     """What a comparison reads of each record of ``records.jsonl``, streamed (one whole
     record in memory at a time): ``case_id``, ``tags``, ``gold: {answerable}``, ``metrics``
     (a read-only :class:`MetricRow`) and :data:`ROW_FIELDS`. UserError, naming file, line
     and case id, on a line that is not a record, a metric value that is not a number or
-    null, or a case recorded twice."""
+    null, a weight that is not a finite number >= 0, or a case recorded twice."""
     if not path.is_file():
-        hint = (" (a sweep directory: compare it with SWEEP --baseline JOB)"
+        hint = (f" (a sweep directory: give one of its jobs, such as {path.parent / '0'}, or "
+                "compare the sweep with raglab compare SWEEP --baseline JOB)"
                 if (path.parent / "multirun.yaml").is_file() else "")
         raise UserError(f"not a raglab run directory: {path.name} is missing{hint}",
                         file=str(path.parent))
@@ -213,6 +222,12 @@ def read_rows(path: Path) -> list[dict]:
             raise UserError(f"the case is recorded twice (first on line {seen[cid]}): not "
                             "a file raglab wrote", file=file, line=i, case_id=cid)
         seen[cid] = i
+        if "weight" in r and not _is_weight(r["weight"]):
+            import json
+
+            shown = json.dumps(r["weight"], default=str)[:40]
+            raise UserError(f"weight {shown}: a case's weight must be a finite number >= 0",
+                            file=file, line=i, case_id=cid)
         for name, value in rec.metrics.items():
             if value is not None and (not isinstance(value, int | float)
                                       or isinstance(value, bool)):

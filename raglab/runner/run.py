@@ -122,6 +122,8 @@ class Run:
     def _execute(self, tracker: Any = None) -> dict[str, Any]:
         cfg = self.cfg
         prompts = self.preflight()
+        if self.sequential is not None:  # before any work: graded as its baseline was
+            self.sequential.check_versions(self.versions)
         ds = load_dataset(cfg.dataset.corpus, cfg.dataset.cases, None,
                           cfg.dataset.fuzzy_threshold)
         if cfg.fail_on_quarantine and ds.quarantined:

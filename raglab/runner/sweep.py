@@ -159,9 +159,11 @@ def jobs_of(sweep_dir: Path, overrides: list[str], groups: set[str],
             metrics = read_run_metrics(run_dir)
         except UserError:
             metrics = None
+        seq = (metrics or {}).get("sequential")
         jobs.append({"num": num, "dir": run_dir, "values": _job_values(run_dir, keys, job, groups),
                      "overall": (metrics or {}).get("overall") if metrics else None,
-                     "status": "done" if metrics else "not finished"})
+                     "status": "done" if metrics else "not finished",
+                     "sequential": seq if isinstance(seq, dict) else None})
     return keys, jobs
 
 
@@ -194,6 +196,21 @@ def _case_values(run_dir: Path, metric: str,
             if conversations is not None and isinstance(conv, str):
                 conversations[str(rec.get("case_id"))] = conv
     return out
+
+
+def sequential_note(jobs: list[dict]) -> str | None:
+    """A line under the job table when jobs are sequential runs (``sequential.against``):
+    each ran the cases its checks needed, so the table's means are of different cases."""
+    seq = [j for j in jobs if j.get("sequential")]
+    if not any(j["sequential"].get("cases_run") != j["sequential"].get("cases_total")
+               for j in seq):
+        return None  # (every job ran every case: the same cases)
+    ran = ", ".join(f"job {j['num']} {j['sequential'].get('cases_run')} of "
+                    f"{j['sequential'].get('cases_total')}" for j in seq)
+    return (f"sequential runs ({ran} cases): each figure is the mean of the cases its job "
+            "ran, so the table compares different cases; the line below tests on the cases "
+            "both ran; decide each job on its confidence sequences with raglab decide "
+            "BASELINE JOB_DIR")
 
 
 def ranking_metric(jobs: list[dict]) -> str | None:
@@ -312,6 +329,9 @@ def summarize(config: Any) -> str:
     atomic_write_text(html, sweep_html(name, header, rows, len(keys), str(sweep_dir)))
     lines = [f"sweep {name!r}: {len(jobs)} jobs in {sweep_dir}",
              sweep_text(header, rows, len(keys))]
+    note = sequential_note(jobs)
+    if note:
+        lines.append(note)
     best = best_job_line(jobs, keys, labels)
     if best:
         best += versus_runner_up(jobs, keys, labels)

@@ -14,18 +14,148 @@ is the fact of the full run (the candidate's mean), else inconclusive. A check t
 n/a or not comparable (metric versions differ) keeps its fixed-n result, as do
 ``estimator: ppi`` gates and budgets (a ``max``/``min`` on latency or cost: the mean of
 the cases run, which the record says). A baseline whose records differ from those the run
-settled on (``baseline_sha256``) is read all the same, and the record says so.
+settled on (``baseline_sha256``) is read all the same, and the record says so. A gate
+set's ``underpowered: fail`` holds as on a fixed-n run: a check the sequence passes that is
+underpowered on the cases run (its margin below the minimum detectable effect, a bound on
+fewer than ``min_n`` cases) fails.
+
+What decide reads of a run is checked first (:func:`summary_of`, :func:`check_pair`): a
+``sequential`` section of the wrong shape, a candidate with cases its baseline lacks (a
+sequential run's cases all come from its baseline), a sequential run given as the baseline
+of one that is not (the two swapped?), or clustered cases (the sequences take the cases as
+independent draws) are refused with one line.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, MutableMapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from raglab.compare.gates import FAIL, INCONCLUSIVE, PASS, GateSet
+from raglab.errors import UserError
 from raglab.sequential import run as seq
 from raglab.sequential.run import Check
 from raglab.sequential.settle import Settled
+
+
+def _bad(value: Any, what: str) -> str | None:
+    """Why ``value`` is not ``what`` (``count``, ``target``, ``text``, ``index``), or None."""
+    import math
+
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if what == "count" and not (number and value == int(value) and value >= 0):
+        return "a count of cases"
+    if what == "target" and value is not None and not (number and math.isfinite(value)
+                                                       and value > 0):
+        return "a positive number of cases or null"
+    if what == "index" and not (isinstance(value, int) and not isinstance(value, bool)
+                                and value >= 0):
+        return "a gate's index (0, 1, ...)"
+    if what == "text" and not isinstance(value, str):
+        return "a string"
+    return None
+
+
+def summary_of(run: Any) -> dict[str, Any] | None:
+    """The ``sequential`` section of a run's ``metrics.json`` (None: not a sequential run),
+    checked for what decide reads of it; a UserError naming the file and the field
+    otherwise (a section edited by hand, or written by something else)."""
+    summary = (run.metrics or {}).get("sequential")
+    if not summary:
+        return None
+    mlflow_id = getattr(run, "mlflow_run_id", None)
+    file = f"metrics.json of MLflow run {mlflow_id}" if mlflow_id is not None else \
+        str(Path(run.run_dir) / "metrics.json")
+
+    def refuse(field: str, want: str) -> UserError:
+        return UserError(f"'sequential.{field}' must be {want}; the section is not the one a "
+                         "sequential run writes (docs/sequential.md): run the candidate "
+                         "again to rewrite it", file=file)
+
+    if not isinstance(summary, dict):
+        raise UserError(
+            f"'sequential' must be a mapping (found {type(summary).__name__}); the section "
+            "is not the one a sequential run writes (docs/sequential.md): run the candidate "
+            "again to rewrite it", file=file)
+    if summary.get("stopped_because") not in (seq.SETTLED, seq.ALL_RUN):
+        raise refuse("stopped_because", f"'{seq.SETTLED}' or '{seq.ALL_RUN}'")
+    for field in ("cases_run", "cases_total", "seed"):
+        if (want := _bad(summary.get(field), "count")) is not None:
+            raise refuse(field, want)
+    if summary["cases_run"] > summary["cases_total"]:
+        raise refuse("cases_run", "at most cases_total")
+    if (want := _bad(summary.get("gates"), "text")) is not None:
+        raise refuse("gates", want)
+    checks = summary.get("checks", [])
+    if not isinstance(checks, list) or not all(isinstance(c, dict) for c in checks):
+        raise refuse("checks", "a list of mappings")
+    for i, c in enumerate(checks):
+        where = c.get("slice")
+        for field, want in (("index", _bad(c.get("index"), "index")),
+                            ("metric", None if c.get("metric") is None
+                             else _bad(c["metric"], "text")),
+                            ("bet_target", _bad(c.get("bet_target"), "target")),
+                            ("on", None if c.get("on", "delta") in ("delta", "mean")
+                             else "'delta' or 'mean'"),
+                            ("slice", None if where is None or (
+                                isinstance(where, dict) and isinstance(where.get("key"), str)
+                                and isinstance(where.get("value"), str))
+                             else "null or {key: TAG, value: VALUE}")):
+            if want is not None:
+                raise refuse(f"checks[{i}].{field}", want)
+    return summary
+
+
+def check_pair(base: Any, cand: Any, allow_case_mismatch: bool,
+               allow_incomplete: bool = False) -> None:
+    """Refuse (UserError, one line) a pair decide cannot read as a sequential decision: a
+    sequential candidate that did not finish (``--allow-incomplete`` reads it as a run of
+    the cases it has), a sequential candidate with cases its baseline has no record of
+    (dropped from the decision without a word otherwise; ``--allow-case-mismatch`` decides
+    on the shared ones), or a sequential baseline with a candidate that is not one and
+    holds cases the baseline did not run (BASELINE and CANDIDATE swapped?)."""
+    config = getattr(cand, "config", None) or {}
+    planned = config.get("sequential") if isinstance(config, dict) else None
+    if not allow_incomplete and isinstance(planned, dict) and planned.get("against") and \
+            (why := cand.incomplete()) is not None:
+        raise UserError(f"the candidate run {cand.ref} is a sequential run that did not finish "
+                        f"({why}): run its command again to resume it (it stops once its "
+                        "checks are settled), then decide")
+    if allow_case_mismatch:
+        return
+    theirs = {r["case_id"] for r in base.records}
+    missing = [r["case_id"] for r in cand.records if r["case_id"] not in theirs]
+    if not missing:
+        return
+    if (own := summary_of(cand)) is not None:
+        raise UserError(
+            f"the baseline run {base.label} has no record of case {missing[0]} ({len(missing)} "
+            f"of the sequential candidate's {len(cand.records)} cases missing): a sequential "
+            "run's cases all come from its baseline; decide on that baseline (its "
+            f"sequential.against: {own.get('against')}), or pass --allow-case-mismatch to "
+            "decide on the shared cases")
+    if (summary := summary_of(base)) is not None:
+        raise UserError(
+            f"the baseline run {base.label} is a sequential run ({summary['cases_run']} of "
+            f"{summary['cases_total']} cases run) and the candidate {cand.label} is not: "
+            "BASELINE and CANDIDATE swapped? The sequential run goes second (raglab decide "
+            "BASELINE SEQUENTIAL_RUN); else pass --allow-case-mismatch to decide on the "
+            f"{len(cand.records) - len(missing)} shared cases")
+
+
+def refuse_clusters(comp: Any) -> None:
+    """A comparison of a sequential candidate that clusters its cases (``--set
+    cluster=KEY``, or conversations' turns) is refused (UserError): the confidence
+    sequences take the cases as independent draws, which clustered cases are not, as the
+    run itself refuses conversations."""
+    said = comp.settings.get("clustering")
+    if said:
+        raise UserError(
+            f"compare.cluster={comp.settings.get('cluster')}: the comparison is {said}, but a "
+            "sequential run's checks read confidence sequences that take the cases as "
+            "independent draws, which clustered cases are not: decide on a run of every case "
+            "(one without sequential.against)")
 
 
 def _on_data(result: Mapping[str, Any], checks: Sequence[Check]) -> bool:
@@ -101,7 +231,7 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
     """Decide ``results``' checks (evaluate_gates' results, changed in place) on their
     confidence sequences; returns the record's line on the sequential run. A gate that
     cannot be read on a sequence is a UserError naming it (``name``: ``gates=NAME``)."""
-    summary = cand.metrics["sequential"]
+    summary = summary_of(cand) or {}
     checks = seq.checks_of(gates, base.records, name)
     order = [r["case_id"] for r in cand.records]
     targets = _targets(checks, summary)
@@ -111,8 +241,10 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
                             cand_source=str(cand.run_dir))
     every_case = summary.get("stopped_because") == seq.ALL_RUN
     recorded = summary.get("baseline_sha256")
-    changed = recorded is not None and \
-        recorded != seq.baseline_digest(checks, base.by_id().values())
+    # the digest of what the run's own checks read (decide may be given another gate set)
+    ran = [c.get("metric") for c in summary.get("checks") or []]
+    changed = recorded is not None and recorded != seq.baseline_digest(
+        checks, base.by_id().values(), ran if ran and all(ran) else None)
     budgets = {i for i, g in enumerate(gates.gates) if seq.is_budget(g)}
     for r in results:
         if r.get("index") in budgets and r.get("status") in (PASS, FAIL):
@@ -128,9 +260,13 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
         statuses = [s for s, _ in parts]
         status = FAIL if FAIL in statuses else PASS if all(s == PASS for s in statuses) \
             else INCONCLUSIVE
+        reason = "; ".join(w for _, w in parts) + " (anytime-valid, sequential run)"
+        if status == PASS and r.get("underpowered") and gates.underpowered == "fail":
+            # the gate set's rule holds here as on a fixed-n run: an underpowered pass fails
+            status = FAIL
+            reason = f"underpowered: {r.get('underpowered_why') or 'too few cases'} ({reason})"
         update: dict[str, Any] = {"status": status, "cases_needed": None, "settles_as": None,
-                                  "reason": "; ".join(w for _, w in parts)
-                                  + " (anytime-valid, sequential run)"}
+                                  "reason": reason}
         delta = [(ch, st) for ch, st in mine if ch.kind == "delta"]
         if delta and delta[0][0].gate.rule != "not_worse":
             update.update(ci_low=delta[0][1].low, ci_high=delta[0][1].high)

@@ -183,14 +183,16 @@ def differences(check: Check, order: Sequence[str], candidate: Mapping[str, Mapp
     return out, None if all(w == 1.0 for w in weights) else weights
 
 
-def baseline_digest(checks: Sequence[Check], rows: Iterable[Mapping[str, Any]]) -> str:
+def baseline_digest(checks: Sequence[Check], rows: Iterable[Mapping[str, Any]],
+                    metrics: Iterable[str] | None = None) -> str:
     """A digest of what the checks read of the baseline's records (each case's id, weight
     and values of the checks' metrics, in case-id order), so decide can tell whether it
-    reads the baseline the run settled on."""
+    reads the baseline the run settled on (``metrics``: the metrics the run's checks read,
+    when decide is given another gate set; default: those of ``checks``)."""
     import hashlib
     import json
 
-    names = sorted({c.gate.metric for c in checks})
+    names = sorted(set(metrics) if metrics is not None else {c.gate.metric for c in checks})
     got = sorted((str(r["case_id"]), r.get("weight", 1.0),
                   [(r.get("metrics") or {}).get(m) for m in names]) for r in rows)
     return hashlib.sha256(json.dumps(got, default=str).encode()).hexdigest()
@@ -272,19 +274,54 @@ class Sequential:
                             "so a sequential run would only run every case: run without "
                             "sequential.against, or add a gate on a metric in [0, 1]")
         self.scale = weight_scale(baseline.records)
+        self.unfinished = baseline.incomplete() if hasattr(baseline, "incomplete") else None
+        own = (getattr(baseline, "metrics", None) or {}).get("sequential")
+        self.base_sequential = own if isinstance(own, dict) else None
+        versions = (getattr(baseline, "metrics", None) or {}).get("metric_versions")
+        self.baseline_versions = versions if isinstance(versions, dict) else {}
         self.order: list[str] = []
         self.targets: list[float | None] = [None] * len(self.checks)
         self.moving = [True] * len(self.checks)  # (can_move, set by arrange)
         self.total = 0
         self.stopped_because = ALL_RUN
 
+    def check_versions(self, versions: Mapping[str, str]) -> None:
+        """Before the first case: the families the checks read (retrieval, faithfulness,
+        ...) graded as the baseline was (``versions``: this run's metric versions); a
+        VersionMismatchError otherwise (exit 3, as decide would then refuse the pair): the
+        run would stop on differences of scores graded differently."""
+        from raglab.errors import VersionMismatchError
+        from raglab.metrics.catalog import family_of
+
+        families = dict.fromkeys(f for c in self.checks if (f := family_of(c.gate.metric)))
+        bad = [f for f in families if f in self.baseline_versions and f in versions
+               and self.baseline_versions[f] != versions[f]]
+        if bad:
+            what = "; ".join(f"{f}: baseline {self.baseline_versions[f]}, this run "
+                             f"{versions[f]}" for f in bad)
+            raise VersionMismatchError(
+                f"sequential.against: metric versions differ for the gated families ({what}): "
+                "the checks would stop the run on scores graded differently; grade both runs "
+                "alike (the same grader settings), or run without sequential.against",
+                file=self.source)
+
     def arrange(self, case_ids: Sequence[str]) -> list[str]:
         """The seeded order of all the run's cases (kept for :meth:`settled`) and the
         checks' bet targets."""
         missing = [c for c in case_ids if c not in self.baseline]
         if missing:
+            why = ""  # the likely cause, when the baseline says it
+            if self.unfinished:
+                why = (f": the baseline run did not finish ({self.unfinished}); run its "
+                       "command again to finish it first")
+            elif self.base_sequential is not None:
+                seq = self.base_sequential
+                why = (f": the baseline is itself a sequential run ({seq.get('cases_run')} "
+                       f"of {seq.get('cases_total')} cases run); give the run of every case "
+                       f"it ran against (its sequential.against: {seq.get('against')})")
             raise UserError(f"sequential.against: the baseline run has no record of case "
-                            f"{missing[0]} ({len(missing)} case(s) missing)", file=self.source)
+                            f"{missing[0]} ({len(missing)} case(s) missing){why}",
+                            file=self.source)
         turn = next((c for c in case_ids
                      if (self.baseline[c].get("tags") or {}).get("conversation")), None)
         if turn is not None:
@@ -292,6 +329,14 @@ class Sequential:
                             "sequential run bets on cases as independent draws, and the "
                             "turns of a conversation are not (compare and decide cluster "
                             "them by conversation): run every case and decide on that run")
+        names = dict.fromkeys(ch.gate.metric for ch in self.checks)
+        for cid in case_ids:  # the baseline's values, known now: refused before any work
+            got = self.baseline[cid].get("metrics") or {}
+            bad = next((m for m in names if got.get(m) is not None
+                        and not 0.0 <= got[m] <= 1.0), None)
+            if bad is not None:
+                raise UserError(f"sequential decisions need metrics in [0, 1]; the baseline's "
+                                f"{bad} is {got[bad]}", file=self.source, case_id=cid)
         self.order = ordered(list(case_ids), self.cfg.seed)
         self.total = len(case_ids)
         self.targets = [bet_target(ch, self.order, self.baseline) for ch in self.checks]

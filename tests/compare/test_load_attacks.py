@@ -130,3 +130,24 @@ def test_rows_are_light_and_flipped_answers_are_read_again(run, tmp_path):
     base_answer = json.loads(_lines(run)[0])["output"]["answer"]
     assert shown[0]["baseline_answer"] == base_answer
     assert shown[0]["candidate_answer"] == "a different answer"
+
+
+def test_a_weight_that_is_not_a_finite_number_at_least_0_is_refused(run, tmp_path):
+    # before: exit 0 here (the candidate's weights are not read); as the baseline's,
+    # "ValueError: weights must be finite and >= 0" (an unexpected error) from compare and
+    # decide, and from a sequential run against it after some of its cases
+    cand = _copy(run, tmp_path)
+    lines = _lines(cand)
+    obj = json.loads(lines[1])
+    _write(cand, [lines[0], json.dumps({**obj, "weight": -1}) + "\n", *lines[2:]])
+    _compare_fails(run, cand, "records.jsonl:2", obj["case_id"], "weight -1",
+                   "finite number >= 0")
+    from raglab.compare.load import read_rows
+    from raglab.errors import UserError
+
+    for bad, shown in ((None, "null"), (True, "true")):   # (a TypeError, or read as 1)
+        _write(cand, [lines[0], json.dumps({**obj, "weight": bad}) + "\n", *lines[2:]])
+        with pytest.raises(UserError, match=f"records.jsonl:2 case .*weight {shown}: "):
+            read_rows(cand / "records.jsonl")
+    _write(cand, [lines[0], json.dumps({**obj, "weight": 0}) + "\n", *lines[2:]])
+    assert read_rows(cand / "records.jsonl")[1]["weight"] == 0

@@ -219,3 +219,46 @@ def test_a_check_the_run_did_not_settle_gets_no_other_gates_target():
     assert _targets(checks_of(gates, base.records), summary) == [None]
     line = on_sequence(results, gates, base, cand)
     assert "1 of its checks the run did not settle" in line
+
+
+def test_underpowered_fail_holds_on_a_sequential_run_as_on_a_fixed_n_one():
+    # before: the sequence's pass replaced the fixed-n rule's "underpowered: ..." fail, so
+    # a gate set with underpowered: fail gave GO on a sequential run (demo: identical
+    # outputs, margin 0.05 below the MDE 0.0798 of the 96 paired cases) and NO-GO on the
+    # full run of the same candidate
+    gates = GateSet.model_validate({"underpowered": "fail",
+                                    "gates": [GATES.gates[0].model_dump()]})
+    base, cand = _run(300, 1.0, 0.0), _run(100, 1.0, 0.0, SUMMARY)
+    why = "its margin 0.05 is below the minimum detectable effect 0.0798 (80% power)"
+    under = {**_result(0, "fail", "underpowered: margin 0.05 below ...", 1.0),
+             "underpowered": True, "underpowered_why": why}
+    results = [under]
+    on_sequence(results, gates, base, cand)
+    assert results[0]["status"] == "fail"
+    assert results[0]["reason"].startswith(f"underpowered: {why} (confidence sequence")
+    assert "pass settled after 96 of 100 paired cases" in results[0]["reason"]
+    # with underpowered: warn (the default) the same check passes
+    warned = [{**under, "status": "pass", "reason": "CI ..."}]
+    on_sequence(warned, GateSet.model_validate({"gates": [GATES.gates[0].model_dump()]}),
+                base, cand)
+    assert warned[0]["status"] == "pass"
+
+
+def test_another_gate_set_at_decide_does_not_say_the_baseline_differs():
+    # before: the digest was taken over decide's gate metrics, not the run's, so a decision
+    # with another gate set (demo: the run on faithfulness, decide gates=default) said "the
+    # baseline's records differ from those the run settled on" of the very same baseline
+    base = _run(300, 1.0, 0.0)
+    gates = GateSet.model_validate({"gates": [GATES.gates[0].model_dump()]})
+    seq, order = _sequential_run(gates, base, [r["case_id"] for r in base.records])
+    kept = {cid: base.by_id()[cid] for cid in order[:100]}
+    cand = SimpleNamespace(records=list(kept.values()), by_id=lambda: kept, run_dir="cand",
+                           metrics={"sequential": seq.summary(kept)})
+    results = [_result(0, "inconclusive", "CI ...", 1.0), _result(1, "inconclusive", "", 0.0)]
+    line = on_sequence(results, GATES, base, cand)   # gate 1's two checks: not the run's
+    assert "2 of its checks the run did not settle" in line
+    assert "baseline's records differ" not in line
+    rerun = _run(300, 1.0, 0.0)          # a change in what the run's checks read still shows
+    rerun.records[7]["metrics"]["faithfulness"] = 0.0
+    results = [_result(0, "inconclusive", "CI ...", 1.0), _result(1, "inconclusive", "", 0.0)]
+    assert "baseline's records differ" in on_sequence(results, GATES, rerun, cand)
