@@ -148,6 +148,8 @@ class Gate(_C):
             raise ValueError(f"rule bound needs at least one of {', '.join(_BOUNDS)}")
         if self.rule != "bound" and given:
             raise ValueError(f"{given[0]} applies to rule bound only, not {self.rule}")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min {self.min:g} is above max {self.max:g}: no value passes")
         if self.rule in ("non_inferior", "not_worse") and spec.direction == "none":
             raise ValueError(f"{self.metric} has no better direction; use rule bound")
         if self.estimator == "ppi":

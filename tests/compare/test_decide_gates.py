@@ -244,6 +244,8 @@ def test_run_means_reads_both_runs_metrics_json():
      "gates[0].color: unknown key"),
     ({"metric": "faithfulness", "rule": "maybe"}, "gates[0].rule"),
     ({"metric": "final.mrr@5", "rule": "bound", "min": 0.1}, "unknown metric 'final.mrr@5'"),
+    ({"metric": "faithfulness", "rule": "bound", "min": 0.9, "max": 0.8},
+     "min 0.9 is above max 0.8: no value passes"),
 ])
 def test_bad_gates_are_one_line_user_errors(gate, message):
     with pytest.raises(UserError) as e:
