@@ -7,7 +7,7 @@ from typing import Any
 
 from raglab.compare.config import CompareCfg
 from raglab.compare.load import RunSource, questions
-from raglab.metrics.aggregate import slice_keys
+from raglab.metrics.aggregate import slice_keys, value_order
 from raglab.metrics.catalog import spec_of
 
 NOT_RECORDED = "not recorded"
@@ -92,5 +92,5 @@ def diagnosis_counts(b: RunSource, c: RunSource, ids: list[str]) -> dict:
     return {"recorded": recorded,
             "overall": {role: dict(cnt) for role, cnt in overall.items()},
             "slices": {k: {v: {role: dict(cnt) for role, cnt in roles.items()}
-                           for v, roles in sorted(vals.items())}
+                           for v, roles in sorted(vals.items(), key=lambda vr: value_order(vr[0]))}
                        for k, vals in sorted(per.items())}}

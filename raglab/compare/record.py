@@ -13,6 +13,7 @@ from raglab.compare.gates import FAIL, INCONCLUSIVE, NA, PASS, GateSet
 from raglab.compare.kappa import gated_families, judge_lines
 from raglab.compare.settling import cases_now
 from raglab.compare.table import dataset_warnings
+from raglab.metrics.aggregate import value_order
 from raglab.metrics.diagnosis import CAUSES
 
 
@@ -81,7 +82,8 @@ def _diagnoses(comp: Any, gates: GateSet) -> dict[str, Any]:
 
     slices = []
     for ref in gates.critical_slices:
-        for value, roles in sorted(((d.get("slices") or {}).get(ref.key) or {}).items()):
+        for value, roles in sorted(((d.get("slices") or {}).get(ref.key) or {}).items(),
+                                   key=lambda vr: value_order(str(vr[0]))):
             if ref.value is None or str(value) == ref.value:
                 slices.append({"key": ref.key, "value": str(value), "causes": table(roles)})
     return {"recorded": d.get("recorded"), "overall": table(d.get("overall") or {}),

@@ -18,7 +18,7 @@ from typing import Any
 from raglab.compare.config import CompareCfg
 from raglab.compare.load import RunSource
 from raglab.errors import UserError
-from raglab.metrics.aggregate import slice_keys
+from raglab.metrics.aggregate import slice_keys, slice_order
 from raglab.metrics.catalog import HEADLINE, family_of, spec_of
 
 
@@ -145,7 +145,7 @@ def _slice_groups(b: RunSource, ids: list[str]) -> dict[tuple[str, str], list[in
     for i, cid in enumerate(ids):
         for k, v in slice_keys(by[cid]).items():
             groups[(k, v)].append(i)
-    return dict(sorted(groups.items()))
+    return dict(sorted(groups.items(), key=lambda kv: slice_order(kv[0])))
 
 
 def case_weights(src: RunSource, ids: list[str]):

@@ -20,7 +20,7 @@ from raglab.data.io import iter_json_lines, read_models
 from raglab.data.schema import Case, Document, HumanLabel, matches_filters, may_see
 from raglab.errors import UserError
 from raglab.secrets import clip
-from raglab.text.normalize import Location, fact_changes, locate_quote
+from raglab.text.normalize import Location, fact_changes, locate_quote, natural_key
 
 PKG_PREFIX = "pkg://"
 
@@ -266,7 +266,7 @@ def _load_dataset(corpus: str | Path, cases: str | Path, labels: str | Path | No
 def summary_rows(ds: Dataset) -> list[tuple[str, str, int]]:
     """(group, value, count) rows: by tag, answerability and evidence count. The tag
     ``conversation`` names the unit, not a slice (docs/conversations.md): one row, its
-    number of values; a tag whose values are all numbers (``turn``) in their order."""
+    number of values; the numbers in a value in their order (turn 2 before turn 10)."""
     rows: list[tuple[str, str, int]] = []
     by_tag: dict[str, Counter] = defaultdict(Counter)
     for case in ds.cases:
@@ -277,9 +277,7 @@ def summary_rows(ds: Dataset) -> list[tuple[str, str, int]]:
             rows.append(("tag:conversation", f"{len(by_tag[k])} conversations",
                          sum(by_tag[k].values())))
             continue
-        numeric = all(v.isdigit() for v in by_tag[k])
-        for v, n in sorted(by_tag[k].items(),
-                           key=lambda vn: (int(vn[0]), vn[0]) if numeric else (0, vn[0])):
+        for v, n in sorted(by_tag[k].items(), key=lambda vn: (natural_key(vn[0]), vn[0])):
             rows.append((f"tag:{k}", v, n))
     ans = Counter("answerable" if c.answerable else "unanswerable" for c in ds.cases)
     rows += [("answerability", k, n) for k, n in sorted(ans.items())]

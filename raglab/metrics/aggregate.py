@@ -19,6 +19,7 @@ from typing import Any
 
 from raglab.metrics.declaration import MetricSpec
 from raglab.metrics.operational import LATENCY
+from raglab.text.normalize import natural_key
 
 #: the percentiles of each latency reported overall, by suffix (``latency_ms.total.p95``)
 PERCENTILES = {"p50": 50, "p95": 95}
@@ -39,6 +40,17 @@ def slice_keys(record: Mapping[str, Any]) -> dict[str, str]:
     keys = {k: str(v) for k, v in (record.get("tags") or {}).items() if k != "conversation"}
     keys["answerable"] = "yes" if (record.get("gold") or {}).get("answerable", True) else "no"
     return keys
+
+
+def value_order(value: str) -> tuple:
+    """The order of a tag's values in every output: the numbers in a value read as numbers
+    (turn 1, 2, 10; not 1, 10, 2)."""
+    return natural_key(value), value
+
+
+def slice_order(group: tuple[str, str]) -> tuple:
+    """The order of slices ``(tag key, value)``: by key, then :func:`value_order`."""
+    return group[0], value_order(group[1])
 
 
 class Aggregation:
@@ -133,7 +145,7 @@ class Aggregation:
     def result(self) -> dict[str, Any]:
         """``{"overall": {...}, "slices": {TAG_KEY: {TAG_VALUE: {"n": N, ...}}}}``."""
         slices: dict[str, dict[str, Any]] = {}
-        for k, v in sorted(self.sizes):
+        for k, v in sorted(self.sizes, key=slice_order):
             slices.setdefault(k, {})[v] = {"n": self.sizes[(k, v)], **self.means((k, v))}
         overall = self.means(())
         for name in sorted(self.latencies):
@@ -202,7 +214,7 @@ def diagnosis_counts(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             primary[d["primary"]] = primary.get(d["primary"], 0) + 1
         for k, v in slice_keys(r).items():
             groups[k][v].append(r)
-    slices = {k: {v: _cause_counts(rs) for v, rs in sorted(vals.items())}
+    slices = {k: {v: _cause_counts(vals[v]) for v in sorted(vals, key=value_order)}
               for k, vals in sorted(groups.items())}
     return {"overall": _cause_counts(records), "primary": primary, "failed": failed,
             "slices": slices}

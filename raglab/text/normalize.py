@@ -178,6 +178,15 @@ def contains_normalized(hay_normalized: str, needle_normalized: str) -> bool:
 
 
 WHITESPACE_TOKEN = re.compile(r"\S+")
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(value: str) -> tuple:
+    """A sort key that orders the numbers inside ``value`` by their value: turns 1, 2, 10
+    (not 1, 10, 2), ``i9`` before ``i10``. Equal keys ("1" and "01") are left to the caller:
+    sort by ``(natural_key(v), v)``."""
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(value)))
+
 
 
 def count_tokens(text: str) -> int:

@@ -119,3 +119,14 @@ def test_a_mean_is_the_running_sum_over_the_records_on_any_python():
     for r in records:  # one record per chunk: the same running sum
         agg.add([r])
     assert agg.means(())["m"] == 0.0
+
+
+def test_slices_list_the_numbers_in_their_values_in_order():
+    """metrics.json (and so the run report) lists a conversation's turns 1, 2, 10 and
+    intents i9 before i10; they were in text order (1, 10, 2)."""
+    recs = [{"tags": {"turn": t, "intent": f"i{t}"}, "gold": {"answerable": True},
+             "metrics": {"m": 1.0}} for t in ("10", "2", "1", "9", "01")]
+    slices = aggregate(recs, ["m"])["slices"]
+    assert list(slices["turn"]) == ["01", "1", "2", "9", "10"]
+    assert list(slices["intent"]) == ["i01", "i1", "i2", "i9", "i10"]
+    assert list(slices) == ["answerable", "intent", "turn"]
