@@ -81,6 +81,8 @@ from raglab.metrics.catalog import CALIBRATED_BY, FAMILIES, spec_of
 Rule = Literal["non_inferior", "not_worse", "bound"]
 #: what a check of a gate is, and what the decision is (raglab.compare.decide)
 PASS, FAIL, INCONCLUSIVE, NA = "pass", "fail", "inconclusive", "n/a"
+#: the end of the reason of a check a sequential run's confidence sequence decided
+ANYTIME = "(anytime-valid, sequential run)"
 GO, NO_GO, INCONCLUSIVE_DECISION = "GO", "NO-GO", "INCONCLUSIVE"
 _BOUNDS = ("max", "min", "max_increase", "max_decrease")
 

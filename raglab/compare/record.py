@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from raglab.compare.decide import _fmt, decision_of, turns_on
-from raglab.compare.gates import FAIL, INCONCLUSIVE, NA, PASS, GateSet
+from raglab.compare.gates import ANYTIME, FAIL, INCONCLUSIVE, NA, PASS, GateSet
 from raglab.compare.kappa import gated_families, judge_lines
 from raglab.compare.settling import cases_now
 from raglab.compare.table import dataset_warnings
@@ -120,6 +120,9 @@ def build_record(comp: Any, gates: GateSet, gate_name: str, gate_source: str,
             why = r.get("underpowered_why") or "its sample cannot carry it"
             if str(r.get("reason", "")).startswith("underpowered"):
                 tail = "a pass there is weak evidence, so it fails"
+            elif r["status"] == PASS and str(r.get("reason", "")).endswith(ANYTIME):
+                tail = ("its confidence sequence passed it, valid at any stop (the power "
+                        "figure is a fixed-n test's on the cases run)")
             elif r["status"] == PASS and r.get("rule") == "non_inferior":
                 tail = ("it passed, but with no true change a pass was less than 80% likely "
                         "on these cases")

@@ -32,7 +32,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from raglab.compare.gates import FAIL, INCONCLUSIVE, PASS, GateSet
+from raglab.compare.gates import ANYTIME, FAIL, INCONCLUSIVE, PASS, GateSet
 from raglab.errors import UserError
 from raglab.sequential import run as seq
 from raglab.sequential.run import Check
@@ -260,7 +260,7 @@ def on_sequence(results: Sequence[MutableMapping[str, Any]], gates: GateSet, bas
         statuses = [s for s, _ in parts]
         status = FAIL if FAIL in statuses else PASS if all(s == PASS for s in statuses) \
             else INCONCLUSIVE
-        reason = "; ".join(w for _, w in parts) + " (anytime-valid, sequential run)"
+        reason = "; ".join(w for _, w in parts) + " " + ANYTIME
         if status == PASS and r.get("underpowered") and gates.underpowered == "fail":
             # the gate set's rule holds here as on a fixed-n run: an underpowered pass fails
             status = FAIL

@@ -262,3 +262,33 @@ def test_another_gate_set_at_decide_does_not_say_the_baseline_differs():
     rerun.records[7]["metrics"]["faithfulness"] = 0.0
     results = [_result(0, "inconclusive", "CI ...", 1.0), _result(1, "inconclusive", "", 0.0)]
     assert "baseline's records differ" in on_sequence(results, GATES, rerun, cand)
+
+
+def test_an_underpowered_pass_of_the_sequence_is_not_called_a_lucky_fixed_n_pass(tmp_path):
+    """A sequential run stops once its checks settle, so its cases are few for a fixed-n
+    test: the record says the sequence passed it, valid at any stop. It said "with no
+    true change a pass was less than 80% likely on these cases", a test not used."""
+    from raglab.compare.comparison import Comparison, RunSource
+    from raglab.compare.gates import ANYTIME
+    from raglab.compare.record import build_record
+
+    def src(label):
+        return RunSource(label, tmp_path / label, label, {"k": 3},
+                         {"dataset": {}, "n_cases": 100, "errors": 0,
+                          "metric_versions": {}}, [])
+
+    gates = GateSet.model_validate({"gates": [GATES.gates[0].model_dump()]})
+    comp = Comparison(src("b"), src("c"), [], {}, {}, {}, [], {})
+    why = "its margin 0.05 is below the minimum detectable effect 0.0798 (80% power)"
+    base = {**_result(0, "pass", "CI ...", 1.0), "gate": "faithfulness non_inferior",
+            "rule": "non_inferior", "underpowered": True, "underpowered_why": why}
+    fixed = build_record(comp, gates, "g", "g.yaml", [base], name="g", date="2026-01-02",
+                         question=None)["warnings"]
+    assert any("a pass was less than 80% likely" in w for w in fixed)
+    settled = {**base, "reason": f"pass settled after 96 of 100 paired cases {ANYTIME}"}
+    warned = build_record(comp, gates, "g", "g.yaml", [settled], name="g", date="2026-01-02",
+                          question=None)["warnings"]
+    (w,) = [w for w in warned if "underpowered" in w]
+    assert w == (f"faithfulness non_inferior [overall] is underpowered: {why}; its confidence "
+                 "sequence passed it, valid at any stop (the power figure is a fixed-n "
+                 "test's on the cases run)")
