@@ -81,4 +81,5 @@ def _load(argv: list[str]):
                          "dataset")
     ds = load_dataset(dcfg.corpus, dcfg.cases, dcfg.labels, dcfg.fuzzy_threshold)
     # (no usable case: nothing to weigh; the quarantine is still written and reported)
-    return ds, effective_weights(ds.cases, dcfg.weights) if ds.cases else None
+    return ds, (effective_weights(ds.cases, dcfg.weights, str(ds.cases_path)) if ds.cases
+                else None)

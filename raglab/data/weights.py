@@ -21,16 +21,17 @@ _RAKING_ROUNDS = 100
 _RAKING_TOL = 1e-12
 
 
-def effective_weights(cases: Sequence[Any], shares: Mapping[str, Mapping[str, float]]
-                      ) -> dict[str, float] | None:
-    """``{case id: weight}``, or None when every case weighs 1 (an unweighted run)."""
+def effective_weights(cases: Sequence[Any], shares: Mapping[str, Mapping[str, float]],
+                      source: str | None = None) -> dict[str, float] | None:
+    """``{case id: weight}``, or None when every case weighs 1 (an unweighted run).
+    ``source``: the cases file, named by the errors."""
     w = {c.id: float(getattr(c, "weight", 1.0)) for c in cases}
     for cid, v in w.items():  # the schema bounds them; cases built in code are checked too
         if not (math.isfinite(v) and 0 <= v <= MAX_WEIGHT):
-            raise UserError(f"case {cid}: weight {v!r}: a weight is a finite number from 0 "
-                            f"to {MAX_WEIGHT:g}")
+            raise UserError(f"weight {v!r}: a weight is a finite number from 0 to "
+                            f"{MAX_WEIGHT:g}", file=source, case_id=cid)
     if not any(v > 0 for v in w.values()):
-        raise UserError("every case has weight 0: nothing would be measured")
+        raise UserError("every case has weight 0: nothing would be measured", file=source)
     if shares:
         w = _rake(cases, w, shares)
     total = math.fsum(w.values())

@@ -138,7 +138,7 @@ class Run:
                             f"(see {self.run_dir / 'quarantine.jsonl'})", file=str(ds.cases_path))
         from raglab.data.weights import effective_weights
 
-        self.weights = effective_weights(ds.cases, cfg.dataset.weights)
+        self.weights = effective_weights(ds.cases, cfg.dataset.weights, str(ds.cases_path))
         hashes = {"corpus_sha256": ds.corpus_hash, "cases_sha256": ds.cases_hash}
         check_dataset(self.run_dir, hashes)
         system_identity = system_identity_of(cfg)

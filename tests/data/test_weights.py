@@ -161,3 +161,15 @@ def test_an_overflowing_share_is_refused_as_config(tmp_path):
     with pytest.raises(UserError) as e:
         effective_weights([case("a", 1e308, intent="x")], {})
     assert "case a: weight 1e+308" in str(e.value)
+
+
+def test_a_set_where_every_case_weighs_0_names_its_file(tmp_path):
+    """'every case has weight 0' named no file; it names the cases file."""
+    cases = [dict(c, weight=0) for c in TINY_CASES]
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", TINY_CORPUS)
+    path = write_jsonl(tmp_path / "cases.jsonl", cases)
+    p = run_cli("validate", f"dataset.corpus={corpus}", f"dataset.cases={path}",
+                "dataset.labels=null", cwd=tmp_path)
+    _one_line(p, f"{path}: every case has weight 0: nothing would be measured")
+    with pytest.raises(UserError, match=r"^c\.jsonl case a: weight inf: a weight is"):
+        effective_weights([SimpleNamespace(id="a", weight=math.inf)], {}, "c.jsonl")
