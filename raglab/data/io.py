@@ -63,6 +63,9 @@ def first_problem(err: ValidationError, model: type[BaseModel] | None = None,
         return Problem(".".join(parts), "unknown", first["msg"], valid)
     if kind == "missing":
         return Problem(".".join(parts), "missing", first["msg"], "")
+    if kind == "model_type":  # (pydantic names the model class: "... instance of User")
+        return Problem(".".join(parts), "value", "Input should be an object (a JSON "
+                       "mapping of its fields)", "")
     return Problem(".".join(parts), "value", first["msg"], "")
 
 

@@ -78,3 +78,16 @@ def test_read_records_drops_a_torn_line_and_names_a_bad_one(tmp_path):
     path.write_text(json.dumps(bad) + "\n")
     with pytest.raises(UserError, match="case c1: not a raglab record: field 'gold.answerable'"):
         read_records(path)
+
+
+def test_a_field_that_should_be_an_object_is_named_without_the_model_class():
+    """A case's ``user`` given as a string said "Input should be a valid dictionary or
+    instance of User" (a class of raglab's code); it says an object is expected."""
+    from raglab.data.io import parse_model
+    from raglab.data.schema import Case
+
+    case = {"id": "c1", "question": "q?", "answerable": False, "user": "alice"}
+    with pytest.raises(UserError) as e:
+        parse_model(Case, case, file="cases.jsonl", line=3)
+    assert str(e.value) == ("cases.jsonl:3 case c1: field 'user': Input should be an object "
+                            "(a JSON mapping of its fields)")
