@@ -150,6 +150,8 @@ class Run:
         write_identity(self.run_dir, versions, content_key(self.resolved_yaml, length=16),
                        hashes, {"system": system_identity} if system_identity else None)
         self.warnings = self.run_warnings()
+        if self.sequential is not None:
+            self.warnings += self.sequential.data_warnings(hashes)
         for w in self.warnings:
             print(f"raglab: warning: {w}", file=sys.stderr, flush=True)
         self.tracker = tracker

@@ -279,6 +279,8 @@ class Sequential:
         self.base_sequential = own if isinstance(own, dict) else None
         versions = (getattr(baseline, "metrics", None) or {}).get("metric_versions")
         self.baseline_versions = versions if isinstance(versions, dict) else {}
+        data = (getattr(baseline, "metrics", None) or {}).get("dataset")
+        self.baseline_data = data if isinstance(data, dict) else {}
         self.order: list[str] = []
         self.targets: list[float | None] = [None] * len(self.checks)
         self.moving = [True] * len(self.checks)  # (can_move, set by arrange)
@@ -304,6 +306,16 @@ class Sequential:
                 "the checks would stop the run on scores graded differently; grade both runs "
                 "alike (the same grader settings), or run without sequential.against",
                 file=self.source)
+
+    def data_warnings(self, hashes: Mapping[str, str]) -> list[str]:
+        """A warning for each data file this run (``hashes``: its dataset's) reads other
+        than its baseline did: cases are paired by id, and an edited one is not the case
+        the baseline ran (decide warns too)."""
+        from raglab.compare.table import dataset_warnings
+
+        return [f"sequential.against: {w}: the cases are paired by id, and an edited case "
+                "is not the one the baseline ran"
+                for w in dataset_warnings(self.baseline_data, dict(hashes))]
 
     def arrange(self, case_ids: Sequence[str]) -> list[str]:
         """The seeded order of all the run's cases (kept for :meth:`settled`) and the

@@ -265,3 +265,26 @@ def test_a_sweep_directory_as_the_baseline_names_one_of_its_jobs(runs):
     (sweep / "multirun.yaml").write_text("hydra: {}\n")
     err = _against(runs, sweep)
     assert f"a sweep directory: give one of its jobs, such as {sweep / '0'}" in err
+
+
+def test_a_run_of_an_edited_cases_file_warns_that_its_baseline_read_another(runs):
+    """The same case ids with an edited question: the run warned of nothing (decide only);
+    it says its baseline read other cases, on the terminal and in metrics.json."""
+    edited = runs["root"] / "edited-cases.jsonl"
+    lines = runs["cases"].read_text().splitlines()
+    first = json.loads(lines[0])
+    first["question"] += " (edited)"
+    edited.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    run_dir = runs["root"] / "edited"
+    proc = run_cli("run", "system=replay", f"system.path={runs['outputs']}",
+                   f"dataset.corpus={runs['corpus']}", f"dataset.cases={edited}",
+                   "dataset.labels=null", "grader=none", "tracking=none",
+                   f"hydra.run.dir={run_dir}", "progress=off",
+                   f"sequential.against={runs['base']}", f"sequential.gates={runs['gates']}",
+                   cwd=runs["root"])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    said = json.loads((run_dir / "metrics.json").read_text())["warnings"]
+    (w,) = [w for w in said if w.startswith("sequential.against: the runs used different")]
+    assert w.startswith("sequential.against: the runs used different cases files (")
+    assert w.endswith("an edited case is not the one the baseline ran")
+    assert f"raglab: warning: {w}" in proc.stderr
