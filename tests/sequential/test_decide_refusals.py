@@ -275,7 +275,7 @@ def test_a_run_of_an_edited_cases_file_warns_that_its_baseline_read_another(runs
     first = json.loads(lines[0])
     first["question"] += " (edited)"
     edited.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
-    run_dir = runs["root"] / "edited"
+    run_dir = runs["root"] / "edited-set"
     proc = run_cli("run", "system=replay", f"system.path={runs['outputs']}",
                    f"dataset.corpus={runs['corpus']}", f"dataset.cases={edited}",
                    "dataset.labels=null", "grader=none", "tracking=none",
