@@ -291,10 +291,10 @@ def dataset_warnings(db: dict[str, Any], dc: dict[str, Any],
                      said: Sequence[str] = ()) -> list[str]:
     """A warning for each data file the two runs' ``dataset`` sections hash differently
     (an edited case, or a conversation's earlier turn, changes what the cases are), unless
-    ``said`` has it already."""
+    ``said`` has it already; nothing where a run records no hash (an unfinished run)."""
     out = []
     for what in ("cases_sha256", "corpus_sha256"):
-        if db.get(what) != dc.get(what):
+        if db.get(what) and dc.get(what) and db[what] != dc[what]:
             head = f"the runs used different {what.split('_')[0]} files"
             if not any(w.startswith(head) for w in said):
                 out.append(f"{head} ({str(db.get(what))[:12]} and {str(dc.get(what))[:12]})")

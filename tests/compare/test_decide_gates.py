@@ -368,3 +368,15 @@ def test_a_no_go_on_many_changed_cases_does_not_turn_on_a_handful():
          "wins": 0, "ties": 80, "losses": 20}
     (check,) = evaluate_gates([r], gates(fa))
     assert check["status"] == FAIL and turns_on([check]) is None
+
+
+def test_data_file_warnings_need_both_hashes():
+    """A run that records no hash (unfinished: no metrics.json) is not a different file:
+    a sequential run against such a baseline warned 'None and 1feddbf6906e'."""
+    from raglab.compare.table import dataset_warnings
+
+    a, b = {"cases_sha256": "a" * 64, "corpus_sha256": "c" * 64}, {"cases_sha256": "b" * 64}
+    assert dataset_warnings({}, a) == [] and dataset_warnings(a, dict(a)) == []
+    assert dataset_warnings(a, b) == [f"the runs used different cases files ({'a' * 12} and "
+                                      f"{'b' * 12})"]
+    assert dataset_warnings(a, b, ["the runs used different cases files (...)"]) == []

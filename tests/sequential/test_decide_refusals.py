@@ -35,15 +35,22 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     return paths
 
 
-def _run(p: dict[str, Path], name: str, *extra: str) -> Path:
+def _run(p: dict[str, Path], name: str, *extra: str, cases: Path | None = None) -> Path:
+    run_dir, proc = _started(p, name, *extra, cases=cases)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return run_dir
+
+
+def _started(p: dict[str, Path], name: str, *extra: str, cases: Path | None = None):
+    """``(run directory, the finished process)`` of a replay run of the set (``cases``:
+    another cases file)."""
     run_dir = p["root"] / name
     proc = run_cli("run", "system=replay", f"system.path={p['outputs']}",
-                   f"dataset.corpus={p['corpus']}", f"dataset.cases={p['cases']}",
+                   f"dataset.corpus={p['corpus']}", f"dataset.cases={cases or p['cases']}",
                    "dataset.labels=null", "grader=none", "tracking=none",
                    f"hydra.run.dir={run_dir}", f"cache_dir={p['root'] / 'cache'}",
                    "progress=off", *extra, cwd=p["root"])
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return run_dir
+    return run_dir, proc
 
 
 def _decide(p: dict[str, Path], base: Path, cand: Path, *extra: str) -> str:
@@ -198,12 +205,8 @@ def test_an_empty_against_is_refused_not_read_as_the_working_directory(runs):
 
 def _against(p: dict[str, Path], baseline: Path) -> str:
     """A sequential run's one line of error against ``baseline`` (exit 2)."""
-    proc = run_cli("run", "system=replay", f"system.path={p['outputs']}",
-                   f"dataset.corpus={p['corpus']}", f"dataset.cases={p['cases']}",
-                   "dataset.labels=null", "grader=none", "tracking=none",
-                   f"hydra.run.dir={p['root'] / ('against-' + baseline.name)}", "progress=off",
-                   f"sequential.against={baseline}", f"sequential.gates={p['gates']}",
-                   cwd=p["root"])
+    _, proc = _started(p, f"against-{baseline.name}", f"sequential.against={baseline}",
+                       f"sequential.gates={p['gates']}")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and "Traceback" not in proc.stderr, proc.stderr
@@ -275,13 +278,8 @@ def test_a_run_of_an_edited_cases_file_warns_that_its_baseline_read_another(runs
     first = json.loads(lines[0])
     first["question"] += " (edited)"
     edited.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
-    run_dir = runs["root"] / "edited-set"
-    proc = run_cli("run", "system=replay", f"system.path={runs['outputs']}",
-                   f"dataset.corpus={runs['corpus']}", f"dataset.cases={edited}",
-                   "dataset.labels=null", "grader=none", "tracking=none",
-                   f"hydra.run.dir={run_dir}", "progress=off",
-                   f"sequential.against={runs['base']}", f"sequential.gates={runs['gates']}",
-                   cwd=runs["root"])
+    run_dir, proc = _started(runs, "edited-set", f"sequential.against={runs['base']}",
+                             f"sequential.gates={runs['gates']}", cases=edited)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     said = json.loads((run_dir / "metrics.json").read_text())["warnings"]
     (w,) = [w for w in said if w.startswith("sequential.against: the runs used different")]
