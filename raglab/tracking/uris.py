@@ -114,8 +114,10 @@ def check_tracking(uri: str) -> None:
             raise unreachable(f"directory {path.parent} does not exist")
         if path.exists():
             import sqlite3
-            try:
-                conn = sqlite3.connect(path.as_uri() + "?mode=ro", uri=True,
+            try:  # read-write (never creating): a store whose writer was killed keeps a
+                # hot journal, which only a connection that can write rolls back, as
+                # MLflow's own will
+                conn = sqlite3.connect(path.as_uri() + "?mode=rw", uri=True,
                                        timeout=PROBE_TIMEOUT_S)
                 try:
                     conn.execute("PRAGMA schema_version").fetchone()

@@ -268,6 +268,37 @@ def test_check_tracking_stores(tmp_path):
         check_tracking(str(tmp_path / "mlruns"))
 
 
+
+KILLED_MID_WRITE = """
+import os, signal, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA cache_size=1")  # changed pages reach the file before the commit
+conn.execute("BEGIN")
+conn.execute("INSERT INTO t SELECT randomblob(1000) FROM t")
+os.kill(os.getpid(), signal.SIGKILL)  # a run killed while MLflow writes its store
+"""
+
+
+def test_check_tracking_accepts_a_store_whose_writer_was_killed(tmp_path):
+    """A process killed mid-transaction leaves a hot journal, which the next connection
+    that can write rolls back. The check used to open the store read-only, which cannot,
+    and refused every later run: 'unreachable ...: attempt to write a readonly database'."""
+    import sqlite3
+
+    db = tmp_path / "mlflow.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE t (x BLOB)")
+    conn.executemany("INSERT INTO t VALUES (randomblob(1000))", [()] * 500)
+    conn.commit()
+    conn.close()
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_WRITE, str(db)])
+    assert killed.returncode == -9
+    assert (tmp_path / "mlflow.db-journal").stat().st_size > 0  # hot: left to roll back
+    check_tracking(f"sqlite:///{db}")
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM t").fetchone() == (500,)  # rolled back
+    conn.close()
+
 def test_ui_command_is_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert ui_command("sqlite:///mlflow.db") == \
