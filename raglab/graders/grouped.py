@@ -146,8 +146,7 @@ def start_references(g: Any, cases: list[Any], grader: Any = None) -> Any:
             calls = [{**c, "family": "correctness", "share": 1 / len(chunk),
                       "served": len(chunk)} for c in meter.calls]
             for it, claims in zip(chunk, res):
-                g.cache.put("grade", keys[it], claims)
-                g.cache.put("grade_cost", keys[it], {"usd": share, "calls": calls})
+                g.store(keys[it], claims, share, calls)
                 g.fresh.add(keys[it])
         except LLMFormatError as e:
             llm = getattr(grader or g.grader, "llm", None)

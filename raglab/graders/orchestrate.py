@@ -131,11 +131,18 @@ class Grading:
         for c in meter.calls:  # (the same entries the case's meter lists)
             c.setdefault("family", family)
         self.work.add("grader_calls")
-        self.cache.put("grade", key, value)
-        self.cache.put("grade_cost", key, {"usd": meter.total(), "calls": meter.calls})
+        self.store(key, value, meter.total(), meter.calls)
         if case_meter is not None:
             case_meter.add(meter.total())
         return value
+
+    def store(self, key: str, value: Any, usd: float | None, calls: list[dict]) -> None:
+        """Cache a judgment with what it cost and the calls that made it. The cost goes
+        first: a judgment counts as cached only once its value is there, so a process
+        killed between the two writes leaves a judgment to ask again, never one whose cost
+        and calls are lost (its cases' ``grading_calls`` short, their cost unknown)."""
+        self.cache.put("grade_cost", key, {"usd": usd, "calls": calls})
+        self.cache.put("grade", key, value)
 
     def _verdict(self, family: str, kind: VerdictKind, **fields: Any) -> dict[str, Any]:
         """A :class:`~raglab.data.verdicts.Verdict`, in its stored (JSON) form."""
