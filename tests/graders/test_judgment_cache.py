@@ -1,6 +1,6 @@
 """A judgment is cached with its cost and the calls that made it, so a resumed run lists the
-same grading calls and knows the same cost: a process killed between the two writes (seen
-by the slow SIGKILL test) must never leave a judgment whose cost and calls are lost."""
+same grading calls and knows its cost: a process killed between the two writes (seen by the
+slow SIGKILL test) must never leave a judgment whose cost and calls are lost."""
 
 from __future__ import annotations
 

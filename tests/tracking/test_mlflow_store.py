@@ -268,7 +268,6 @@ def test_check_tracking_stores(tmp_path):
         check_tracking(str(tmp_path / "mlruns"))
 
 
-
 KILLED_MID_WRITE = """
 import os, signal, sqlite3, sys
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)
@@ -298,6 +297,7 @@ def test_check_tracking_accepts_a_store_whose_writer_was_killed(tmp_path):
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT count(*) FROM t").fetchone() == (500,)  # rolled back
     conn.close()
+
 
 def test_ui_command_is_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
